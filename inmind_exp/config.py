@@ -1,0 +1,278 @@
+"""Typed schemas for every config group, registered with Hydra's ConfigStore (values live in ``conf/``), and the
+functions that turn a composed config into the objects the pipeline uses (endpoints, embedding, injection, hash).
+
+A misspelt key or a wrong type fails at composition, naming the key, before anything runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from inmind_exp.embed import EmbeddingSpec
+from inmind_exp.llm import ROLES, Endpoint
+from inmind_exp.protocol import InjectionSpec
+
+
+@dataclass
+class SystemConf:
+    name: str = MISSING
+    params: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EmbeddingConf:
+    name: str = MISSING
+    kind: str = MISSING  # local | api | bm25
+    model: Optional[str] = None
+    dim: Optional[int] = None
+    batch_size: int = 64
+    base_url: Optional[str] = None
+    api_key_env: Optional[str] = None
+    max_concurrency: int = 4
+    timeout_s: float = 120.0
+
+
+@dataclass
+class InjectionConf:
+    name: str = MISSING
+    user_turn: Optional[int] = None
+    fraction: Optional[float] = None
+
+
+@dataclass
+class RoleConf:
+    """Per-role overrides; null means "as ``llm``"."""
+
+    base_url: Optional[str] = None
+    model: Optional[str] = None
+    api_key_env: Optional[str] = None
+    temperature: Optional[float] = None
+    max_tokens: Optional[int] = None
+    top_p: Optional[float] = None
+    timeout_s: Optional[float] = None
+    max_concurrency: Optional[int] = None
+
+
+@dataclass
+class RolesConf:
+    answerer: RoleConf = field(default_factory=RoleConf)
+    judge: RoleConf = field(default_factory=RoleConf)
+    memory: RoleConf = field(default_factory=RoleConf)
+
+
+@dataclass
+class LocalServerConf:
+    n_ctx: int = 4096
+    n_threads: int = 2
+    startup_timeout_s: float = 300.0
+
+
+@dataclass
+class PriceConf:
+    prompt_per_1m: float = 0.0
+    completion_per_1m: float = 0.0
+
+
+@dataclass
+class LLMConf:
+    name: str = MISSING
+    provider: str = "openai"  # openai (any compatible endpoint) | local (start the embedded llama.cpp server)
+    base_url: Optional[str] = None
+    model: str = MISSING
+    api_key_env: Optional[str] = None
+    model_path: Optional[str] = None
+    server: LocalServerConf = field(default_factory=LocalServerConf)
+    temperature: Optional[float] = 0.0
+    top_p: Optional[float] = None
+    max_tokens: Optional[int] = 512
+    max_tokens_param: str = "max_tokens"
+    seed: Optional[int] = None
+    timeout_s: float = 300.0
+    max_concurrency: int = 4
+    rpm: Optional[float] = None
+    tpm: Optional[float] = None
+    max_attempts: int = 6
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 60.0
+    roles: RolesConf = field(default_factory=RolesConf)
+    prices: Dict[str, PriceConf] = field(default_factory=dict)
+
+
+@dataclass
+class DatasetConf:
+    path: Optional[str] = None  # null: the bundled 125 tasks
+    limit: Optional[int] = None
+
+
+@dataclass
+class TraceConf:
+    path: Optional[str] = None  # null: the bundled 47-session trace
+    index: int = 0
+
+
+@dataclass
+class TrackingConf:
+    uri: str = "sqlite:///mlflow.db"
+    experiment: str = "inmind"
+
+
+@dataclass
+class ClusterConf:
+    name: str = "local"
+    address: Optional[str] = None  # null: start a local Ray; "auto" or "ray://host:10001": join a cluster
+    num_cpus: Optional[int] = None
+    workers: int = 2
+    object_store_memory: Optional[int] = 200_000_000
+    runtime_env: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunConf:
+    cache_dir: str = ".inmind_cache"
+    max_task_attempts: int = 2
+    retry_errors: bool = True
+    judge_attempts: int = 3
+    keep_workdirs: bool = False
+    progress_every_s: float = 10.0
+
+
+@dataclass
+class Config:
+    system: SystemConf = MISSING
+    embedding: EmbeddingConf = MISSING
+    injection: InjectionConf = MISSING
+    llm: LLMConf = MISSING
+    dataset: DatasetConf = field(default_factory=DatasetConf)
+    trace: TraceConf = field(default_factory=TraceConf)
+    tracking: TrackingConf = field(default_factory=TrackingConf)
+    cluster: ClusterConf = field(default_factory=ClusterConf)
+    run: RunConf = field(default_factory=RunConf)
+    dry_run: bool = False
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=Config)
+
+
+# -- resolution ---------------------------------------------------------------------------------------------------
+
+def role_endpoints(llm: DictConfig | Any) -> dict[str, Endpoint]:
+    """One ``Endpoint`` per role: the role's overrides on top of ``llm``'s values."""
+    out = {}
+    for role in ROLES:
+        r = llm.roles[role]
+
+        def pick(key: str, r=r) -> Any:
+            v = r.get(key)
+            return llm[key] if v is None else v
+
+        base_url = pick("base_url")
+        out[role] = Endpoint(
+            role=role,
+            base_url=base_url or "",
+            model=pick("model"),
+            api_key_env=pick("api_key_env"),
+            timeout_s=float(pick("timeout_s")),
+            max_concurrency=int(pick("max_concurrency")),
+            rpm=llm.rpm,
+            tpm=llm.tpm,
+            max_attempts=int(llm.max_attempts),
+            backoff_initial_s=float(llm.backoff_initial_s),
+            backoff_max_s=float(llm.backoff_max_s),
+            temperature=pick("temperature"),
+            top_p=pick("top_p"),
+            max_tokens=pick("max_tokens"),
+            max_tokens_param=llm.max_tokens_param,
+            seed=llm.seed,
+        )
+    return out
+
+
+def embedding_spec(emb: DictConfig | Any, llm: DictConfig | Any) -> EmbeddingSpec:
+    endpoint = None
+    if emb.kind == "api":
+        endpoint = Endpoint(
+            role="embedding",
+            base_url=emb.base_url or llm.base_url or "",
+            model=emb.model,
+            api_key_env=emb.api_key_env,
+            timeout_s=float(emb.timeout_s),
+            max_concurrency=int(emb.max_concurrency),
+            max_attempts=int(llm.max_attempts),
+            backoff_initial_s=float(llm.backoff_initial_s),
+            backoff_max_s=float(llm.backoff_max_s),
+        )
+    return EmbeddingSpec(name=emb.name, kind=emb.kind, model=emb.model, dim=emb.dim, batch_size=int(emb.batch_size),
+                         endpoint=endpoint)
+
+
+def injection_spec(inj: DictConfig | Any) -> InjectionSpec:
+    return InjectionSpec(name=str(inj.name), user_turn=inj.user_turn, fraction=inj.fraction)
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_digest: str, trace_digest: str) -> dict[str, Any]:
+    """Everything that changes a task's result, and nothing else (not the limit, tracking, cluster or paths)."""
+    from inmind_exp.judges import JUDGES
+
+    def ep(e: Endpoint) -> dict[str, Any]:
+        return {"endpoint": e.cache_id or e.base_url, "model": e.model, "temperature": e.temperature, "top_p": e.top_p,
+                "max_tokens": e.max_tokens, "seed": e.seed}
+
+    emb = OmegaConf.to_container(cfg.embedding, resolve=True)
+    assert isinstance(emb, dict)
+    return {
+        "system": OmegaConf.to_container(cfg.system, resolve=True),
+        "embedding": {k: emb[k] for k in ("name", "kind", "model", "dim")},
+        "injection": {"user_turn": cfg.injection.user_turn, "fraction": cfg.injection.fraction},
+        "roles": {r: ep(e) for r, e in sorted(endpoints.items())},
+        "judges": {k: v.version for k, v in sorted(JUDGES.items())},
+        "dataset": dataset_digest,
+        "trace": {"digest": trace_digest, "index": cfg.trace.index},
+    }
+
+
+def identity_hash(identity: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+SECRET_MARKERS = ("api_key", "apikey", "secret", "password", "access_token", "auth_token", "bearer")
+
+
+def flatten_params(cfg: DictConfig) -> dict[str, str]:
+    """The resolved config flattened to ``a.b.c -> str`` for MLflow params; values of secret-looking keys are dropped
+    (``*_env`` keys hold only the *name* of an environment variable and are kept)."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    out: dict[str, str] = {}
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict):
+            for k, v in sorted(node.items()):
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        else:
+            leaf = prefix.rsplit(".", 1)[-1].lower()
+            if any(m in leaf for m in SECRET_MARKERS) and not leaf.endswith("_env"):
+                return
+            out[prefix] = json.dumps(node) if isinstance(node, (list, dict)) else str(node)
+
+    walk("", container)
+    return out
+
+
+def as_list(x: Any) -> List[Any]:
+    return list(x) if x is not None else []

@@ -1,0 +1,74 @@
+"""Load and validate InMind task files (one JSON object per line), reporting every problem with file and line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from inmind_exp.data.errors import DataError, Problem
+from inmind_exp.records import DOMAINS, ORIGINS, Task
+
+REQUIRED_TEXT = ("id", "domain", "user_message", "assistant_message", "naive_query", "query", "explanation")
+BUNDLED_TASKS = Path(__file__).parent / "bundled" / "tasks.jsonl"
+
+
+def load_tasks(path: str | Path | None = None, limit: int | None = None) -> list[Task]:
+    """Read a task file (the bundled set when ``path`` is None); raise ``DataError`` listing every problem."""
+    path = Path(path) if path else BUNDLED_TASKS
+    if not path.is_file():
+        raise DataError([Problem(str(path), None, None, "task file not found")])
+    problems: list[Problem] = []
+    tasks: list[Task] = []
+    seen: dict[str, int] = {}
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                problems.append(Problem(str(path), lineno, None, f"invalid JSON: {e.msg} (column {e.colno})"))
+                continue
+            if not isinstance(obj, dict):
+                problems.append(Problem(str(path), lineno, None, f"expected a JSON object, got {type(obj).__name__}"))
+                continue
+            line_problems = _check_task(obj, str(path), lineno)
+            tid = obj.get("id")
+            if isinstance(tid, str) and tid.strip():
+                if tid in seen:
+                    line_problems.append(Problem(str(path), lineno, "id", f"duplicate id {tid!r} (first on line {seen[tid]})"))
+                else:
+                    seen[tid] = lineno
+            problems.extend(line_problems)
+            if not line_problems:
+                tasks.append(Task.from_dict(obj))
+    if not problems and not tasks:
+        problems.append(Problem(str(path), None, None, "no tasks in file"))
+    if problems:
+        raise DataError(problems)
+    if limit is not None:
+        if limit < 1:
+            raise DataError([Problem(str(path), None, "dataset.limit", f"must be >= 1 or null, got {limit}")])
+        tasks = tasks[:limit]
+    return tasks
+
+
+def _check_task(obj: dict, path: str, lineno: int) -> list[Problem]:
+    problems = []
+    for key in REQUIRED_TEXT:
+        if key not in obj:
+            problems.append(Problem(path, lineno, key, "missing field"))
+        elif not isinstance(obj[key], str):
+            problems.append(Problem(path, lineno, key, f"must be a string, got {type(obj[key]).__name__}"))
+        elif not obj[key].strip():
+            problems.append(Problem(path, lineno, key, "empty text"))
+    domain = obj.get("domain")
+    if isinstance(domain, str) and domain.strip() and domain not in DOMAINS:
+        problems.append(Problem(path, lineno, "domain", f"unknown domain {domain!r}; expected one of {', '.join(DOMAINS)}"))
+    origin = obj.get("origin", "source")
+    if origin not in ORIGINS:
+        problems.append(Problem(path, lineno, "origin", f"unknown origin {origin!r}; expected 'source' or 'expert'"))
+    source = obj.get("source")
+    if source is not None and (not isinstance(source, str) or not source.strip()):
+        problems.append(Problem(path, lineno, "source", "must be a URL string or null"))
+    return problems

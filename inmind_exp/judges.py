@@ -1,0 +1,155 @@
+"""The four InMind judges (paper Appendix 14) and the judge-free exact target recall.
+
+Every judge returns a binary verdict as a JSON object ``{"score": 0 or 1, "reason": "..."}``. A reply that cannot
+be parsed into one after the allowed attempts becomes a ``Verdict`` with ``error`` set and ``score`` None, which
+metrics count as an error, never as a 0. Prompts are versioned constants: change the text, bump the version.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from inmind_exp.llm import LLMCallError, LLMClient
+from inmind_exp.llm.client import JSONReplyError
+from inmind_exp.records import Answer, Task, Verdict, msgs
+
+JUDGE_NAMES: tuple[str, ...] = ("naive", "application", "target_recall", "answer_only")
+
+_OUTPUT = 'Return only a JSON object of the form {"score": 0 or 1, "reason": "<one or two sentences>"}.'
+
+
+@dataclass(frozen=True)
+class JudgePrompt:
+    name: str
+    version: str
+    system: str
+    template: str
+
+
+NAIVE_JUDGE = JudgePrompt(
+    name="naive",
+    version="naive-v1",
+    system=(
+        "You are a strict evaluator of a memory-augmented assistant. Earlier, the user told the assistant a personal "
+        "fact. Now the user asks the assistant directly to recall it. Score 1 if the assistant's answer correctly "
+        "states the fact (a faithful paraphrase counts); score 0 if it is missing, wrong, vague or says it does not "
+        "know. " + _OUTPUT
+    ),
+    template=(
+        "[user_message] (the fact the user stated earlier)\n{user_message}\n\n"
+        "[context] (what the assistant had in view when answering)\n{context}\n\n"
+        "[query]\n{query}\n\n[answer]\n{answer}"
+    ),
+)
+
+APPLICATION_JUDGE = JudgePrompt(
+    name="application",
+    version="application-v1",
+    system=(
+        "You are a strict evaluator of a memory-augmented assistant. Earlier, the user told the assistant a personal "
+        "fact. Later the user made a request that never mentions that fact, but whose correct answer changes because "
+        "of it, through the knowledge described in [explanation]. Score 1 only if both hold: (a) the assistant's "
+        "context contains the user's personal fact, and (b) the answer applies it to this user as the explanation "
+        "requires (for example warns about the specific risk or rule for this user). A generic disclaimer that does "
+        "not connect to the user's own situation scores 0. " + _OUTPUT
+    ),
+    template=(
+        "[user_message] (the fact the user stated earlier)\n{user_message}\n\n"
+        "[context] (what the assistant had in view when answering)\n{context}\n\n"
+        "[query]\n{query}\n\n[explanation] (what a correct answer must do)\n{explanation}\n\n[answer]\n{answer}"
+    ),
+)
+
+TARGET_RECALL_JUDGE = JudgePrompt(
+    name="target_recall",
+    version="target_recall-v1",
+    system=(
+        "You audit what a memory system retrieved. You see the personal fact the user stated earlier and the exact "
+        "context the assistant was given for a later request (you do not see the assistant's answer). Score 1 if the "
+        "context contains the user's personal fact, verbatim or as a faithful paraphrase or summary that preserves "
+        "what matters for the explanation; score 0 if the fact is absent or only loosely related material appears. "
+        + _OUTPUT
+    ),
+    template=(
+        "[user_message] (the target fact)\n{user_message}\n\n[context]\n{context}\n\n[query]\n{query}\n\n"
+        "[explanation] (why the fact matters for the query)\n{explanation}"
+    ),
+)
+
+ANSWER_ONLY_JUDGE = JudgePrompt(
+    name="answer_only",
+    version="answer_only-v1",
+    system=(
+        "You evaluate an assistant's answer on its own. The user has a personal fact (given below) and made a request "
+        "whose correct answer changes because of it, as the explanation describes. You do not see what the assistant "
+        "retrieved. Score 1 if the answer itself expresses the required consequence for this user (the warning, rule "
+        "or adjustment in the explanation); score 0 if it does not. " + _OUTPUT
+    ),
+    template=(
+        "[user_message] (the user's fact)\n{user_message}\n\n[query]\n{query}\n\n"
+        "[explanation] (what a correct answer must do)\n{explanation}\n\n[answer]\n{answer}"
+    ),
+)
+
+JUDGES: dict[str, JudgePrompt] = {
+    j.name: j for j in (NAIVE_JUDGE, APPLICATION_JUDGE, TARGET_RECALL_JUDGE, ANSWER_ONLY_JUDGE)
+}
+
+
+def _validate_verdict(obj: dict[str, Any]) -> str | None:
+    score = obj.get("score")
+    if isinstance(score, bool):
+        return None
+    if isinstance(score, (int, float)) and score in (0, 1):
+        return None
+    if isinstance(score, str) and score.strip() in ("0", "1"):
+        return None
+    return f'"score" must be 0 or 1, got {score!r}'
+
+
+def _score(obj: dict[str, Any]) -> int:
+    s = obj["score"]
+    return int(s.strip()) if isinstance(s, str) else int(s)
+
+
+def judge(client: LLMClient, prompt: JudgePrompt, fields: dict[str, str], attempts: int = 3) -> Verdict:
+    """Run one judge; any failure (call or parse) is returned as an errored verdict, never a score."""
+    messages = msgs(("system", prompt.system), ("user", prompt.template.format(**fields)))
+    try:
+        obj, comp = client.chat_json(messages, attempts=attempts, validate=_validate_verdict)
+    except JSONReplyError as e:
+        return Verdict(prompt.name, None, raw=e.raw, error=str(e), prompt_version=prompt.version)
+    except LLMCallError as e:
+        return Verdict(prompt.name, None, error=str(e), prompt_version=prompt.version)
+    return Verdict(prompt.name, _score(obj), reason=str(obj.get("reason", "")), raw=comp.text, prompt_version=prompt.version)
+
+
+def judge_task(client: LLMClient, task: Task, naive: Answer | None, indirect: Answer, attempts: int = 3) -> dict[str, Verdict]:
+    """All applicable verdicts for one task: naive (when the system was asked), application, target recall, answer-only."""
+    verdicts: dict[str, Verdict] = {}
+    if naive is not None:
+        verdicts["naive"] = judge(client, NAIVE_JUDGE, {
+            "user_message": task.user_message, "context": naive.context_text(), "query": task.naive_query,
+            "answer": naive.text}, attempts)
+    indirect_ctx = indirect.context_text()
+    verdicts["application"] = judge(client, APPLICATION_JUDGE, {
+        "user_message": task.user_message, "context": indirect_ctx, "query": task.query,
+        "explanation": task.explanation, "answer": indirect.text}, attempts)
+    verdicts["target_recall"] = judge(client, TARGET_RECALL_JUDGE, {
+        "user_message": task.user_message, "context": indirect_ctx, "query": task.query,
+        "explanation": task.explanation}, attempts)
+    verdicts["answer_only"] = judge(client, ANSWER_ONLY_JUDGE, {
+        "user_message": task.user_message, "query": task.query, "explanation": task.explanation,
+        "answer": indirect.text}, attempts)
+    return verdicts
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text.casefold()).strip()
+
+
+def exact_target_recall(task: Task, answer: Answer) -> int:
+    """1 if the injected fact turn's text appears verbatim (case and whitespace folded) in the answerer's context."""
+    return int(_norm(task.user_message) in _norm(answer.context_text()))

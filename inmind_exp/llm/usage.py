@@ -1,0 +1,42 @@
+"""Thread-safe token and call accounting per role, with snapshots so a task's own usage can be taken as a difference."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict
+
+from inmind_exp.records import Usage
+
+
+class UsageMeter:
+    """Counts calls and tokens per role; cached calls are counted in both the totals and the ``cached_*`` fields."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_role: dict[str, Usage] = {}
+
+    def add(self, role: str, prompt_tokens: int, completion_tokens: int, cached: bool) -> None:
+        u = Usage(
+            calls=1,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cached_calls=int(cached),
+            cached_prompt_tokens=prompt_tokens if cached else 0,
+            cached_completion_tokens=completion_tokens if cached else 0,
+        )
+        with self._lock:
+            self._by_role[role] = self._by_role.get(role, Usage()) + u
+
+    def snapshot(self) -> dict[str, Usage]:
+        with self._lock:
+            return dict(self._by_role)
+
+    @staticmethod
+    def diff(after: dict[str, Usage], before: dict[str, Usage]) -> dict[str, Usage]:
+        out = {}
+        for role, a in after.items():
+            b = asdict(before.get(role, Usage()))
+            d = Usage(**{k: v - b[k] for k, v in asdict(a).items()})
+            if d.calls:
+                out[role] = d
+        return out

@@ -1,0 +1,288 @@
+"""Typed records that flow through the pipeline: tasks, traces, answers, verdicts and per-task results.
+
+Everything here is a frozen dataclass with a plain-dict round trip, so records cross Ray and land in
+JSONL unchanged. ``RECORD_SCHEMA_VERSION`` is written into every task record.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+RECORD_SCHEMA_VERSION = 1
+
+DOMAINS: tuple[str, ...] = (
+    "health_wellness",
+    "professional_career",
+    "relationships",
+    "financial",
+    "personal_development",
+    "spirituality",
+    "legal",
+    "consumer",
+    "parenting",
+    "other",
+)
+ORIGINS: tuple[str, ...] = ("source", "expert")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One InMind task: a personal fact turn pair, a direct and an indirect query, and the bridge."""
+
+    id: str
+    domain: str
+    user_message: str
+    assistant_message: str
+    naive_query: str
+    query: str
+    explanation: str
+    source: str | None = None
+    origin: str = "source"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        extra = d.pop("extra")
+        return {**d, **extra}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Task":
+        known = {f for f in cls.__dataclass_fields__ if f != "extra"}
+        return cls(**{k: d[k] for k in known if k in d}, extra={k: v for k, v in d.items() if k not in known})
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message of the background trace. ``injected`` marks the task's fact pair (only the backbone reads it)."""
+
+    role: str
+    content: str
+    injected: bool = False
+
+
+@dataclass(frozen=True)
+class Session:
+    """One dated conversation session of the trace, in order."""
+
+    id: str
+    date: str
+    turns: tuple[Turn, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "date": self.date, "turns": [asdict(t) for t in self.turns]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Session":
+        return cls(id=d["id"], date=d["date"], turns=tuple(Turn(**t) for t in d["turns"]))
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A background trace: the sessions of one LongMemEval-style instance."""
+
+    id: str
+    sessions: tuple[Session, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "sessions": [s.to_dict() for s in self.sessions]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Trace":
+        return cls(id=d["id"], sessions=tuple(Session.from_dict(s) for s in d["sessions"]))
+
+    @property
+    def n_user_turns(self) -> int:
+        return sum(1 for s in self.sessions for t in s.turns if t.role == "user")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message exactly as sent to (or returned by) an LLM; tool fields kept for agentic systems."""
+
+    role: str
+    content: str | None = None
+    tool_calls: tuple[dict[str, Any], ...] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            d["tool_calls"] = [dict(tc) for tc in self.tool_calls]
+        if self.tool_call_id is not None:
+            d["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            d["name"] = self.name
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Message":
+        tcs = d.get("tool_calls")
+        return cls(
+            role=d["role"],
+            content=d.get("content"),
+            tool_calls=tuple(tcs) if tcs else None,
+            tool_call_id=d.get("tool_call_id"),
+            name=d.get("name"),
+        )
+
+
+def msgs(*pairs: tuple[str, str]) -> tuple[Message, ...]:
+    """Shorthand: ``msgs(("system", s), ("user", u))``."""
+    return tuple(Message(role=r, content=c) for r, c in pairs)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer and the exact context (the message list) the answerer saw when producing it."""
+
+    text: str
+    context: tuple[Message, ...]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def context_text(self) -> str:
+        """The context flattened to text, as judges and exact recall see it (final answer excluded)."""
+        parts = []
+        for m in self.context:
+            if m.content:
+                parts.append(f"[{m.role}] {m.content}")
+            for tc in m.tool_calls or ():
+                fn = tc.get("function", {})
+                parts.append(f"[{m.role} tool call] {fn.get('name')}({fn.get('arguments')})")
+        return "\n".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "context": [m.to_openai() for m in self.context], "meta": self.meta}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Answer":
+        return cls(text=d["text"], context=tuple(Message.from_dict(m) for m in d["context"]), meta=d.get("meta", {}))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A binary judge verdict. ``score`` is None exactly when ``error`` says why no verdict was obtained."""
+
+    judge: str
+    score: int | None
+    reason: str = ""
+    raw: str = ""
+    error: str | None = None
+    prompt_version: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.score in (0, 1)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage of a set of calls. ``cached_*`` count calls answered from the cache (not paid)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_calls: int = 0
+    cached_prompt_tokens: int = 0
+    cached_completion_tokens: int = 0
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(*(a + b for a, b in zip(astuple_usage(self), astuple_usage(other))))
+
+    @property
+    def paid_prompt_tokens(self) -> int:
+        return self.prompt_tokens - self.cached_prompt_tokens
+
+    @property
+    def paid_completion_tokens(self) -> int:
+        return self.completion_tokens - self.cached_completion_tokens
+
+
+def astuple_usage(u: Usage) -> tuple[int, ...]:
+    return (u.calls, u.prompt_tokens, u.completion_tokens, u.cached_calls, u.cached_prompt_tokens, u.cached_completion_tokens)
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """Everything one task produced under one configuration; one JSONL line in the ledger and in MLflow."""
+
+    config_hash: str
+    task_id: str
+    domain: str
+    system: str
+    injection_session: int
+    naive: Answer | None
+    indirect: Answer | None
+    verdicts: dict[str, Verdict]
+    target_recall_exact: int | None
+    usage: dict[str, Usage]
+    latency_s: float
+    error: str | None = None
+    attempts: int = 1
+    schema_version: int = RECORD_SCHEMA_VERSION
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "config_hash": self.config_hash,
+            "task_id": self.task_id,
+            "domain": self.domain,
+            "system": self.system,
+            "injection_session": self.injection_session,
+            "naive": self.naive.to_dict() if self.naive else None,
+            "indirect": self.indirect.to_dict() if self.indirect else None,
+            "verdicts": {k: asdict(v) for k, v in sorted(self.verdicts.items())},
+            "target_recall_exact": self.target_recall_exact,
+            "usage": {k: asdict(v) for k, v in sorted(self.usage.items())},
+            "latency_s": self.latency_s,
+            "error": self.error,
+            "attempts": self.attempts,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TaskRecord":
+        return cls(
+            config_hash=d["config_hash"],
+            task_id=d["task_id"],
+            domain=d["domain"],
+            system=d["system"],
+            injection_session=d["injection_session"],
+            naive=Answer.from_dict(d["naive"]) if d.get("naive") else None,
+            indirect=Answer.from_dict(d["indirect"]) if d.get("indirect") else None,
+            verdicts={k: Verdict(**v) for k, v in d.get("verdicts", {}).items()},
+            target_recall_exact=d.get("target_recall_exact"),
+            usage={k: Usage(**v) for k, v in d.get("usage", {}).items()},
+            latency_s=d.get("latency_s", 0.0),
+            error=d.get("error"),
+            attempts=d.get("attempts", 1),
+            schema_version=d.get("schema_version", RECORD_SCHEMA_VERSION),
+        )
+
+
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Read JSON lines, skipping a truncated final line (a writer killed mid-line)."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.readlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1 and not line.endswith("\n"):
+                return
+            raise

@@ -1,0 +1,377 @@
+"""A-Mem: agentic memory with self-organising, interlinked notes (Xu et al. 2025, "A-MEM: Agentic Memory for LLM
+Agents", arXiv:2502.12110).
+
+Reimplemented (no PyPI release) from the paper reproduction ``WujiangXu/A-mem`` at 0c8039f (``memory_layer.py``:
+``MemoryNote.analyze_content``, ``AgenticMemorySystem.add_note / process_memory / consolidate_memories /
+find_related_memories / find_related_memories_raw``, ``SimpleEmbeddingRetriever``; ``test_advanced.py``:
+``advancedMemAgent``; ``memory_layer_robust.py`` for dropping json_schema), checked against the library
+``agiresearch/A-mem`` at ceffb86 (``agentic_memory/memory_system.py``).
+
+Write path, per trace turn (user and assistant turns alike, as the reproduction adds every LoCoMo turn):
+  1. the turn becomes a note "Speaker <role> says : <text>" dated with the session's trace date;
+  2. LLM call ``analyze_content`` -> {keywords, context, tags};
+  3. the k=5 nearest notes to the note's content (cosine over the stored note documents) are shown, with their
+     global memory index, to the LLM evolution call -> {should_evolve, actions, suggested_connections,
+     tags_to_update, new_context_neighborhood, new_tags_neighborhood}; ``strengthen`` appends the suggested
+     memory indices to the new note's links and replaces its tags, ``update_neighbor`` rewrites the i-th shown
+     neighbour's context and tags in order;
+  4. the note is embedded as "content:… context:… keywords: … tags: …"; every ``evo_threshold`` evolutions
+     the whole retriever is rebuilt from the current notes ("<content> , <context> <keywords> <tags>").
+  The evolution call is made even for the first note (empty neighbour list), as in the reproduction.
+Read path (``test_advanced.py``): one LLM call turns the question into keywords; ``find_related_memories_raw``
+takes the top ``retrieve_k`` notes for those keywords and, after each, up to k+1 of its linked notes, each line
+"talk start time:…memory content: …memory context: …memory keywords: […]memory tags: […]"; one answer call with
+the reproduction's default answer prompt (the one it sends for LoCoMo categories 1, 3 and 4), asking for
+{"answer": …}; an unparseable reply is used as the answer text as is, as the reproduction does.
+
+Deliberate deviations:
+  - json_schema is replaced by json_object with the schema described in the prompts (our own wording, same
+    structure and keys; the JSON examples are valid JSON: ``true or false`` instead of ``True or False``, no
+    trailing comma). A reply that is not valid JSON, or lacks a key, is re-asked by the shared client
+    (``json_attempts``), then falls back as upstream does: empty analysis (context "General"), no evolution,
+    the raw reply as keywords. A missing or ill-typed evolution field makes its part of the action a no-op.
+  - A neighbour rewritten by ``update_neighbor`` is re-embedded at once (requested by the issue); upstream keeps
+    its stale vector until the next consolidation.
+  - Links are stored as note ids (upstream stores memory indices; notes are never deleted, so they coincide);
+    suggested connections that are not valid memory indices are dropped instead of crashing the read path.
+  - Note ids and timestamps come from the trace (``<session id>#<turn index>``, ``session.date``), not uuid4 and
+    the wall clock; a space is added in "Speaker <role> says" (upstream glues the name to "says").
+  - Sampling parameters are the roles' configured defaults (upstream: temperature 0.7, max_tokens 1000); the
+    answer is made by the answerer role, the other calls by the memory role.
+  - Note fields that no prompt or ranking reads (category, importance_score, retrieval_count, last_accessed,
+    evolution_history) are not kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inmind_exp.embed import TextIndex
+from inmind_exp.llm import JSONReplyError, parse_json_object
+from inmind_exp.records import Answer, Message, Session
+from systems.base import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
+
+PROMPT_VERSION = "a_mem-v1"
+
+JSON_SYSTEM_PROMPT = "You must respond with a JSON object."
+
+ANALYZE_PROMPT = """Produce a structured analysis of the content below:
+1. Pick out its most important keywords (nouns, verbs and key concepts).
+2. Extract its core themes and contextual elements.
+3. Assign categorical tags that classify it.
+
+Reply with a JSON object of this form:
+{{
+    "keywords": [
+        // several specific, distinct keywords naming its key concepts and terms
+        // most important first
+        // no keyword that is a speaker's name or a time
+        // at least three keywords, without redundancy
+    ],
+    "context":
+        // one sentence giving:
+        // - the main topic or domain
+        // - the key arguments or points
+        // - the intended audience or purpose
+    ,
+    "tags": [
+        // several broad categories or themes for classifying it
+        // include domain, format and type tags
+        // at least three tags, without redundancy
+    ]
+}}
+
+Content to analyse:
+{content}"""
+
+EVOLUTION_PROMPT = """You are an AI memory-evolution agent that manages and evolves a knowledge base.
+Analyse the new memory note through its keywords and context, together with its nearest neighbouring memories,
+and decide how it should evolve.
+
+The new memory context:
+{context}
+content: {content}
+keywords: {keywords}
+
+The nearest neighbouring memories:
+{nearest_neighbors_memories}
+
+From this information, decide:
+1. Should this memory evolve? Consider how it relates to the other memories.
+2. Which actions should be taken (strengthen, update_neighbor)?
+   2.1 To strengthen connections: which memories should it be connected to (give their memory index), and what are the updated tags of this memory?
+   2.2 To update_neighbor: you may rewrite the context and tags of the neighbouring memories from your understanding of them. A neighbour whose context and tags do not change keeps its original ones. Give the new contexts and tags in the same order as the neighbours above.
+Choose tags from the content and characteristics of the memories, so that they can be retrieved and categorised later.
+new_tags_neighborhood and new_context_neighborhood must each have exactly one entry per neighbour.
+There are {neighbor_number} neighbours.
+Reply with your decision as a JSON object of this form:
+{{
+    "should_evolve": true or false,
+    "actions": ["strengthen", "update_neighbor"],
+    "suggested_connections": [neighbor_memory_index, ...],
+    "tags_to_update": ["tag_1", ..., "tag_n"],
+    "new_context_neighborhood": ["new context", ..., "new context"],
+    "new_tags_neighborhood": [["tag_1", ..., "tag_n"], ..., ["tag_1", ..., "tag_n"]]
+}}"""
+
+QUERY_KEYWORDS_PROMPT = """Given the question below, generate several keywords, using 'cosmos' as the separator.
+
+Question: {question}
+
+Reply with a JSON object whose "keywords" field holds the selected text.
+
+Example reply:
+{{"keywords": "keyword1, keyword2, keyword3"}}"""
+
+ANSWER_SYSTEM_PROMPT = 'You must respond with a JSON object of the form {"answer": "<your answer>"}.'
+
+ANSWER_PROMPT = """Based on the context: {context}, write an answer to the following question in the form of a short phrase. Use the exact words of the context wherever possible.
+
+Question: {question} Short answer:"""
+
+
+@dataclass
+class Note:
+    """One memory note; ``links`` are ids of notes the evolution step connected it to (duplicates kept)."""
+
+    id: str
+    content: str
+    timestamp: str
+    keywords: list[str] = field(default_factory=list)
+    context: str = "General"
+    tags: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+
+
+def note_document(n: Note) -> str:
+    """The text a note is embedded under when added (``add_note``)."""
+    return f"content:{n.content} context:{n.context} keywords: {', '.join(n.keywords)} tags: {', '.join(n.tags)}"
+
+
+def consolidated_document(n: Note) -> str:
+    """The text a note is embedded under after ``consolidate_memories``."""
+    return f"{n.content} , {n.context} {' '.join(n.keywords)} {' '.join(n.tags)}"
+
+
+def raw_memory_line(n: Note) -> str:
+    """One line of ``find_related_memories_raw`` (the fields run together, lists in Python repr, as upstream)."""
+    return (f"talk start time:{n.timestamp}memory content: {n.content}memory context: {n.context}"
+            f"memory keywords: {n.keywords!r}memory tags: {n.tags!r}\n")
+
+
+def _str_list(v: Any) -> list[str] | None:
+    if isinstance(v, str):
+        return [v] if v.strip() else []
+    if isinstance(v, list):
+        return [x if isinstance(x, str) else str(x) for x in v if x is not None and not isinstance(x, (dict, list))]
+    return None
+
+
+def _as_bool(v: Any) -> bool | None:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().lower() in ("true", "false"):
+        return v.strip().lower() == "true"
+    return None
+
+
+def _check_analysis(obj: dict[str, Any]) -> str | None:
+    missing = [k for k in ("keywords", "context", "tags") if k not in obj]
+    if missing:
+        return f"missing key(s) {', '.join(missing)}"
+    if _str_list(obj["keywords"]) is None or _str_list(obj["tags"]) is None:
+        return "keywords and tags must be lists of strings"
+    if not isinstance(obj["context"], (str, list)):
+        return "context must be a string"
+    return None
+
+
+def _check_evolution(obj: dict[str, Any]) -> str | None:
+    if _as_bool(obj.get("should_evolve")) is None:
+        return "should_evolve must be true or false"
+    return None
+
+
+def _memory_index(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().isdigit():
+        return int(v.strip())
+    return None
+
+
+@SYSTEMS.register("a_mem")
+class AMem(MemorySystem):
+    """A-Mem: per-turn notes with LLM-derived metadata, LLM-driven linking and neighbour rewriting."""
+
+    embeddings = ("minilm", "emb3")
+    # two notes (user + assistant turn) per user turn, two memory calls each; one keyword call per query
+    cost = CallProfile(memory_calls_per_user_turn=4.0, memory_calls_per_query=1.0, answer_calls_per_query=1.0,
+                       prompt_tokens_per_memory_call=1200, prompt_tokens_per_answer_call=6000)
+
+    def __init__(self, llm, encoder, workdir: Path, evolution_k: int = 5, retrieve_k: int = 10,
+                 evo_threshold: int = 100, json_attempts: int = 3, **params) -> None:
+        super().__init__(llm, encoder, workdir, **params)
+        if encoder is None:
+            raise ValueError("system 'a_mem' needs a dense embedding (minilm or emb3), not bm25")
+        self.evolution_k = int(evolution_k)
+        self.retrieve_k = int(retrieve_k)
+        self.evo_threshold = int(evo_threshold)
+        self.json_attempts = int(json_attempts)
+        self.notes: list[Note] = []  # insertion order; a note's position is its "memory index"
+        self.position: dict[str, int] = {}
+        self.index = TextIndex(encoder)  # same order as self.notes
+        self.evo_cnt = 0
+
+    # -- write path ---------------------------------------------------------------------------------------------
+    def ingest_session(self, session: Session) -> None:
+        for i, turn in enumerate(session.turns):
+            self.add_note(f"{session.id}#{i}", f"Speaker {turn.role} says : {turn.content}", session.date)
+
+    def add_note(self, note_id: str, content: str, timestamp: str) -> Note:
+        if note_id in self.position:
+            raise ValueError(f"a_mem: note {note_id!r} already exists (session ingested twice?)")
+        note = Note(id=note_id, content=content, timestamp=timestamp, **self.analyze_content(content))
+        evolved = self.process_memory(note)
+        self.position[note.id] = len(self.notes)
+        self.notes.append(note)
+        self.index.add([note.id], [note_document(note)])
+        if evolved:
+            self.evo_cnt += 1
+            if self.evo_threshold > 0 and self.evo_cnt % self.evo_threshold == 0:
+                self.consolidate_memories()
+        return note
+
+    def _ask_json(self, prompt: str, validate) -> dict[str, Any] | None:
+        """One JSON-mode memory call; None when the model never produced a valid object (upstream's fallback)."""
+        messages = (Message("system", JSON_SYSTEM_PROMPT), Message("user", prompt))
+        try:
+            obj, _ = self.llm.memory.chat_json(messages, attempts=self.json_attempts, validate=validate)
+        except JSONReplyError:
+            return None
+        return obj
+
+    def analyze_content(self, content: str) -> dict[str, Any]:
+        """Keywords, context and tags of a note's content (``MemoryNote.analyze_content``)."""
+        obj = self._ask_json(ANALYZE_PROMPT.format(content=content), _check_analysis)
+        if obj is None:
+            return {"keywords": [], "context": "General", "tags": []}
+        context = obj["context"]
+        if isinstance(context, list):
+            context = " ".join(str(c) for c in context)
+        return {"keywords": _str_list(obj["keywords"]) or [], "context": context or "General",
+                "tags": _str_list(obj["tags"]) or []}
+
+    def find_related_memories(self, query: str, k: int) -> tuple[str, list[int]]:
+        """The k nearest notes to ``query`` as the evolution prompt shows them, and their memory indices."""
+        if not self.notes:
+            return "", []
+        indices = [self.position[i] for i, _ in self.index.search(query, k)]
+        text = "".join(
+            f"memory index:{i}\t talk start time:{n.timestamp}\t memory content: {n.content}\t memory context: "
+            f"{n.context}\t memory keywords: {n.keywords!r}\t memory tags: {n.tags!r}\n"
+            for i, n in ((i, self.notes[i]) for i in indices)
+        )
+        return text, indices
+
+    def process_memory(self, note: Note) -> bool:
+        """The evolution step: link/retag the new note and rewrite its neighbours; returns should_evolve."""
+        neighbours, indices = self.find_related_memories(note.content, self.evolution_k)
+        prompt = EVOLUTION_PROMPT.format(context=note.context, content=note.content, keywords=repr(note.keywords),
+                                         nearest_neighbors_memories=neighbours, neighbor_number=len(indices))
+        obj = self._ask_json(prompt, _check_evolution)
+        if obj is None or not _as_bool(obj["should_evolve"]):
+            return False
+        actions = _str_list(obj.get("actions")) or []
+        for action in actions:
+            if action.strip() == "strengthen":
+                for v in obj.get("suggested_connections") or []:
+                    idx = _memory_index(v)
+                    if idx is not None and 0 <= idx < len(self.notes):
+                        note.links.append(self.notes[idx].id)
+                tags = _str_list(obj.get("tags_to_update"))
+                if tags is not None:
+                    note.tags = tags
+            elif action.strip() == "update_neighbor":
+                self._update_neighbours(indices, obj.get("new_context_neighborhood"), obj.get("new_tags_neighborhood"))
+        return True
+
+    def _update_neighbours(self, indices: list[int], contexts: Any, tags_lists: Any) -> None:
+        contexts = contexts if isinstance(contexts, list) else []
+        tags_lists = tags_lists if isinstance(tags_lists, list) else []
+        for i in range(min(len(indices), len(tags_lists))):
+            tags = _str_list(tags_lists[i])
+            if tags is None:
+                continue
+            n = self.notes[indices[i]]
+            n.tags = tags
+            if i < len(contexts) and isinstance(contexts[i], str):
+                n.context = contexts[i]
+            self.index.replace(n.id, note_document(n))
+
+    def consolidate_memories(self) -> None:
+        """Rebuild the retriever from the current notes (``consolidate_memories``)."""
+        index = TextIndex(self.encoder)
+        index.add([n.id for n in self.notes], [consolidated_document(n) for n in self.notes])
+        self.index = index
+
+    # -- read path ----------------------------------------------------------------------------------------------
+    def generate_query(self, question: str) -> str:
+        """Keywords for retrieval (``generate_query_llm``); the raw reply when it is not the JSON asked for."""
+        messages = (Message("system", JSON_SYSTEM_PROMPT), Message("user", QUERY_KEYWORDS_PROMPT.format(question=question)))
+        try:
+            obj, _ = self.llm.memory.chat_json(
+                messages, attempts=self.json_attempts,
+                validate=lambda o: None if isinstance(o.get("keywords"), (str, list)) else "missing string 'keywords'")
+        except JSONReplyError as e:
+            return e.raw.strip()
+        kw = obj["keywords"]
+        return kw if isinstance(kw, str) else ", ".join(str(x) for x in kw)
+
+    def find_related_memories_raw(self, query: str, k: int) -> str:
+        """Top-k notes for ``query``, each followed by up to k+1 of its linked notes (upstream's loop bound)."""
+        if not self.notes:
+            return ""
+        out = []
+        for doc_id, _ in self.index.search(query, k):
+            n = self.notes[self.position[doc_id]]
+            out.append(raw_memory_line(n))
+            for j, link in enumerate(n.links):
+                out.append(raw_memory_line(self.notes[self.position[link]]))
+                if j >= k:
+                    break
+        return "".join(out)
+
+    def answer(self, query: str) -> Answer:
+        keywords = self.generate_query(query)
+        memories = self.find_related_memories_raw(keywords, self.retrieve_k)
+        context = (Message("system", ANSWER_SYSTEM_PROMPT),
+                   Message("user", ANSWER_PROMPT.format(context=memories, question=query)))
+        comp = self.llm.answerer.chat(context, response_format={"type": "json_object"})
+        text = comp.text
+        try:
+            ans = parse_json_object(comp.text).get("answer")
+            if isinstance(ans, str):
+                text = ans
+        except ValueError:
+            pass
+        return Answer(text, context, meta={"keywords": keywords, "notes": len(self.notes), "raw": comp.text,
+                                           "prompt_version": PROMPT_VERSION})
+
+    # -- persistence --------------------------------------------------------------------------------------------
+    def snapshot(self, directory: Path) -> None:
+        self.index.save(directory / "index")
+        write_json(directory / "state.json",
+                   {"prompt_version": PROMPT_VERSION, "evo_cnt": self.evo_cnt, "notes": [asdict(n) for n in self.notes]})
+
+    def restore(self, directory: Path) -> None:
+        state = read_json(directory / "state.json")
+        self.notes = [Note(**d) for d in state["notes"]]
+        self.position = {n.id: i for i, n in enumerate(self.notes)}
+        self.evo_cnt = int(state["evo_cnt"])
+        self.index = TextIndex(self.encoder)
+        self.index.load(directory / "index")

@@ -1,0 +1,87 @@
+"""Always-in-state baseline, InMind paper Section 5.2 and Appendix 17 (Algorithm 1).
+
+One markdown file M is rewritten by the memory LLM after every session (M <- Truncate(Update(M, C_i))), truncated
+to at most 200 lines and 25,000 bytes, and given whole to the answerer in its system prompt: no embeddings, no
+index, no query-time retrieval. The paper's updater and answerer prompts are not reproduced in its text; ours
+follow the described behaviour (keep durable user facts, rewrite the whole file).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from inmind_exp.records import Answer, Message, Session
+from systems.base import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
+
+PROMPT_VERSION = "always_in_state-v1"
+
+UPDATER_SYSTEM_PROMPT = (
+    "You maintain a single markdown memory file about one user of an AI assistant. The file is shown to the "
+    "assistant in full before every future conversation, so it must hold everything about the user that could "
+    "matter later: identity and circumstances, household and relationships, work, health and medical facts, "
+    "constraints, beliefs and practices, ongoing plans and events, and preferences. Keep it concise and organised "
+    "under headings; never drop a still-valid fact to make room for trivia; update facts that changed. "
+    "Output the complete new file and nothing else."
+)
+UPDATER_USER_PROMPT = (
+    "Current memory file:\n<memory>\n{memory}\n</memory>\n\n"
+    "New conversation session ({date}):\n<session>\n{session}\n</session>\n\n"
+    "Rewrite the complete memory file to include what this session tells you about the user."
+)
+ANSWER_SYSTEM_PROMPT = (
+    "You are a helpful assistant. Below is your memory file about this user, maintained across all earlier "
+    "conversations. Take it into account whenever it bears on the user's request.\n\n<memory>\n{memory}\n</memory>"
+)
+
+
+def truncate(text: str, max_lines: int, max_bytes: int) -> str:
+    """Keep at most ``max_lines`` lines and ``max_bytes`` UTF-8 bytes, cutting at a character boundary."""
+    lines = text.strip().splitlines()[:max_lines]
+    out = "\n".join(lines)
+    data = out.encode("utf-8")
+    if len(data) > max_bytes:
+        out = data[:max_bytes].decode("utf-8", errors="ignore")
+    return out
+
+
+def _strip_fence(text: str) -> str:
+    s = text.strip()
+    if s.startswith("```") and s.endswith("```"):
+        s = s[3:-3]
+        s = s.split("\n", 1)[1] if s.startswith(("markdown", "md")) and "\n" in s else s
+    return s.strip()
+
+
+@SYSTEMS.register("always_in_state")
+class AlwaysInState(MemorySystem):
+    embeddings = ("minilm", "emb3", "bm25", "none")
+    cost = CallProfile(memory_calls_per_session=1.0, prompt_tokens_per_memory_call=4000, prompt_tokens_per_answer_call=3000)
+
+    def __init__(self, llm, encoder, workdir: Path, max_lines: int = 200, max_bytes: int = 25_000,
+                 updater_max_tokens: int | None = None, **params) -> None:
+        super().__init__(llm, encoder, workdir, **params)
+        self.max_lines = int(max_lines)
+        self.max_bytes = int(max_bytes)
+        self.updater_max_tokens = updater_max_tokens
+        self.memory = ""
+
+    def ingest_session(self, session: Session) -> None:
+        transcript = "\n".join(f"{t.role}: {t.content}" for t in session.turns)
+        messages = (
+            Message("system", UPDATER_SYSTEM_PROMPT),
+            Message("user", UPDATER_USER_PROMPT.format(memory=self.memory or "(empty)", date=session.date, session=transcript)),
+        )
+        kwargs = {"max_tokens": self.updater_max_tokens} if self.updater_max_tokens else {}
+        comp = self.llm.memory.chat(messages, **kwargs)
+        self.memory = truncate(_strip_fence(comp.text), self.max_lines, self.max_bytes)
+
+    def answer(self, query: str) -> Answer:
+        context = (Message("system", ANSWER_SYSTEM_PROMPT.format(memory=self.memory or "(empty)")), Message("user", query))
+        comp = self.llm.answerer.chat(context)
+        return Answer(comp.text, context, meta={"memory_bytes": len(self.memory.encode())})
+
+    def snapshot(self, directory: Path) -> None:
+        write_json(directory / "state.json", {"memory": self.memory})
+
+    def restore(self, directory: Path) -> None:
+        self.memory = read_json(directory / "state.json")["memory"]

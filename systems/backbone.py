@@ -1,0 +1,45 @@
+"""Backbone (in-context) control, InMind paper Section 4.1 and Appendix 15.2.
+
+No memory system: the answerer sees only the task's fact pair and then the query, which measures whether the
+model holds the bridging knowledge once the fact is visible. It keeps the turns the protocol marks ``injected``
+and ignores the background trace. The paper does not score it on the naive query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+from inmind_exp.records import Answer, Message, Session, Turn
+from systems.base import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
+
+ANSWER_SYSTEM_PROMPT = "You are a helpful assistant."  # backbone-v1
+
+
+@SYSTEMS.register("backbone")
+class Backbone(MemorySystem):
+    embeddings = ("minilm", "emb3", "bm25", "none")
+    evaluates_naive = False
+    cost = CallProfile(answer_calls_per_query=1.0, prompt_tokens_per_answer_call=120)
+
+    def __init__(self, llm, encoder, workdir: Path, **params) -> None:
+        super().__init__(llm, encoder, workdir, **params)
+        self.turns: list[Turn] = []
+
+    def ingest_session(self, session: Session) -> None:
+        self.turns.extend(t for t in session.turns if t.injected)
+
+    def answer(self, query: str) -> Answer:
+        context = (
+            Message("system", ANSWER_SYSTEM_PROMPT),
+            *(Message(t.role, t.content) for t in self.turns),
+            Message("user", query),
+        )
+        comp = self.llm.answerer.chat(context)
+        return Answer(comp.text, context)
+
+    def snapshot(self, directory: Path) -> None:
+        write_json(directory / "backbone.json", [asdict(t) for t in self.turns])
+
+    def restore(self, directory: Path) -> None:
+        self.turns = [Turn(**t) for t in read_json(directory / "backbone.json")]

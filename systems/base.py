@@ -1,0 +1,104 @@
+"""The memory-system interface every system implements, and the ``SYSTEMS`` registry that maps config names to classes.
+
+A system instance is one user's memory for one task. The protocol builds it fresh (or restores it from the
+shared prefix snapshot), feeds it sessions in order, then asks it queries. Systems never retry, cache or count
+tokens: they call ``llm.memory`` (their internal calls) and ``llm.answerer`` (the answer) from ``inmind_exp.llm``.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from inmind_exp.embed import Encoder
+from inmind_exp.llm import Models
+from inmind_exp.records import Answer, Session, Turn
+from inmind_exp.registry import Registry
+
+
+@dataclass(frozen=True)
+class CallProfile:
+    """Rough LLM calls of a system, for dry-run estimates: per user turn and per session written, per query read."""
+
+    memory_calls_per_user_turn: float = 0.0
+    memory_calls_per_session: float = 0.0
+    memory_calls_per_query: float = 0.0
+    answer_calls_per_query: float = 1.0
+    prompt_tokens_per_memory_call: int = 1500
+    prompt_tokens_per_answer_call: int = 1500
+
+
+class MemorySystem(abc.ABC):
+    """One user's memory for one task; built fresh (or restored) per task.
+
+    Subclasses register with ``@SYSTEMS.register("name")`` and take their config ``params`` as keyword arguments.
+    """
+
+    name: ClassVar[str] = ""
+    #: embedding names this system accepts (``bm25`` only for systems whose retriever takes a sparse scorer)
+    embeddings: ClassVar[tuple[str, ...]] = ("minilm", "emb3")
+    #: False for the in-context backbone, which the paper does not score on the naive query
+    evaluates_naive: ClassVar[bool] = True
+    cost: ClassVar[CallProfile] = CallProfile()
+
+    def __init__(self, llm: Models, encoder: Encoder | None, workdir: Path, **params: Any) -> None:
+        self.llm = llm
+        self.encoder = encoder
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if params:
+            raise TypeError(f"system {self.name!r}: unknown parameter(s) {', '.join(sorted(params))}")
+
+    @abc.abstractmethod
+    def ingest_session(self, session: Session) -> None:
+        """Write one session (in trace order) into memory."""
+
+    @abc.abstractmethod
+    def answer(self, query: str) -> Answer:
+        """Answer a query from memory; ``Answer.context`` is exactly the message list the answerer saw."""
+
+    @abc.abstractmethod
+    def snapshot(self, directory: Path) -> None:
+        """Write the complete state to ``directory`` so that ``restore`` gives an instance that answers identically."""
+
+    @abc.abstractmethod
+    def restore(self, directory: Path) -> None:
+        """Load the state written by ``snapshot``."""
+
+
+SYSTEMS: Registry[MemorySystem] = Registry("memory system", MemorySystem, discover="systems")
+
+
+# -- helpers shared by systems ----------------------------------------------------------------------------------
+
+def turn_pairs(session: Session) -> list[tuple[Turn | None, Turn | None]]:
+    """Group a session's turns into (user, assistant) exchanges in order; a lone turn pairs with None."""
+    pairs: list[tuple[Turn | None, Turn | None]] = []
+    pending: Turn | None = None
+    for t in session.turns:
+        if t.role == "user":
+            if pending is not None:
+                pairs.append((pending, None))
+            pending = t
+        else:
+            pairs.append((pending, t))
+            pending = None
+    if pending is not None:
+        pairs.append((pending, None))
+    return pairs
+
+
+def write_json(path: Path, obj: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, ensure_ascii=False, sort_keys=True)
+    tmp.replace(path)
+
+
+def read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)

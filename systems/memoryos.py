@@ -1,0 +1,751 @@
+"""MemoryOS (Kang et al. 2025, "Memory OS of AI Agent"): a three-tier memory of QA pages with heat-driven promotion.
+
+Reimplemented from BAI-LAB/MemoryOS at commit 1d71706, ``memoryos-pypi/`` (memoryos.py, short_term.py, mid_term.py,
+long_term.py, updater.py, retriever.py, prompts.py, utils.py); no upstream code is vendored.
+
+Write path (``Memoryos.add_memory``), one QA pair (a user turn and the assistant's reply) at a time:
+  * short-term memory holds the last ``short_term_capacity`` pairs; adding to a full one first evicts the oldest
+    pair as a *page*, making upstream's three calls for it: a continuity check against the previously evicted page,
+    a meta-info chain summary (continued from that page's meta info when continuous, fresh otherwise; a continuous
+    chain already in mid-term gets the new meta info propagated along it) and a multi-topic summary of the batch;
+  * for each topic, the pages join the mid-term session whose summary scores best (cosine of summary embeddings +
+    keyword Jaccard) when the score reaches ``mid_term_similarity_threshold``, else a new session; over
+    ``mid_term_capacity`` sessions, the least-frequently-retrieved one is evicted (LFU);
+  * heat = N_visit + L_interaction + exp(-hours since last visit / 24); after every add, when the hottest session
+    reaches ``mid_term_heat_threshold`` and holds unanalysed pages, the profile-rewrite call and the user/assistant
+    knowledge-extraction call run on those pages; the profile is replaced (when the reply is at least 30 characters),
+    knowledge lines are appended to two bounded FIFO stores (``long_term_knowledge_capacity`` each), and the
+    session's pages are marked analysed and its visit and length counts reset.
+Read path (``Memoryos.get_response``): the top ``top_k_sessions`` mid-term sessions by summary similarity
+(>= ``segment_similarity_threshold``) and their pages (>= ``page_similarity_threshold``), the best
+``retrieval_queue_capacity`` pages overall, the top ``top_k_knowledge`` user and assistant knowledge entries
+(>= ``knowledge_threshold``), the whole short-term history and the whole profile, in upstream's answer prompt.
+Retrieval counts a visit on each session it returns pages from (heat, LFU counts), and, as upstream's
+``get_response`` does, the answered Q/A is then written into memory with ``add_memory`` (``write_answers``). Both
+happen after the answer's context is fixed; the InMind protocol answers every query from a fresh restore of the
+post-ingestion snapshot and discards the post-answer state, and ``snapshot`` after an answer captures that state
+exactly.
+
+Deliberate deviations:
+  * Time is the trace clock: pair timestamps, knowledge timestamps, session creation and visit times are the date
+    of the session being ingested (the latest ingested session's date at answer time), not the wall clock; recency
+    decay parses those dates (unparseable dates give upstream's fallback recency 0.1).
+  * Ids are counters kept in the state (``page_000001``, ``session_000001``, ``know_000001``), not uuid4; ties for
+    the hottest session are broken by id as upstream's heap does, so by creation order.
+  * Sampling parameters come from the ``memory``/``answerer`` endpoint configuration; upstream passes T=0/10 tokens
+    (continuity), T=0.3/100 tokens (meta info), T=0.7/2000 tokens (other memory calls), T=0.7/1500 tokens (answer),
+    which reasoning models reject or cannot answer within. The ``<think>`` stripping of every reply is kept.
+  * The profile and knowledge calls run one after the other (upstream: two threads); results are the same.
+  * Multi-summary replies are parsed leniently (code fences, surrounding prose, an object wrapping the list, a single
+    topic object); anything else falls back to upstream's single general segment. Off-schema topic items are skipped.
+    The continuity verdict tolerates surrounding quotes and a trailing full stop.
+  * Embeddings come from the project encoder (MiniLM or text-embedding-3-large) with exact numpy inner products in
+    place of per-search faiss IndexFlatIP; state is kept in memory and written only on ``snapshot``.
+  * Prompts are in our own words with upstream's structure, dimensions, section markers and outputs. Upstream's
+    profile prompt announces "90" dimensions but lists 51; we list the same 51. The answer prompt keeps upstream's
+    "maximum 30 words" instruction (``answer_word_limit``; null drops the limit clause).
+  * As upstream, a lone user or assistant turn (no partner in the pair) is stored in short-term memory and silently
+    dropped on eviction; an evicted page is duplicated into every topic session the multi-summary names.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from inmind_exp.records import Answer, Message, Session
+from systems.base import SYSTEMS, CallProfile, MemorySystem, read_json, turn_pairs, write_json
+
+PROMPT_VERSION = "memoryos-v1"
+
+# -- heat (mid_term.py) -------------------------------------------------------------------------------------------
+HEAT_ALPHA = 1.0  # weight of N_visit
+HEAT_BETA = 1.0  # weight of L_interaction
+HEAT_GAMMA = 1.0  # weight of R_recency
+RECENCY_TAU_HOURS = 24.0
+KEYWORD_SIMILARITY_ALPHA = 1.0
+FALLBACK_SEGMENT_SUMMARY = "General conversation segment from short-term memory."
+FALLBACK_TOPIC_SUMMARY = "General summary of recent interactions."
+NONE_LINES = ("none", "- none", "- none.")
+MIN_PROFILE_CHARS = 30
+
+# -- prompts (prompts.py; our wording, upstream's structure and outputs) --------------------------------------------
+CONTINUITY_SYSTEM_PROMPT = "You detect whether a conversation continues. Answer with ONLY 'true' or 'false'."
+CONTINUITY_USER_PROMPT = (
+    "Are these two conversation pages continuous, i.e. does the second carry on the first without a change of topic?\n"
+    "Answer with ONLY \"true\" or \"false\".\n\n"
+    "Previous Page:\nUser: {prev_user}\nAssistant: {prev_agent}\n\n"
+    "Current Page:\nUser: {curr_user}\nAssistant: {curr_agent}\n\n"
+    "Continuous?"
+)
+META_INFO_SYSTEM_PROMPT = (
+    "You keep a running meta-summary of a conversation up to date. You:\n"
+    "1. keep the relevant context of the previous meta-summary\n"
+    "2. fold in the new information from the current dialogue\n"
+    "3. output ONLY the updated summary, with no explanation"
+)
+META_INFO_USER_PROMPT = (
+    "Update the conversation meta-summary with the new dialogue, keeping it continuous.\n\n"
+    "Guidelines:\n"
+    "1. Start from the previous meta-summary, if there is one\n"
+    "2. Add or revise information according to the new dialogue\n"
+    "3. Keep it short (1-2 sentences at most)\n"
+    "4. Keep the context coherent\n\n"
+    "Previous Meta-summary: {last_meta}\n"
+    "New Dialogue:\n{new_dialogue}\n\n"
+    "Updated Meta-summary:"
+)
+MULTI_SUMMARY_SYSTEM_PROMPT = (
+    "You analyse the topics of dialogues and write short summaries. Give at most two topics. Be as brief as possible."
+)
+MULTI_SUMMARY_USER_PROMPT = (
+    "Analyse the dialogue below and write very short summaries of its subtopics (where there are any), at most two "
+    "themes. Each summary is only a few words for the theme and for the content. Answer as a JSON array:\n"
+    "[\n  {{\"theme\": \"Brief theme\", \"keywords\": [\"key1\", \"key2\"], \"content\": \"summary\"}}\n]\n"
+    "\nConversation content:\n{text}"
+)
+PROFILE_SYSTEM_PROMPT = (
+    "You analyse a user's personality and preferences from dialogue, along the dimensions you are given.\n\n"
+    "For each dimension:\n"
+    "1. Read the conversation and decide whether it shows the dimension.\n"
+    "2. If it does, give the user's level (High / Medium / Low) with a short reason, mentioning time, people and "
+    "context where possible.\n"
+    "3. If it does not, leave the dimension out.\n\n"
+    "Only describe the user's preferences and traits. Output only the user profile."
+)
+PROFILE_DIMENSIONS = (
+    "[Psychological Model (Basic Needs & Personality)]\n"
+    "Extraversion: liking for social activity.\n"
+    "Openness: readiness for new ideas and experiences.\n"
+    "Agreeableness: friendliness and cooperativeness.\n"
+    "Conscientiousness: responsibility and organisation.\n"
+    "Neuroticism: emotional stability and sensitivity.\n"
+    "Physiological Needs: attention to comfort and basic needs.\n"
+    "Need for Security: weight placed on safety and stability.\n"
+    "Need for Belonging: wish to belong to groups.\n"
+    "Need for Self-Esteem: need for respect and recognition.\n"
+    "Cognitive Needs: wish to know and understand.\n"
+    "Aesthetic Appreciation: appreciation of beauty and art.\n"
+    "Self-Actualization: striving to reach one's potential.\n"
+    "Need for Order: liking for tidiness and organisation.\n"
+    "Need for Autonomy: liking for deciding and acting independently.\n"
+    "Need for Power: wish to influence or control others.\n"
+    "Need for Achievement: value placed on accomplishment.\n\n"
+    "[AI Alignment Dimensions]\n"
+    "Helpfulness: whether the AI's answers are practically useful (the user's expectation of the AI).\n"
+    "Honesty: whether the AI's answers are truthful (the user's expectation of the AI).\n"
+    "Safety: avoiding sensitive or harmful content (the user's expectation of the AI).\n"
+    "Instruction Compliance: following the user's instructions strictly (the user's expectation of the AI).\n"
+    "Truthfulness: accuracy and authenticity of content (the user's expectation of the AI).\n"
+    "Coherence: clear, logically consistent expression (the user's expectation of the AI).\n"
+    "Complexity: liking for detailed, complex information.\n"
+    "Conciseness: liking for short, clear answers.\n\n"
+    "[Content Platform Interest Tags]\n"
+    "Science Interest: interest in science.\n"
+    "Education Interest: interest in education and learning.\n"
+    "Psychology Interest: interest in psychology.\n"
+    "Family Concern: interest in family and parenting.\n"
+    "Fashion Interest: interest in fashion.\n"
+    "Art Interest: interest or involvement in art.\n"
+    "Health Concern: attention to physical health and lifestyle.\n"
+    "Financial Management Interest: interest in finance and budgeting.\n"
+    "Sports Interest: interest in sport and exercise.\n"
+    "Food Interest: enthusiasm for cooking and food.\n"
+    "Travel Interest: interest in travel and exploring places.\n"
+    "Music Interest: interest in listening to or making music.\n"
+    "Literature Interest: interest in literature and reading.\n"
+    "Film Interest: interest in films and cinema.\n"
+    "Social Media Activity: how much the user uses social media.\n"
+    "Tech Interest: interest in technology and innovation.\n"
+    "Environmental Concern: attention to the environment and sustainability.\n"
+    "History Interest: interest in history.\n"
+    "Political Concern: interest in politics and social issues.\n"
+    "Religious Interest: interest in religion and spirituality.\n"
+    "Gaming Interest: enjoyment of video or board games.\n"
+    "Animal Concern: care for animals or pets.\n"
+    "Emotional Expression: direct versus restrained expression of emotion.\n"
+    "Sense of Humor: humorous versus serious style.\n"
+    "Information Density: detailed versus concise information.\n"
+    "Language Style: formal versus casual tone.\n"
+    "Practicality: practical advice versus theoretical discussion."
+)
+PROFILE_USER_PROMPT = (
+    "Analyse the latest user-AI conversation below and update the user profile along these personality and "
+    "preference dimensions:\n\n" + PROFILE_DIMENSIONS.replace("{", "{{").replace("}", "}}") + "\n\n"
+    "**Task Instructions:**\n"
+    "1. Read the existing user profile below\n"
+    "2. Look in the new conversation for evidence on the dimensions above\n"
+    "3. Merge what you find into one comprehensive user profile\n"
+    "4. Write each dimension you can identify as: Dimension ( Level(High/Medium/Low) )\n"
+    "5. Give a short reason for each dimension where you can\n"
+    "6. Keep the insights of the existing profile while adding the new observations\n"
+    "7. Leave out any dimension that neither the existing profile nor the new conversation supports\n\n"
+    "**Existing User Profile:**\n{existing_user_profile}\n\n"
+    "**Latest User-AI Conversation:**\n{conversation}\n\n"
+    "**Updated User Profile:**\n"
+    "Write the complete updated user profile below, combining the existing profile and the new conversation:"
+)
+KNOWLEDGE_SYSTEM_PROMPT = (
+    "You extract knowledge from conversations: the user's private data and the assistant's knowledge.\n\n"
+    "Look for:\n"
+    "1. User private data: personal information, preferences or private facts about the user\n"
+    "2. Assistant knowledge: explicit statements of what the assistant did, provided or showed\n\n"
+    "Be extremely concise and factual; use the shortest phrases possible."
+)
+KNOWLEDGE_USER_PROMPT = (
+    "Extract the user's private data and the assistant's knowledge from the latest user-AI conversation below.\n\n"
+    "Latest User-AI Conversation:\n{conversation}\n\n"
+    "【User Private Data】\n"
+    "Personal information about the user, in the shortest possible phrases:\n"
+    "- [Brief fact]: [Minimal context(Including entities and time)]\n"
+    "- [Brief fact]: [Minimal context(Including entities and time)]\n"
+    "- (If there is no private data, write \"None\")\n\n"
+    "【Assistant Knowledge】\n"
+    "What the assistant demonstrated, as \"Assistant [action] at [time]\", very briefly:\n"
+    "- Assistant [brief action] at [time/context]\n"
+    "- Assistant [brief capability] during [brief context]\n"
+    "- (If there is no assistant knowledge, write \"None\")"
+)
+ANSWER_SYSTEM_PROMPT = (
+    "You are a communication expert with excellent conversational habits, and throughout the dialogue below you "
+    "play the role of the user's {relationship}.\n"
+    "These are some of your own traits and knowledge:\n{assistant_knowledge_text}\n"
+    "User's profile:\n"
+    "{meta_data_text}\n"
+    "Answer in keeping with these traits and keep the tone.\n"
+)
+ANSWER_USER_PROMPT = (
+    "<CONTEXT>\n"
+    "From your recent conversation with the user:\n"
+    "{history_text}\n\n"
+    "<MEMORY>\n"
+    "Memories related to the current conversation:\n"
+    "{retrieval_text}\n\n"
+    "<USER TRAITS>\n"
+    "In your past conversations with the user, you found that the user has these characteristics:\n"
+    "{background}\n\n"
+    "Now, playing the user's {relationship}, continue the dialogue.\n"
+    "The user just said: {query}\n"
+    "Reply to the user's statement{limit}:\n "
+    "When answering, check that the timestamps of the information you use match the timeframe of the question"
+)
+ANSWER_LIMIT_CLAUSE = " (at most {n} words, in English)"
+NO_META_DATA = "【Current Conversation Metadata】\nNone provided for this turn."
+
+
+# -- helpers ------------------------------------------------------------------------------------------------------
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_BLANKS = re.compile(r"\n\s*\n\s*\n")
+_DATE = re.compile(r"(\d{4})[/-](\d{1,2})[/-](\d{1,2})(?:\D+?(\d{1,2}):(\d{2})(?::(\d{2}))?)?")
+
+
+def clean_reply(text: str) -> str:
+    """Drop ``<think>`` blocks and surplus blank lines, as upstream's client does to every reply."""
+    return _BLANKS.sub("\n\n", _THINK.sub("", text or "")).strip()
+
+
+def parse_time(stamp: str) -> datetime | None:
+    """The first ``YYYY-MM-DD[ HH:MM[:SS]]`` (any of ``/``/``-``, other text ignored) in a trace date, or None."""
+    m = _DATE.search(stamp or "")
+    if m is None:
+        return None
+    y, mo, d, h, mi, s = (int(g) if g else 0 for g in m.groups())
+    try:
+        return datetime(y, mo, d, h, mi, s)
+    except ValueError:
+        return None
+
+
+def time_decay(event: str, now: str, tau_hours: float = RECENCY_TAU_HOURS) -> float:
+    """exp(-hours elapsed / tau); upstream's 0.1 when either date does not parse."""
+    t0, t1 = parse_time(event), parse_time(now)
+    if t0 is None or t1 is None:
+        return 0.1
+    return float(math.exp(-((t1 - t0).total_seconds() / 3600.0) / tau_hours))
+
+
+def parse_topics(text: str) -> list[dict[str, Any]]:
+    """The multi-summary topics as ``{"theme", "keywords", "content"}`` dicts; [] when the reply has none."""
+    s = text.strip()
+    if s.startswith("```"):
+        s = s.strip("`")
+        s = s[s.find("\n") + 1:] if "\n" in s else s
+    obj: Any = None
+    try:
+        obj = json.loads(s)
+    except json.JSONDecodeError:
+        for lo, hi in (("[", "]"), ("{", "}")):
+            a, b = s.find(lo), s.rfind(hi)
+            if 0 <= a < b:
+                try:
+                    obj = json.loads(s[a:b + 1])
+                    break
+                except json.JSONDecodeError:
+                    continue
+    if isinstance(obj, dict):
+        inner = next((obj[k] for k in ("summaries", "topics", "themes") if isinstance(obj.get(k), list)), None)
+        obj = inner if inner is not None else ([obj] if "content" in obj else [])
+    if not isinstance(obj, list):
+        return []
+    topics = []
+    for item in obj:
+        if not isinstance(item, dict):
+            continue
+        content = item.get("content", FALLBACK_TOPIC_SUMMARY)
+        keywords = item.get("keywords", [])
+        topics.append({
+            "theme": str(item.get("theme", "")),
+            "content": content if isinstance(content, str) else json.dumps(content, ensure_ascii=False),
+            "keywords": [str(k) for k in keywords] if isinstance(keywords, list) else [],
+        })
+    return topics
+
+
+def parse_knowledge(text: str) -> tuple[str, str]:
+    """Split a knowledge-extraction reply at its 【User Private Data】 / 【Assistant Knowledge】 markers."""
+    user_tag, asst_tag = "【User Private Data】", "【Assistant Knowledge】"
+    private, assistant = "None", "None"
+    if user_tag in text:
+        start = text.find(user_tag) + len(user_tag)
+        if asst_tag in text:
+            private = text[start:text.find(asst_tag)].strip()
+            assistant = text[text.find(asst_tag) + len(asst_tag):].strip()
+        else:
+            private = text[start:].strip()
+    elif asst_tag in text:
+        assistant = text[text.find(asst_tag) + len(asst_tag):].strip()
+    return private or "None", assistant or "None"
+
+
+def knowledge_lines(block: str) -> list[str]:
+    """The entries of one knowledge block: its non-empty lines other than "None" variants."""
+    if not block or block.lower() == "none":
+        return []
+    return [ln.strip() for ln in block.split("\n") if ln.strip() and ln.strip().lower() not in NONE_LINES]
+
+
+def _page_text(page: dict[str, Any]) -> str:
+    return f"User: {page.get('user_input', '')} Assistant: {page.get('agent_response', '')}"
+
+
+def _dialogue_with_times(pages: list[dict[str, Any]]) -> str:
+    return "\n".join(
+        f"User: {p.get('user_input', '')} (Timestamp: {p.get('timestamp', '')})\n"
+        f"Assistant: {p.get('agent_response', '')} (Timestamp: {p.get('timestamp', '')})"
+        for p in pages
+    )
+
+
+def _top_k_desc(scores: np.ndarray, k: int) -> list[int]:
+    """Indices of the ``k`` highest scores, highest first, ties in index order."""
+    return [int(i) for i in np.argsort(-scores, kind="stable")[: max(0, k)]]
+
+
+@SYSTEMS.register("memoryos")
+class MemoryOS(MemorySystem):
+    """Short-term QA queue, heat-ranked mid-term sessions of pages, long-term profile and knowledge (see module doc)."""
+
+    embeddings = ("minilm", "emb3")
+    # ~250 pairs: each pair past the first 10 is evicted with 3 calls; a session reaches heat 5 about every 4 pages,
+    # costing 2 calls (profile ~1.5k tokens, the others a few hundred). A query's Q/A write evicts one more page.
+    cost = CallProfile(
+        memory_calls_per_user_turn=3.5,
+        memory_calls_per_query=3.5,
+        answer_calls_per_query=1.0,
+        prompt_tokens_per_memory_call=700,
+        prompt_tokens_per_answer_call=9000,
+    )
+
+    def __init__(
+        self,
+        llm,
+        encoder,
+        workdir: Path,
+        short_term_capacity: int = 10,
+        mid_term_capacity: int = 2000,
+        long_term_knowledge_capacity: int = 100,
+        retrieval_queue_capacity: int = 7,
+        mid_term_heat_threshold: float = 5.0,
+        mid_term_similarity_threshold: float = 0.6,
+        segment_similarity_threshold: float = 0.1,
+        page_similarity_threshold: float = 0.1,
+        knowledge_threshold: float = 0.01,
+        top_k_sessions: int = 5,
+        top_k_knowledge: int = 20,
+        relationship: str = "friend",
+        answer_word_limit: int | None = 30,
+        write_answers: bool = True,
+        **params: Any,
+    ) -> None:
+        super().__init__(llm, encoder, workdir, **params)
+        if encoder is None:
+            raise ValueError("system 'memoryos' needs a dense encoder (embedding=minilm or emb3), not bm25")
+        if int(short_term_capacity) < 1:
+            raise ValueError(f"memoryos: short_term_capacity must be >= 1, got {short_term_capacity}")
+        self.short_term_capacity = int(short_term_capacity)
+        self.mid_term_capacity = int(mid_term_capacity)
+        self.knowledge_capacity = int(long_term_knowledge_capacity)
+        self.retrieval_queue_capacity = int(retrieval_queue_capacity)
+        self.heat_threshold = float(mid_term_heat_threshold)
+        self.similarity_threshold = float(mid_term_similarity_threshold)
+        self.segment_similarity_threshold = float(segment_similarity_threshold)
+        self.page_similarity_threshold = float(page_similarity_threshold)
+        self.knowledge_threshold = float(knowledge_threshold)
+        self.top_k_sessions = int(top_k_sessions)
+        self.top_k_knowledge = int(top_k_knowledge)
+        self.relationship = str(relationship)
+        self.answer_word_limit = None if answer_word_limit is None else int(answer_word_limit)
+        self.write_answers = bool(write_answers)
+        # state (all of it is written by snapshot)
+        self.clock = ""  # trace time: the date of the latest ingested session
+        self.short_term: list[dict[str, Any]] = []
+        self.last_evicted: dict[str, Any] | None = None  # the previous evicted page, for the continuity check
+        self.sessions: list[dict[str, Any]] = []  # mid-term sessions in creation order
+        self.profile: str | None = None
+        self.profile_updated = ""
+        self.user_knowledge: list[dict[str, Any]] = []
+        self.assistant_knowledge: list[dict[str, Any]] = []
+        self.counters = {"page": 0, "session": 0, "know": 0}
+        self.vectors: dict[str, np.ndarray] = {}  # "s:<session id>", "p:<page id>", "k:<knowledge id>"
+
+    # -- small utilities -----------------------------------------------------------------------------------------
+    def _next_id(self, kind: str) -> str:
+        self.counters[kind] += 1
+        return f"{kind}_{self.counters[kind]:06d}"
+
+    def _embed(self, text: str) -> np.ndarray:
+        return self.encoder.encode([text])[0].astype(np.float32)
+
+    def _vector(self, key: str, text: str) -> np.ndarray:
+        if key not in self.vectors:
+            self.vectors[key] = self._embed(text)
+        return self.vectors[key]
+
+    def _chat(self, system: str, user: str) -> str:
+        comp = self.llm.memory.chat((Message("system", system), Message("user", user)))
+        return clean_reply(comp.text)
+
+    def _heat(self, session: dict[str, Any]) -> float:
+        session["R_recency"] = time_decay(session["last_visit_time"], self.clock) if session.get("last_visit_time") else 1.0
+        return HEAT_ALPHA * session["N_visit"] + HEAT_BETA * session["L_interaction"] + HEAT_GAMMA * session["R_recency"]
+
+    def _find_page(self, page_id: str) -> dict[str, Any] | None:
+        for s in self.sessions:
+            for p in s["details"]:
+                if p.get("page_id") == page_id:
+                    return p
+        return None
+
+    # -- write path ----------------------------------------------------------------------------------------------
+    def ingest_session(self, session: Session) -> None:
+        self.clock = session.date
+        for user, assistant in turn_pairs(session):
+            self.add_memory(user.content if user else "", assistant.content if assistant else "", session.date)
+
+    def add_memory(self, user_input: str, agent_response: str, timestamp: str) -> None:
+        """Upstream ``add_memory``: evict to mid-term when full, append the pair, then check for a hot session."""
+        if len(self.short_term) >= self.short_term_capacity:
+            self._short_to_mid()
+        self.short_term.append({"user_input": user_input, "agent_response": agent_response, "timestamp": timestamp})
+        self._promote_if_hot()
+
+    def _continuous(self, prev: dict[str, Any] | None, page: dict[str, Any]) -> bool:
+        reply = self._chat(CONTINUITY_SYSTEM_PROMPT, CONTINUITY_USER_PROMPT.format(
+            prev_user=prev.get("user_input", "") if prev else "",
+            prev_agent=prev.get("agent_response", "") if prev else "",
+            curr_user=page["user_input"], curr_agent=page["agent_response"],
+        ))
+        return reply.strip().strip("'\"`").rstrip(".").strip().lower() == "true"
+
+    def _meta_info(self, last_meta: str | None, page: dict[str, Any]) -> str:
+        dialogue = f"User: {page['user_input']}\nAssistant: {page['agent_response']}"
+        return self._chat(META_INFO_SYSTEM_PROMPT, META_INFO_USER_PROMPT.format(
+            last_meta=last_meta if last_meta else "None", new_dialogue=dialogue))
+
+    def _propagate_meta(self, start_id: str, meta: str) -> None:
+        """Give a whole chain (linked through pre_page/next_page) the new meta info, breadth first from a page."""
+        queue, seen, head = [start_id], {start_id}, 0
+        while head < len(queue):
+            page = self._find_page(queue[head])
+            head += 1
+            if page is None:
+                continue
+            page["meta_info"] = meta
+            for nb in (page.get("pre_page"), page.get("next_page")):
+                if nb and nb not in seen:
+                    queue.append(nb)
+                    seen.add(nb)
+
+    def _connect(self, prev_id: str | None, next_id: str | None) -> None:
+        if prev_id and (prev := self._find_page(prev_id)) is not None:
+            prev["next_page"] = next_id
+        if next_id and (nxt := self._find_page(next_id)) is not None:
+            nxt["pre_page"] = prev_id
+
+    def _short_to_mid(self) -> None:
+        """Upstream ``Updater.process_short_term_to_mid_term``: evict until not full, page up, summarise, insert."""
+        evicted = []
+        while len(self.short_term) >= self.short_term_capacity:
+            qa = self.short_term.pop(0)
+            if qa.get("user_input") and qa.get("agent_response"):
+                evicted.append(qa)
+        if not evicted:
+            return
+        batch: list[dict[str, Any]] = []
+        prev = self.last_evicted
+        for qa in evicted:
+            page: dict[str, Any] = {
+                "page_id": self._next_id("page"), "user_input": qa["user_input"], "agent_response": qa["agent_response"],
+                "timestamp": qa["timestamp"], "preloaded": False, "analyzed": False,
+                "pre_page": None, "next_page": None, "meta_info": None,
+            }
+            if self._continuous(prev, page) and prev is not None:
+                page["pre_page"] = prev["page_id"]
+                page["meta_info"] = self._meta_info(prev.get("meta_info"), page)
+                if self._find_page(prev["page_id"]) is not None:
+                    self._propagate_meta(prev["page_id"], page["meta_info"])
+            else:
+                page["meta_info"] = self._meta_info(None, page)
+            batch.append(page)
+            prev = page
+        self.last_evicted = json.loads(json.dumps(batch[-1]))
+        text = "\n".join(f"User: {p['user_input']}\nAssistant: {p['agent_response']}" for p in batch)
+        topics = parse_topics(self._chat(MULTI_SUMMARY_SYSTEM_PROMPT, MULTI_SUMMARY_USER_PROMPT.format(text=text)))
+        if topics:
+            for t in topics:
+                self._insert_pages(t["content"], t["keywords"], batch)
+        else:
+            self._insert_pages(FALLBACK_SEGMENT_SUMMARY, [], batch)
+        for p in batch:
+            if p.get("pre_page"):
+                self._connect(p["pre_page"], p["page_id"])
+            if p.get("next_page"):
+                self._connect(p["page_id"], p["next_page"])
+
+    def _insert_pages(self, summary: str, keywords: list[str], pages: list[dict[str, Any]]) -> str:
+        """Upstream ``MidTermMemory.insert_pages_into_session``: merge into the best-scoring session or open one."""
+        if not self.sessions:
+            return self._add_session(summary, pages, keywords)
+        vec = self._embed(summary)
+        new_kw = set(keywords)
+        best: dict[str, Any] | None = None
+        best_score = -1.0
+        for s in self.sessions:
+            score = float(np.dot(self.vectors[f"s:{s['id']}"], vec))
+            old_kw = set(s.get("summary_keywords", []))
+            if old_kw and new_kw:
+                score += KEYWORD_SIMILARITY_ALPHA * len(old_kw & new_kw) / len(old_kw | new_kw)
+            if score > best_score:
+                best, best_score = s, score
+        if best is None or best_score < self.similarity_threshold:
+            return self._add_session(summary, pages, keywords)
+        for p in pages:
+            self._vector(f"p:{p['page_id']}", _page_text(p))
+            best["details"].append({**p, "page_keywords": list(p.get("page_keywords") or keywords)})
+        best["L_interaction"] += len(pages)
+        best["last_visit_time"] = self.clock
+        best["H_segment"] = self._heat(best)
+        return best["id"]
+
+    def _add_session(self, summary: str, pages: list[dict[str, Any]], keywords: list[str]) -> str:
+        sid = self._next_id("session")
+        self.vectors[f"s:{sid}"] = self._embed(summary)
+        details = []
+        for p in pages:
+            self._vector(f"p:{p['page_id']}", _page_text(p))
+            details.append({**p, "page_keywords": list(p.get("page_keywords") or []),
+                            "preloaded": p.get("preloaded", False), "analyzed": p.get("analyzed", False)})
+        session = {
+            "id": sid, "summary": summary, "summary_keywords": list(keywords), "details": details,
+            "L_interaction": len(details), "R_recency": 1.0, "N_visit": 0, "H_segment": 0.0,
+            "timestamp": self.clock, "last_visit_time": self.clock, "access_count_lfu": 0,
+        }
+        session["H_segment"] = self._heat(session)
+        self.sessions.append(session)
+        if len(self.sessions) > self.mid_term_capacity:
+            self._evict_lfu()
+        return sid
+
+    def _evict_lfu(self) -> None:
+        """Drop the session retrieved least often (the oldest among ties), as upstream's ``evict_lfu``."""
+        victim = min(range(len(self.sessions)), key=lambda i: self.sessions[i].get("access_count_lfu", 0))
+        gone = self.sessions.pop(victim)
+        self.vectors.pop(f"s:{gone['id']}", None)
+
+    def _hottest(self) -> dict[str, Any] | None:
+        if not self.sessions:
+            return None
+        return min(self.sessions, key=lambda s: (-s["H_segment"], s["id"]))
+
+    def _promote_if_hot(self) -> None:
+        """Upstream ``_trigger_profile_and_knowledge_update_if_needed``: analyse the hottest session's new pages."""
+        session = self._hottest()
+        if session is None or session["H_segment"] < self.heat_threshold:
+            return
+        pages = [p for p in session["details"] if not p.get("analyzed", False)]
+        if not pages:
+            return
+        conversation = _dialogue_with_times(pages)
+        existing = self.profile if self.profile and self.profile.lower() != "none" else "No existing profile data."
+        new_profile = self._chat(PROFILE_SYSTEM_PROMPT, PROFILE_USER_PROMPT.format(
+            existing_user_profile=existing, conversation=conversation)).strip() or "None"
+        private, assistant = parse_knowledge(
+            self._chat(KNOWLEDGE_SYSTEM_PROMPT, KNOWLEDGE_USER_PROMPT.format(conversation=conversation)))
+        if new_profile.lower() != "none" and len(new_profile.strip()) >= MIN_PROFILE_CHARS:
+            self.profile = new_profile
+            self.profile_updated = self.clock
+        for line in knowledge_lines(private):
+            self._add_knowledge(self.user_knowledge, line)
+        for line in knowledge_lines(assistant):
+            self._add_knowledge(self.assistant_knowledge, line)
+        for p in session["details"]:
+            p["analyzed"] = True
+        session["N_visit"] = 0
+        session["L_interaction"] = 0
+        session["H_segment"] = self._heat(session)
+        session["last_visit_time"] = self.clock
+
+    def _add_knowledge(self, store: list[dict[str, Any]], text: str) -> None:
+        kid = self._next_id("know")
+        self.vectors[f"k:{kid}"] = self._embed(text)
+        store.append({"id": kid, "knowledge": text, "timestamp": self.clock})
+        while len(store) > self.knowledge_capacity:
+            old = store.pop(0)
+            self.vectors.pop(f"k:{old['id']}", None)
+
+    # -- read path -----------------------------------------------------------------------------------------------
+    def _search_sessions(self, qvec: np.ndarray) -> list[dict[str, Any]]:
+        """Upstream ``MidTermMemory.search_sessions``; every session that yields pages counts a visit."""
+        if not self.sessions:
+            return []
+        summaries = np.stack([self.vectors[f"s:{s['id']}"] for s in self.sessions])
+        sims = summaries @ qvec
+        results = []
+        for i in _top_k_desc(sims, min(self.top_k_sessions, len(self.sessions))):
+            session, score = self.sessions[i], float(sims[i])
+            if score < self.segment_similarity_threshold:
+                continue
+            matched = []
+            for page in session["details"]:
+                ps = float(np.dot(self.vectors[f"p:{page['page_id']}"], qvec))
+                if ps >= self.page_similarity_threshold:
+                    matched.append({"page": page, "score": ps})
+            if matched:
+                session["N_visit"] += 1
+                session["last_visit_time"] = self.clock
+                session["access_count_lfu"] = session.get("access_count_lfu", 0) + 1
+                session["H_segment"] = self._heat(session)
+                results.append({"session_id": session["id"], "score": score,
+                                "pages": sorted(matched, key=lambda m: m["score"], reverse=True)})
+        return sorted(results, key=lambda r: r["score"], reverse=True)
+
+    def _retrieve_pages(self, qvec: np.ndarray) -> list[dict[str, Any]]:
+        """Upstream ``Retriever._retrieve_mid_term_context``: the best ``retrieval_queue_capacity`` pages overall."""
+        heap: list[tuple[float, int, int]] = []
+        pages: list[dict[str, Any]] = []
+        for match in self._search_sessions(qvec):
+            for m in match["pages"]:
+                item = (m["score"], len(pages), len(pages))
+                if len(heap) < self.retrieval_queue_capacity:
+                    heapq.heappush(heap, item)
+                    pages.append(m["page"])
+                elif m["score"] > heap[0][0]:
+                    heapq.heappop(heap)
+                    heapq.heappush(heap, item)
+                    pages.append(m["page"])
+        return [pages[i] for _, _, i in sorted(heap, key=lambda x: x[0], reverse=True)]
+
+    def _search_knowledge(self, store: list[dict[str, Any]], qvec: np.ndarray) -> list[dict[str, Any]]:
+        if not store:
+            return []
+        sims = np.stack([self.vectors[f"k:{e['id']}"] for e in store]) @ qvec
+        hits = [i for i in _top_k_desc(sims, min(self.top_k_knowledge, len(store)))
+                if float(sims[i]) >= self.knowledge_threshold]
+        return [store[i] for i in sorted(hits, key=lambda i: float(sims[i]), reverse=True)]
+
+    def build_context(self, query: str) -> tuple[tuple[Message, ...], dict[str, Any]]:
+        """Retrieve (counting visits) and lay out upstream's answer prompt; returns the messages and retrieval stats."""
+        qvec = self._embed(query)
+        pages = self._retrieve_pages(qvec)
+        user_kn = self._search_knowledge(self.user_knowledge, qvec)
+        asst_kn = self._search_knowledge(self.assistant_knowledge, qvec)
+
+        history_text = "\n".join(
+            f"User: {qa['user_input']}\nAssistant: {qa['agent_response']} (Time: {qa['timestamp']})"
+            for qa in self.short_term
+        )
+        retrieval_text = "\n".join(
+            f"【Historical Memory】\nUser: {p['user_input']}\nAssistant: {p['agent_response']}\n"
+            f"Time: {p['timestamp']}\nConversation chain overview: {p.get('meta_info', 'N/A')}"
+            for p in pages
+        )
+        profile = self.profile if self.profile and self.profile.lower() != "none" else "No detailed profile available yet."
+        user_kn_text = ""
+        if user_kn:
+            user_kn_text = "\n【Relevant User Knowledge Entries】\n" + "".join(
+                f"- {e['knowledge']} (Recorded: {e['timestamp']})\n" for e in user_kn)
+        background = f"【User Profile】\n{profile}\n{user_kn_text}"
+        asst_text = "【Assistant Knowledge Base】\n" + (
+            "".join(f"- {e['knowledge']} (Recorded: {e['timestamp']})\n" for e in asst_kn)
+            if asst_kn else "- No relevant assistant knowledge found for this query.\n")
+        limit = ANSWER_LIMIT_CLAUSE.format(n=self.answer_word_limit) if self.answer_word_limit else ""
+        system = ANSWER_SYSTEM_PROMPT.format(relationship=self.relationship, assistant_knowledge_text=asst_text,
+                                             meta_data_text=NO_META_DATA)
+        user = ANSWER_USER_PROMPT.format(history_text=history_text, retrieval_text=retrieval_text,
+                                         background=background, relationship=self.relationship, query=query,
+                                         limit=limit)
+        stats = {"short_term": len(self.short_term), "pages": [p["page_id"] for p in pages],
+                 "user_knowledge": len(user_kn), "assistant_knowledge": len(asst_kn),
+                 "mid_term_sessions": len(self.sessions), "has_profile": self.profile is not None}
+        return (Message("system", system), Message("user", user)), stats
+
+    def answer(self, query: str) -> Answer:
+        context, stats = self.build_context(query)
+        comp = self.llm.answerer.chat(context)
+        text = clean_reply(comp.text)
+        if self.write_answers:  # upstream get_response stores the exchange; the protocol discards this state
+            self.add_memory(query, text, self.clock)
+        return Answer(text, context, meta=stats)
+
+    # -- persistence ---------------------------------------------------------------------------------------------
+    def _live_vector_keys(self) -> list[str]:
+        keys = {f"s:{s['id']}" for s in self.sessions}
+        keys |= {f"p:{p['page_id']}" for s in self.sessions for p in s["details"]}
+        keys |= {f"k:{e['id']}" for e in self.user_knowledge + self.assistant_knowledge}
+        return sorted(keys)
+
+    def snapshot(self, directory: Path) -> None:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        keys = self._live_vector_keys()
+        dim = self.encoder.dim if not keys else len(self.vectors[keys[0]])
+        matrix = np.stack([self.vectors[k] for k in keys]).astype(np.float32) if keys else np.zeros((0, dim), np.float32)
+        np.save(directory / "vectors.npy", matrix, allow_pickle=False)
+        write_json(directory / "state.json", {
+            "prompt_version": PROMPT_VERSION, "clock": self.clock, "short_term": self.short_term,
+            "last_evicted": self.last_evicted, "sessions": self.sessions, "profile": self.profile,
+            "profile_updated": self.profile_updated, "user_knowledge": self.user_knowledge,
+            "assistant_knowledge": self.assistant_knowledge, "counters": self.counters, "vector_keys": keys,
+        })
+
+    def restore(self, directory: Path) -> None:
+        directory = Path(directory)
+        st = read_json(directory / "state.json")
+        matrix = np.load(directory / "vectors.npy", allow_pickle=False)
+        self.clock = st["clock"]
+        self.short_term = st["short_term"]
+        self.last_evicted = st["last_evicted"]
+        self.sessions = st["sessions"]
+        self.profile = st["profile"]
+        self.profile_updated = st["profile_updated"]
+        self.user_knowledge = st["user_knowledge"]
+        self.assistant_knowledge = st["assistant_knowledge"]
+        self.counters = {k: int(v) for k, v in st["counters"].items()}
+        self.vectors = {k: matrix[i].astype(np.float32) for i, k in enumerate(st["vector_keys"])}

@@ -1,0 +1,61 @@
+"""Naive RAG control, InMind paper Section 4.1 and Appendix 15.3.
+
+A single-shot retriever over raw trace turns: every turn (the injected fact turn included) is one chunk, dated
+with its session's trace timestamp; a query retrieves the top-k chunks by MiniLM or text-embedding-3-large cosine
+similarity, or by BM25, and the answerer sees them above the query. No LLM call on write.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from inmind_exp.embed import TextIndex
+from inmind_exp.records import Answer, Message, Session
+from systems.base import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
+
+ANSWER_SYSTEM_PROMPT = (  # naive_rag-v1
+    "You are a helpful assistant with access to excerpts of your earlier conversations with this user. "
+    "Use them when they are relevant to the user's request.\n\n"
+    "Retrieved conversation excerpts (most relevant first):\n{chunks}"
+)
+
+
+@SYSTEMS.register("naive_rag")
+class NaiveRAG(MemorySystem):
+    embeddings = ("minilm", "emb3", "bm25")
+    cost = CallProfile(answer_calls_per_query=1.0, prompt_tokens_per_answer_call=900)
+
+    def __init__(self, llm, encoder, workdir: Path, top_k: int = 5, **params) -> None:
+        super().__init__(llm, encoder, workdir, **params)
+        self.top_k = int(top_k)
+        self.index = TextIndex(encoder)
+        self.n_sessions = 0
+
+    def ingest_session(self, session: Session) -> None:
+        ids, texts = [], []
+        for i, t in enumerate(session.turns):
+            ids.append(f"{session.id}#{i}")
+            texts.append(f"[{session.date}] {t.role}: {t.content}")
+        self.index.add(ids, texts)
+        self.n_sessions += 1
+
+    def retrieve(self, query: str) -> list[str]:
+        by_id = dict(zip(self.index.ids, self.index.texts))
+        return [by_id[i] for i, _ in self.index.search(query, self.top_k)]
+
+    def answer(self, query: str) -> Answer:
+        chunks = self.retrieve(query)
+        context = (
+            Message("system", ANSWER_SYSTEM_PROMPT.format(chunks="\n".join(f"- {c}" for c in chunks) or "(none)")),
+            Message("user", query),
+        )
+        comp = self.llm.answerer.chat(context)
+        return Answer(comp.text, context, meta={"retrieved": len(chunks)})
+
+    def snapshot(self, directory: Path) -> None:
+        self.index.save(directory / "index")
+        write_json(directory / "state.json", {"n_sessions": self.n_sessions})
+
+    def restore(self, directory: Path) -> None:
+        self.index.load(directory / "index")
+        self.n_sessions = read_json(directory / "state.json")["n_sessions"]

@@ -1,0 +1,245 @@
+"""A-Mem against the fake OpenAI server: two memory calls per turn, evolution (strengthen / update_neighbor),
+the find_related_memories_raw read path, fallbacks on malformed JSON, consolidation and snapshot/restore."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from inmind_exp.embed import MiniLMEncoder
+from inmind_exp.llm import LLMCallError
+from inmind_exp.records import Session, Turn
+from systems.a_mem import AMem, consolidated_document, note_document, raw_memory_line
+from systems.base import SYSTEMS
+from tests.fake_openai import Fault
+
+ANALYZE = "Content to analyse:"
+EVOLVE = "memory-evolution agent"
+KEYWORDS = "generate several keywords"
+DATE = "2024/03/05 (Tue) 09:30"
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return MiniLMEncoder()
+
+
+def _prompt(body) -> str:
+    return body["messages"][-1]["content"]
+
+
+def _content(body) -> str:
+    return _prompt(body).split(ANALYZE, 1)[1].strip()
+
+
+def analysis_reply(body):
+    """Keywords/context/tags derived from the note text, so every note gets distinct metadata."""
+    words = re.findall(r"[a-z]+", _content(body).lower().split(" : ", 1)[1])
+    return {"keywords": words[:3], "context": f"About {words[0]}.", "tags": ["chat", words[-1]]}
+
+
+def neighbour_indices(body) -> list[int]:
+    return [int(m) for m in re.findall(r"memory index:(\d+)\t", _prompt(body))]
+
+
+def session(sid: str, *texts: str, date: str = DATE) -> Session:
+    roles = ("user", "assistant")
+    return Session(id=sid, date=date, turns=tuple(Turn(roles[i % 2], t) for i, t in enumerate(texts)))
+
+
+def build(models, encoder, tmp_path, **params) -> AMem:
+    return SYSTEMS.get("a_mem")(models, encoder, tmp_path / "work", **params)
+
+
+def test_ingest_makes_two_memory_calls_per_turn(fake, models, encoder, tmp_path):
+    fake.add_rule(ANALYZE, analysis_reply)
+    fake.add_rule(EVOLVE, {"should_evolve": False})
+    mem = build(models, encoder, tmp_path)
+    mem.ingest_session(session("s7", "My tomato plants wilt in July heat.", "Water them deeply at dawn."))
+
+    reqs = fake.chat_requests()
+    assert len(reqs) == 4
+    kinds = ["analyze" if ANALYZE in _prompt(r) else "evolve" if EVOLVE in _prompt(r) else "?" for r in reqs]
+    assert kinds == ["analyze", "evolve", "analyze", "evolve"]
+    assert all(r["response_format"] == {"type": "json_object"} for r in reqs)
+    assert _prompt(reqs[0]).endswith("Content to analyse:\nSpeaker user says : My tomato plants wilt in July heat.")
+    assert _prompt(reqs[2]).endswith("Speaker assistant says : Water them deeply at dawn.")
+    # the first note's evolution sees no neighbour; the second sees the first, with its analysed metadata
+    assert "There are 0 neighbours" in _prompt(reqs[1]) and "memory index:" not in _prompt(reqs[1])
+    p = _prompt(reqs[3])
+    assert "There are 1 neighbours" in p
+    assert ("memory index:0\t talk start time:2024/03/05 (Tue) 09:30\t memory content: Speaker user says : My tomato "
+            "plants wilt in July heat.\t memory context: About my.\t memory keywords: ['my', 'tomato', 'plants']\t "
+            "memory tags: ['chat', 'heat']\n") in p
+    assert "content: Speaker assistant says : Water them deeply at dawn.\nkeywords: ['water', 'them', 'deeply']" in p
+    assert [(n.id, n.timestamp, n.context) for n in mem.notes] == [("s7#0", DATE, "About my."), ("s7#1", DATE, "About water.")]
+    assert mem.index.ids == ["s7#0", "s7#1"]
+    assert mem.index.texts[1] == ("content:Speaker assistant says : Water them deeply at dawn. context:About water. "
+                                  "keywords: water, them, deeply tags: chat, dawn")
+
+
+def test_strengthen_adds_links_and_retags_the_new_note(fake, models, encoder, tmp_path):
+    fake.add_rule(ANALYZE, analysis_reply)
+
+    def evolve(body):
+        if "sourdough starter" in _prompt(body).split("nearest neighbouring memories:")[0]:
+            return {"should_evolve": True, "actions": ["strengthen"], "suggested_connections": [0, "1", 99, "x"],
+                    "tags_to_update": ["baking", "linked"], "new_context_neighborhood": [], "new_tags_neighborhood": []}
+        return {"should_evolve": False, "actions": [], "suggested_connections": [], "tags_to_update": [],
+                "new_context_neighborhood": [], "new_tags_neighborhood": []}
+
+    fake.add_rule(EVOLVE, evolve)
+    mem = build(models, encoder, tmp_path)
+    mem.ingest_session(session("a", "I bake sourdough bread on weekends.", "Great, keep the dough warm."))
+    assert mem.evo_cnt == 0 and all(n.links == [] for n in mem.notes)
+    mem.ingest_session(session("b", "How do I revive my sourdough starter?"))
+    new = mem.notes[2]
+    assert new.links == ["a#0", "a#1"]  # indices 0 and "1" resolved; 99 and "x" dropped
+    assert new.tags == ["baking", "linked"]
+    assert mem.evo_cnt == 1
+    assert mem.index.texts[2].endswith("tags: baking, linked")
+    assert [n.tags for n in mem.notes[:2]] == [["chat", "weekends"], ["chat", "warm"]]  # neighbours untouched
+
+
+def test_update_neighbor_rewrites_context_tags_and_embedding(fake, models, encoder, tmp_path):
+    fake.add_rule(ANALYZE, analysis_reply)
+    seen: dict[str, list[int]] = {}
+
+    def evolve(body):
+        if "Speaker user says : Linda" not in _prompt(body).split("nearest neighbouring memories:")[0]:
+            return {"should_evolve": False}
+        idx = seen["order"] = neighbour_indices(body)
+        return {"should_evolve": True, "actions": ["update_neighbor"], "suggested_connections": [],
+                "tags_to_update": [],
+                "new_context_neighborhood": [f"Family visit plans (memory {i})." for i in idx[:-1]],  # one short
+                "new_tags_neighborhood": [["family", f"n{i}"] for i in idx]}
+
+    fake.add_rule(EVOLVE, evolve)
+    mem = build(models, encoder, tmp_path, evolution_k=2)
+    mem.ingest_session(session("a", "My partner Alex works at a clinic.", "That sounds like a busy job.",
+                               "We play board games on Thursdays."))
+    before = {n.id: (n.context, mem.index.vector(n.id).copy()) for n in mem.notes}
+    mem.ingest_session(session("b", "Linda from Cincinnati visits us next week."))
+
+    order = seen["order"]
+    assert len(order) == 2  # evolution_k neighbours, in ranking order
+    first, second = (mem.notes[i] for i in order)
+    assert (first.context, first.tags) == (f"Family visit plans (memory {order[0]}).", ["family", f"n{order[0]}"])
+    assert (second.context, second.tags) == (before[second.id][0], ["family", f"n{order[1]}"])  # context kept
+    for n in (first, second):
+        assert mem.index.texts[mem.index.ids.index(n.id)] == note_document(n)
+        v = mem.index.vector(n.id)
+        assert not np.allclose(v, before[n.id][1])
+        assert np.allclose(v, encoder.encode([note_document(n)])[0], atol=1e-5)
+    untouched = next(n for i, n in enumerate(mem.notes[:3]) if i not in order)
+    assert untouched.tags[0] == "chat" and np.allclose(mem.index.vector(untouched.id), before[untouched.id][1])
+    assert mem.notes[3].tags == ["chat", "week"]  # update_neighbor alone does not retag the new note
+
+
+def _linked_memory(fake, models, encoder, tmp_path, **params) -> AMem:
+    """Four notes; the last is linked (by strengthen) to the first three."""
+    fake.add_rule(ANALYZE, analysis_reply)
+
+    def evolve(body):
+        if "Speaker user says : Peanut" in _prompt(body).split("nearest neighbouring memories:")[0]:
+            return {"should_evolve": True, "actions": ["strengthen"], "suggested_connections": [2, 0, 1],
+                    "tags_to_update": ["health"]}
+        return {"should_evolve": False}
+
+    fake.add_rule(EVOLVE, evolve)
+    mem = build(models, encoder, tmp_path, **params)
+    mem.ingest_session(session("a", "I run three mornings a week.", "Nice, rest days matter.",
+                               "I am learning the ukulele."))
+    mem.ingest_session(session("b", "Peanut butter gives me hives.", date="2024/04/01 (Mon) 18:00"))
+    return mem
+
+
+def test_read_path_returns_top_k_plus_linked_notes(fake, models, encoder, tmp_path):
+    mem = _linked_memory(fake, models, encoder, tmp_path, retrieve_k=2)
+    fake.add_rule(KEYWORDS, {"keywords": "peanut, hives, allergy"})
+    fake.add_rule("Short answer:", {"answer": "Avoid peanut snacks."})
+    fake.reset_log()
+    ans = mem.answer("What snacks should I pack for my run?")
+
+    reqs = fake.chat_requests()
+    assert len(reqs) == 2
+    assert "Question: What snacks should I pack for my run?" in _prompt(reqs[0])
+    top = [i for i, _ in mem.index.search("peanut, hives, allergy", 2)]
+    assert top[0] == "b#0"  # the keywords, not the question, are the retrieval query
+    by_id = {n.id: n for n in mem.notes}
+    expected = raw_memory_line(by_id["b#0"]) + "".join(raw_memory_line(by_id[i]) for i in ("a#2", "a#0", "a#1"))
+    expected += raw_memory_line(by_id[top[1]])
+    assert raw_memory_line(by_id["b#0"]) == (
+        "talk start time:2024/04/01 (Mon) 18:00memory content: Speaker user says : Peanut butter gives me hives."
+        "memory context: About peanut.memory keywords: ['peanut', 'butter', 'gives']memory tags: ['health']\n")
+    assert ans.text == "Avoid peanut snacks."
+    assert [m.role for m in ans.context] == ["system", "user"]
+    assert ans.context[1].content == (f"Based on the context: {expected}, write an answer to the following question in "
+                                      "the form of a short phrase. Use the exact words of the context wherever "
+                                      "possible.\n\nQuestion: What snacks should I pack for my run? Short answer:")
+    assert [m["content"] for m in reqs[1]["messages"]] == [m.content for m in ans.context]
+    assert reqs[1]["response_format"] == {"type": "json_object"}
+    # upstream's loop bound: at most k+1 linked notes follow a retrieved note
+    assert mem.find_related_memories_raw("peanut hives", 1).count("talk start time:") == 3
+
+
+def test_malformed_json_falls_back_like_upstream(fake, models, encoder, tmp_path):
+    fake.add_rule(ANALYZE, "keywords: tomatoes")
+    fake.add_rule(EVOLVE, "I think it should evolve: True")
+    fake.add_rule(KEYWORDS, "tomato cosmos garden")
+    fake.add_rule("Short answer:", "Stake them.")
+    mem = build(models, encoder, tmp_path, json_attempts=1)
+    mem.ingest_session(session("s", "Tomatoes need stakes.", "Yes, and mulch."))
+    assert len(fake.chat_requests()) == 4
+    assert [(n.keywords, n.context, n.tags, n.links) for n in mem.notes] == [([], "General", [], [])] * 2
+    assert mem.evo_cnt == 0
+    ans = mem.answer("How are my tomatoes?")
+    assert ans.meta["keywords"] == "tomato cosmos garden"
+    assert ans.text == "Stake them."  # not JSON: the raw reply is the answer
+    fake.fail_next(Fault(status=400))
+    with pytest.raises(LLMCallError):
+        mem.ingest_session(session("t", "Another turn."))
+
+
+def test_consolidation_rebuilds_the_retriever(fake, models, encoder, tmp_path):
+    fake.add_rule(ANALYZE, analysis_reply)
+    fake.add_rule(EVOLVE, {"should_evolve": True, "actions": []})
+    mem = build(models, encoder, tmp_path, evo_threshold=2)
+    mem.ingest_session(session("s", "Soup on Sunday.", "Try lentils."))
+    assert mem.evo_cnt == 2
+    assert mem.index.texts == [consolidated_document(n) for n in mem.notes]
+    assert mem.index.texts[0] == "Speaker user says : Soup on Sunday. , About soup. soup on sunday chat sunday"
+    mem.ingest_session(session("t", "Bread too."))
+    assert mem.index.texts[2] == note_document(mem.notes[2])
+
+
+def test_snapshot_restore_round_trips(fake, models, encoder, tmp_path):
+    mem = _linked_memory(fake, models, encoder, tmp_path)
+    fake.add_rule(KEYWORDS, {"keywords": "peanut, snacks"})
+    fake.add_rule("Short answer:", lambda body: {"answer": str(len(_prompt(body)))})
+    mem.snapshot(tmp_path / "snap")
+    a1 = mem.answer("What snacks should I pack?")
+
+    other = build(models, encoder, tmp_path / "other")
+    other.restore(tmp_path / "snap")
+    a2 = other.answer("What snacks should I pack?")
+    assert a1.context == a2.context and a1.text == a2.text
+    assert [vars(n) for n in other.notes] == [vars(n) for n in mem.notes] and other.evo_cnt == mem.evo_cnt == 1
+    assert np.array_equal(other.index._vectors, mem.index._vectors)
+    # a restored instance keeps writing where the original left off
+    fake.reset_log()
+    other.ingest_session(session("c", "New turn."))
+    assert "memory index:" in _prompt(fake.chat_requests()[1]) and other.position["c#0"] == 4
+    assert other.index.ids[-1] == "c#0" and len(other.index) == 5
+
+
+def test_default_fake_replies_contract(fake, models, encoder, tmp_path):
+    mem = build(models, encoder, tmp_path)
+    mem.ingest_session(session("s", "Hello there.", "Hi!"))
+    a1 = mem.answer("Anything?")
+    mem.snapshot(tmp_path / "snap")
+    other = build(models, encoder, tmp_path / "other")
+    other.restore(tmp_path / "snap")
+    assert other.answer("Anything?").context == a1.context

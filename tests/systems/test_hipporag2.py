@@ -1,0 +1,411 @@
+"""HippoRAG 2: NER → OpenIE write path and the graph it builds (fact, passage–entity and synonymy edges), the
+personalized PageRank, the recognition-memory filter, the PPR and dense-fallback read paths, and exact
+snapshot/restore, against the fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+import yaml
+
+from inmind_exp.embed import Encoder, MiniLMEncoder
+from inmind_exp.llm import LLMCallError
+from inmind_exp.records import Session, Turn
+from systems.base import SYSTEMS
+from systems.hipporag2 import (FILTER_SYSTEM, NER_SYSTEM, TRIPLE_SYSTEM, HippoRAG2, close_truncated_json, fact_text,
+                               mdhash_id, personalized_pagerank)
+from tests.conftest import make_trace
+from tests.fake_openai import Fault
+
+D1, D2 = "2024/01/01 (Mon) 10:00", "2024/02/03 (Sat) 09:30"
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return MiniLMEncoder()
+
+
+class TableEncoder(Encoder):
+    """Fixed unit vectors for known texts, so similarities are set by hand; an unknown text is an error."""
+
+    name = "table"
+
+    def __init__(self, table: dict[str, list[float]]):
+        self.table = {t: np.asarray(v, dtype=np.float32) / np.linalg.norm(v) for t, v in table.items()}
+        self.dim = len(next(iter(table.values())))
+
+    def encode(self, texts):
+        return np.vstack([self.table[t] for t in texts]) if texts else np.zeros((0, self.dim), dtype=np.float32)
+
+
+def unit(dim: int, **coords: float) -> list[float]:
+    """A vector with the given coordinates (``e0=0.9``) and the rest of its norm on its own spare axis."""
+    v = [0.0] * dim
+    for k, x in coords.items():
+        v[int(k[1:])] = x
+    return v
+
+
+def mixed(dim: int, cos: float, spare: int) -> list[float]:
+    """A unit vector with cosine ``cos`` to e0, the rest on axis ``spare``."""
+    v = [0.0] * dim
+    v[0], v[spare] = cos, math.sqrt(1 - cos * cos)
+    return v
+
+
+def session(sid: str, date: str, *turns: tuple[str, str]) -> Session:
+    return Session(id=sid, date=date, turns=tuple(Turn(r, c) for r, c in turns))
+
+
+def passage(date: str, role: str, content: str) -> str:
+    return f"{date}\n{role}: {content}"
+
+
+def E(text: str) -> str:
+    return mdhash_id(text, "entity-")
+
+
+def P(text: str) -> str:
+    return mdhash_id(text, "chunk-")
+
+
+def kind(body: dict) -> str:
+    system = body["messages"][0]["content"]
+    return {NER_SYSTEM: "ner", TRIPLE_SYSTEM: "triples", FILTER_SYSTEM: "filter"}.get(system, "qa")
+
+
+def script(fake, ner: dict[str, list[str]], triples: dict[str, list], keep=None, answer="Thought: ok.\nAnswer: done"):
+    """Route every request by its system prompt: NER and OpenIE replies by a substring of the passage (the last user
+    message), the filter through ``keep(candidates) -> kept``, anything else (the QA call) gets ``answer``."""
+
+    def reply(body):
+        last = body["messages"][-1]["content"]
+        k = kind(body)
+        if k == "ner":
+            return {"named_entities": next((v for s, v in ner.items() if s in last), [])}
+        if k == "triples":
+            return {"triples": next((v for s, v in triples.items() if s in last), [])}
+        if k == "filter":
+            before = json.loads(last.split("[[ ## fact_before_filter ## ]]\n")[1].split("\n\n")[0])["fact"]
+            return {"fact": keep(before) if keep else before}
+        return answer
+
+    fake.add_rule("", reply)
+
+
+def calls(fake, which: str) -> list[dict]:
+    return [b for b in fake.chat_requests() if kind(b) == which]
+
+
+# -- write path ---------------------------------------------------------------------------------------------------
+
+def test_write_path_extracts_entities_then_triples_and_builds_the_graph(fake, models, tmp_path, encoder):
+    u = "My sister Ana lives in Lisbon and works at Tagus Bank."
+    a = "Lisbon is a lovely city."
+    script(fake,
+           ner={"My sister Ana": ["Ana", "Lisbon", "Tagus Bank", "Ana"], "lovely city": ["Lisbon"]},
+           triples={"My sister Ana": [["Ana", "lives in", "Lisbon"], ["Ana", "works at", "Tagus Bank"],
+                                      ["Ana", "lives in", "Lisbon"], ["only", "two"], "bad"],
+                    "lovely city": [["Lisbon", "is", "lovely city!"]]})
+    mem = HippoRAG2(models, encoder, tmp_path / "w")
+    mem.ingest_session(session("s1", D1, ("user", u), ("assistant", a)))
+    p1, p2 = passage(D1, "user", u), passage(D1, "assistant", a)
+
+    # two calls per passage: NER, then OpenIE conditioned on the (de-duplicated) NER output
+    reqs = fake.chat_requests()
+    assert [kind(b) for b in reqs] == ["ner", "triples", "ner", "triples"]
+    assert all(b["response_format"] == {"type": "json_object"} for b in reqs)
+    ner1, tri1 = reqs[0]["messages"], reqs[1]["messages"]
+    assert [m["role"] for m in ner1] == ["system", "user", "assistant", "user"] and ner1[-1]["content"] == p1
+    assert [m["role"] for m in tri1] == ["system", "user", "assistant", "user"]
+    assert f"```\n{p1}\n```" in tri1[-1]["content"]
+    assert tri1[-1]["content"].endswith(json.dumps({"named_entities": ["Ana", "Lisbon", "Tagus Bank"]}) + "\n")
+
+    assert mem.passage_ids == [P(p1), P(p2)] and mem.passage_texts == [p1, p2]
+    # invalid and duplicate triples dropped; elements normalised (lower case, punctuation to spaces)
+    assert mem.openie[P(p1)]["triples"] == [["Ana", "lives in", "Lisbon"], ["Ana", "works at", "Tagus Bank"]]
+    assert mem.fact_triples == [["ana", "lives in", "lisbon"], ["ana", "works at", "tagus bank"],
+                                ["lisbon", "is", "lovely city"]]
+    assert mem.fact_ids == [mdhash_id(fact_text(t), "fact-") for t in mem.fact_triples]
+    assert fact_text(["ana", "lives in", "lisbon"]) == "('ana', 'lives in', 'lisbon')"
+    assert mem.entity_texts == ["ana", "lisbon", "lovely city", "tagus bank"]
+    np.testing.assert_allclose(mem.fact_vecs[0], encoder.encode(["('ana', 'lives in', 'lisbon')"])[0], atol=1e-6)
+    assert mem.entity_passages[E("lisbon")] == sorted([P(p1), P(p2)])
+
+    expected = {  # fact edges count both directions; passage-entity edges weigh 1
+        tuple(sorted((E("ana"), E("lisbon")))): 2.0, tuple(sorted((E("ana"), E("tagus bank")))): 2.0,
+        tuple(sorted((E("lisbon"), E("lovely city")))): 2.0,
+        **{tuple(sorted((P(p1), E(e)))): 1.0 for e in ("ana", "lisbon", "tagus bank")},
+        **{tuple(sorted((P(p2), E(e)))): 1.0 for e in ("lisbon", "lovely city")},
+    }
+    vec = dict(zip(mem.entity_texts, encoder.encode(mem.entity_texts)))
+    for x in mem.entity_texts:  # synonymy edges wherever MiniLM similarity reaches 0.8, in both directions
+        for y in mem.entity_texts:
+            if x < y and float(vec[x] @ vec[y]) >= 0.8:
+                key = tuple(sorted((E(x), E(y))))
+                expected[key] = expected.get(key, 0.0) + 2 * float(vec[x] @ vec[y])
+    assert mem.graph_edges() == pytest.approx(expected)
+
+
+def test_synonymy_edges_at_the_threshold(fake, models, tmp_path):
+    text = "I moved from York to New York City, which locals call New York; I wrote NY on the form."
+    script(fake, ner={}, triples={"I moved": [["user", "moved from", "York"], ["user", "moved to", "New York City"],
+                                              ["New York City", "called", "New York"], ["user", "wrote", "NY"]],
+                                  "Big Apple": [["user", "loves", "Big Apple"]]})
+    dim = 8
+    table = {"new york city": unit(dim, e0=1.0), "new york": unit(dim, e0=0.81, e1=math.sqrt(1 - 0.81 ** 2)),
+             "york": unit(dim, e0=0.79, e2=math.sqrt(1 - 0.79 ** 2)), "ny": unit(dim, e0=1.0),
+             "user": unit(dim, e3=1.0), "big apple": unit(dim, e0=0.9, e4=math.sqrt(1 - 0.81))}
+    p1, p2 = passage(D1, "user", text), passage(D2, "user", "The Big Apple is great.")
+    facts = [fact_text(t) for t in ([
+        ["user", "moved from", "york"], ["user", "moved to", "new york city"], ["new york city", "called", "new york"],
+        ["user", "wrote", "ny"], ["user", "loves", "big apple"]])]
+    table.update({t: unit(dim, e5=1.0) for t in facts + [p1, p2]})
+    mem = HippoRAG2(models, TableEncoder(table), tmp_path / "w")
+    mem.ingest_session(session("s1", D1, ("user", text)))
+
+    syn = {(mem.entity_texts[mem.entity_ids.index(a)], mem.entity_texts[mem.entity_ids.index(b)]): w
+           for a, nbrs in mem.synonyms.items() for b, w in nbrs}
+    # 0.81 >= 0.8 links "new york city" and "new york" both ways; 0.79 does not link "york"; "ny" (2 characters)
+    # gets no edges of its own but is the target of one; an entity is never its own synonym
+    assert syn == pytest.approx({("new york city", "ny"): 1.0, ("new york city", "new york"): 0.81,
+                                 ("new york", "new york city"): 0.81})
+    edges = mem.graph_edges()
+    nyc, ny_, york, ny = E("new york city"), E("new york"), E("york"), E("ny")
+    # a similarity replaces the fact count on the same pair (upstream keeps one weight per directed pair)
+    assert edges[tuple(sorted((nyc, ny_)))] == pytest.approx(1.62, abs=1e-5)
+    assert edges[tuple(sorted((nyc, ny)))] == pytest.approx(1.0, abs=1e-5)
+    assert tuple(sorted((nyc, york))) not in edges and tuple(sorted((ny_, york))) not in edges
+    assert edges[tuple(sorted((E("user"), york)))] == 2.0
+
+    # a later session's entity gains edges with the old ones; the result equals a recomputation from scratch
+    mem.ingest_session(session("s2", D2, ("user", "The Big Apple is great.")))
+    assert [b for b, _ in mem.synonyms[nyc]] == [ny, E("big apple"), ny_]
+    assert mem.graph_edges()[tuple(sorted((nyc, E("big apple"))))] == pytest.approx(1.8, abs=1e-5)
+    incremental = mem.synonyms
+    mem.synonyms = {}
+    mem._update_synonymy_edges(0)
+    assert mem.synonyms == incremental
+
+
+# -- personalized PageRank ----------------------------------------------------------------------------------------
+
+def test_personalized_pagerank_matches_hand_computed_values():
+    # path A-B-C, restart at A, damping 0.5: pA = pB/4 + 1/2, pB = (pA + pC)/2, pC = pB/4  =>  (7, 4, 1)/12
+    p = personalized_pagerank(3, [(0, 1, 1.0), (1, 2, 1.0)], np.array([1.0, 0, 0]), 0.5)
+    np.testing.assert_allclose(p, [7 / 12, 4 / 12, 1 / 12], atol=1e-12)
+    # an isolated node D restarts by the reset vector (igraph/PRPACK): reset (1, 0, 0, 1) gives pD = pD/4 + 1/4 = 1/3,
+    # pB = pB/4 + 1/6 = 2/9, pA = pB/4 + 1/3 = 7/18, pC = 1/18
+    p = personalized_pagerank(4, [(0, 1, 1.0), (1, 2, 1.0)], np.array([1.0, 0, 0, 1.0]), 0.5)
+    np.testing.assert_allclose(p, [7 / 18, 2 / 9, 1 / 18, 1 / 3], atol=1e-12)
+    assert list(np.argsort(-p)) == [0, 3, 1, 2]
+    # weights split the walk: star B-A (3), B-C (1), restart at B: pA = 3pB/8, pC = pB/8, pB = pB/4 + 1/2
+    p = personalized_pagerank(3, [(1, 0, 3.0), (1, 2, 1.0)], np.array([0, 5.0, 0]), 0.5)
+    np.testing.assert_allclose(p, [1 / 4, 2 / 3, 1 / 12], atol=1e-12)
+    # parallel edges add up
+    np.testing.assert_allclose(personalized_pagerank(3, [(1, 0, 1.0), (0, 1, 2.0), (1, 2, 1.0)], np.array([0, 5.0, 0]), 0.5), p,
+                               atol=1e-12)
+
+
+def test_personalized_pagerank_agrees_with_networkx_on_a_random_graph():
+    rng = np.random.default_rng(0)
+    n = 30
+    edges = sorted({(int(a), int(b)) for a, b in rng.integers(0, n - 3, size=(60, 2)) if a != b})
+    edges = [(a, b, float(rng.uniform(0.5, 3))) for a, b in edges]  # nodes n-3.. stay isolated
+    reset = np.where(rng.uniform(size=n) < 0.3, rng.uniform(size=n), 0.0)
+    reset[n - 1] = 0.2
+    g = nx.Graph()
+    g.add_nodes_from(range(n))
+    for a, b, w in edges:
+        g.add_edge(a, b, weight=g.get_edge_data(a, b, {"weight": 0.0})["weight"] + w)
+    pers = {i: float(x) for i, x in enumerate(reset)}
+    want = nx.pagerank(g, alpha=0.5, personalization=pers, dangling=pers, weight="weight", tol=1e-14, max_iter=1000)
+    np.testing.assert_allclose(personalized_pagerank(n, edges, reset, 0.5), [want[i] for i in range(n)], atol=1e-9)
+
+
+# -- read path ----------------------------------------------------------------------------------------------------
+
+READ_TURNS = (
+    ("user", "My sister Ana lives in Lisbon."),
+    ("user", "Ana loves custard tarts."),
+    ("user", "I booked a flight to Lisbon."),
+    ("assistant", "Enjoy the trip!"),
+    ("user", "Chess club meets on Tuesdays."),
+)
+READ_TRIPLES = {"Ana lives": [["Ana", "lives in", "Lisbon"]], "custard": [["Ana", "loves", "custard tarts"]],
+                "flight": [["user", "booked flight to", "Lisbon"]], "Chess": [["chess club", "meets on", "Tuesdays"]]}
+QUERY = "What gift should I bring Ana?"
+
+
+def read_memory(models, path, **params) -> tuple[HippoRAG2, list[str]]:
+    """Five passages; query-fact cosines 0.9/0.7/0.5/0.1 (normalised 1, .75, .5, 0), query-passage cosines
+    .2/0/.6/1/.4 (normalised the same), entities orthogonal to each other (no synonymy edges)."""
+    dim = 20
+    texts = [passage(D1, r, c) for r, c in READ_TURNS]
+    table = {QUERY: unit(dim, e0=1.0)}
+    for i, e in enumerate(["ana", "lisbon", "custard tarts", "user", "chess club", "tuesdays"]):
+        table[e] = unit(dim, **{f"e{i + 1}": 1.0})
+    for i, (t, c) in enumerate([(["ana", "lives in", "lisbon"], 0.9), (["ana", "loves", "custard tarts"], 0.7),
+                                (["user", "booked flight to", "lisbon"], 0.5),
+                                (["chess club", "meets on", "tuesdays"], 0.1)]):
+        table[fact_text(t)] = mixed(dim, c, 7 + i)
+    for i, (t, c) in enumerate(zip(texts, [0.2, 0.0, 0.6, 1.0, 0.4])):
+        table[t] = mixed(dim, c, 11 + i)
+    mem = HippoRAG2(models, TableEncoder(table), path, **params)
+    mem.ingest_session(session("s1", D1, *READ_TURNS))
+    return mem, texts
+
+
+def expected_ppr_order(texts: list[str]) -> list[str]:
+    """The passage ranking worked out independently with networkx on the hand-written graph: seeds "ana"
+    (0.75 / 2 passages) and "custard tarts" (0.75 / 1 passage), passages 0.05 x their dense score."""
+    g = nx.Graph()
+    g.add_nodes_from(["ana", "lisbon", "custard tarts", "user", "chess club", "tuesdays", *range(5)])
+    for a, b in [("ana", "lisbon"), ("ana", "custard tarts"), ("user", "lisbon"), ("chess club", "tuesdays")]:
+        g.add_edge(a, b, weight=2.0)
+    for p, ents in [(0, ["ana", "lisbon"]), (1, ["ana", "custard tarts"]), (2, ["user", "lisbon"]),
+                    (4, ["chess club", "tuesdays"])]:
+        for e in ents:
+            g.add_edge(p, e, weight=1.0)
+    reset = {n: 0.0 for n in g.nodes}
+    reset.update({"ana": 0.375, "custard tarts": 0.75})
+    reset.update({i: 0.05 * s for i, s in enumerate([0.2, 0.0, 0.6, 1.0, 0.4])})
+    pr = nx.pagerank(g, alpha=0.5, personalization=reset, dangling=reset, weight="weight", tol=1e-14, max_iter=1000)
+    return [texts[i] for i in sorted(range(5), key=lambda i: -pr[i])]
+
+
+def test_filter_keeps_what_the_fake_keeps_and_ppr_ranks_the_passages(fake, models, tmp_path):
+    # the fake keeps only the second candidate, slightly misspelt: it is mapped back to the closest candidate
+    script(fake, ner={}, triples=READ_TRIPLES, keep=lambda before: [["ana", "loves", "custard tart"]])
+    mem, texts = read_memory(models, tmp_path / "w", qa_top_k=3)
+    fake.reset_log()
+    ans = mem.answer(QUERY)
+
+    (flt,) = calls(fake, "filter")
+    shown = json.loads(flt["messages"][-1]["content"].split("[[ ## fact_before_filter ## ]]\n")[1].split("\n\n")[0])
+    assert shown == {"fact": [["ana", "lives in", "lisbon"], ["ana", "loves", "custard tarts"],
+                              ["user", "booked flight to", "lisbon"], ["chess club", "meets on", "tuesdays"]]}
+    assert flt["messages"][-1]["content"].startswith(f"[[ ## question ## ]]\n{QUERY}\n\n")
+    assert len(flt["messages"]) == 1 + 2 * 10 + 1  # system, ten demonstrations, the query
+    assert ans.meta["mode"] == "ppr"
+    assert ans.meta["facts_after_filter"] == [["ana", "loves", "custard tarts"]]
+
+    top = expected_ppr_order(texts)[:3]
+    assert top[0] == texts[1]  # the passage holding both seed entities
+    assert top != [texts[3], texts[2], texts[4]]  # differs from the dense ranking
+    assert ans.context == mem.qa_messages(QUERY, top)
+    user = ans.context[-1].content
+    assert user == "".join(f"Conversation Date: {t}\n\n" for t in top) + f"Question: {QUERY}\nThought: "
+    (qa,) = calls(fake, "qa")
+    assert [m["content"] for m in qa["messages"]] == [m.content for m in ans.context]
+    assert ans.text == "done"  # the text after "Answer:"
+
+
+def test_no_surviving_fact_falls_back_to_dense_passage_retrieval(fake, models, tmp_path):
+    script(fake, ner={}, triples=READ_TRIPLES, keep=lambda before: [])
+    mem, texts = read_memory(models, tmp_path / "w", qa_top_k=3)
+    ans = mem.answer(QUERY)
+    assert ans.meta["mode"] == "dpr" and ans.meta["facts_after_filter"] == []
+    assert ans.context == mem.qa_messages(QUERY, [texts[3], texts[2], texts[4]])  # dense cosines 1, .6, .4
+
+
+def test_no_facts_means_no_filter_call_and_dense_retrieval(fake, models, tmp_path, encoder):
+    script(fake, ner={}, triples={})
+    mem = HippoRAG2(models, encoder, tmp_path / "w")
+    mem.ingest_session(session("s1", D1, ("user", "I grow tomatoes."), ("assistant", "Nice, water them often.")))
+    assert mem.fact_ids == [] and mem.graph_edges() == {}
+    ans = mem.answer("How do I water tomatoes?")
+    assert calls(fake, "filter") == [] and ans.meta["mode"] == "dpr"
+    assert len(ans.context) == 4 and ans.context[-1].content.count("Conversation Date: ") == 2
+
+
+# -- robustness, units, persistence -------------------------------------------------------------------------------
+
+def test_malformed_replies_fall_back_like_upstream(fake, models, tmp_path, encoder):
+    def reply(body):
+        return "Sorry, I cannot do that." if kind(body) == "ner" else '{"triples": [["Ana", "likes", "tea"], ["Ana", "li'
+
+    fake.add_rule("", reply)
+    mem = HippoRAG2(models, encoder, tmp_path / "w")
+    mem.ingest_session(session("s1", D1, ("user", "Ana likes tea.")))
+    tri = calls(fake, "triples")[0]["messages"][-1]["content"]
+    assert tri.endswith('{"named_entities": []}\n')  # NER failed: empty entity list, extraction still runs
+    assert mem.fact_triples == [["ana", "likes", "tea"]]  # the cut-off reply repaired as upstream does
+    assert close_truncated_json('{"a": [[1, 2], [3') == '{"a": [[1, 2]]}'
+
+
+def test_endpoint_failure_propagates(fake, models, tmp_path, encoder):
+    mem = HippoRAG2(models, encoder, tmp_path / "w")
+    fake.fail_next(Fault(status=400))
+    with pytest.raises(LLMCallError):
+        mem.ingest_session(session("s1", D1, ("user", "Ana likes tea.")))
+
+
+def test_session_passages(fake, models, tmp_path, encoder):
+    script(fake, ner={}, triples={})
+    mem = HippoRAG2(models, encoder, tmp_path / "w", passage_unit="session")
+    mem.ingest_session(session("s1", D1, ("user", "Hi there."), ("assistant", "Hello!")))
+    assert mem.passage_texts == [f"{D1}\nuser: Hi there.\nassistant: Hello!"]
+    assert [kind(b) for b in fake.chat_requests()] == ["ner", "triples"]
+    with pytest.raises(ValueError):
+        HippoRAG2(models, encoder, tmp_path / "x", passage_unit="exchange")
+
+
+def tomato_script(fake):
+    def triples(body):
+        last = body["messages"][-1]["content"]
+        week = last.split("week ")[-1].split("?")[0].split(".")[0]
+        return [["user", "grows", "tomato plants"], ["tomato plants", "need care in", f"week {week}"]]
+
+    def reply(body):
+        k = kind(body)
+        if k == "ner":
+            return {"named_entities": ["tomato plants"]}
+        if k == "triples":
+            return {"triples": triples(body)}
+        if k == "filter":
+            before = json.loads(body["messages"][-1]["content"].split("[[ ## fact_before_filter ## ]]\n")[1]
+                                .split("\n\n")[0])["fact"]
+            return {"fact": before[:2]}
+        return "Thought: water.\nAnswer: Stake them."
+
+    fake.add_rule("", reply)
+
+
+def test_snapshot_restore_round_trips(fake, models, tmp_path, encoder):
+    tomato_script(fake)
+    trace = make_trace(n_sessions=3, user_turns_per_session=2)
+    a = HippoRAG2(models, encoder, tmp_path / "a")
+    for s in trace.sessions[:2]:
+        a.ingest_session(s)
+    a.snapshot(tmp_path / "snap")
+    b = HippoRAG2(models, encoder, tmp_path / "b")
+    b.restore(tmp_path / "snap")
+    first, second = a.answer("What should I plant next week?"), b.answer("What should I plant next week?")
+    assert first.meta["mode"] == "ppr" and second.context == first.context and second.text == first.text == "Stake them."
+    assert b.graph_edges() == a.graph_edges() and b.synonyms == a.synonyms and b.openie == a.openie
+    for name in ("passage", "entity", "fact"):
+        np.testing.assert_array_equal(getattr(a, f"{name}_vecs"), getattr(b, f"{name}_vecs"))
+    # both go on identically after the restore point
+    a.ingest_session(trace.sessions[2])
+    b.ingest_session(trace.sessions[2])
+    assert b.graph_edges() == a.graph_edges() and b.synonyms == a.synonyms
+    assert b.answer("When do tomato plants need care?").context == a.answer("When do tomato plants need care?").context
+    with pytest.raises(ValueError):
+        HippoRAG2(models, encoder, tmp_path / "c", passage_unit="session").restore(tmp_path / "snap")
+
+
+def test_registered_with_its_config(models, tmp_path, encoder, repo_root):
+    cfg = yaml.safe_load((repo_root / "conf" / "system" / "hipporag2.yaml").read_text())
+    assert cfg["name"] == "hipporag2" and SYSTEMS.get("hipporag2") is HippoRAG2
+    mem = HippoRAG2(models, encoder, tmp_path / "w", **cfg["params"])
+    assert (mem.linking_top_k, mem.qa_top_k, mem.passage_node_weight, mem.damping,
+            mem.synonymy_edge_sim_threshold, mem.passage_unit) == (5, 5, 0.05, 0.5, 0.8, "turn")
+    with pytest.raises(TypeError):
+        HippoRAG2(models, encoder, tmp_path / "x", top_k=3)
+    with pytest.raises(ValueError):
+        HippoRAG2(models, None, tmp_path / "y")

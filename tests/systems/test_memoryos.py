@@ -1,0 +1,259 @@
+"""MemoryOS against the fake server: eviction to mid-term, heat promotion, the answer context, snapshot/restore."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+import systems.memoryos as mos
+from inmind_exp.embed import MiniLMEncoder
+from inmind_exp.records import Session, Turn
+from systems.base import SYSTEMS
+from tests.conftest import make_trace
+
+CONT = mos.CONTINUITY_SYSTEM_PROMPT[:45]
+META = mos.META_INFO_SYSTEM_PROMPT[:45]
+MULTI = mos.MULTI_SUMMARY_SYSTEM_PROMPT[:45]
+PROFILE = mos.PROFILE_SYSTEM_PROMPT[:45]
+KNOW = mos.KNOWLEDGE_SYSTEM_PROMPT[:45]
+
+PROFILE_TEXT = "Food Interest ( High ): grows tomatoes at home and asks about plant care."
+KNOWLEDGE_TEXT = (
+    "【User Private Data】\n- Grows tomato plants: home garden, January 2024\n- None\n"
+    "【Assistant Knowledge】\n- Assistant advised deep watering at week 0"
+)
+
+_ENCODER = None
+
+
+def encoder() -> MiniLMEncoder:
+    global _ENCODER
+    if _ENCODER is None:
+        _ENCODER = MiniLMEncoder()
+    return _ENCODER
+
+
+def build(models, path, **params) -> mos.MemoryOS:
+    return SYSTEMS.get("memoryos")(models, encoder(), path, **params)
+
+
+def requests_with(fake, marker: str) -> list[str]:
+    """The user prompts of the chat requests whose messages contain ``marker``."""
+    out = []
+    for body in fake.chat_requests():
+        if any(marker in (m.get("content") or "") for m in body["messages"]):
+            out.append(body["messages"][-1]["content"])
+    return out
+
+
+def meta_reply(body) -> str:
+    """'META <first words of the new dialogue's user turn>': tells apart the pages a meta call was made for."""
+    text = body["messages"][-1]["content"]
+    m = re.search(r"New Dialogue:\nUser: (Session \d+ question \d+)", text)
+    return f"META {m.group(1) if m else '?'}"
+
+
+def topics(content: str, keywords: list[str]) -> str:
+    return json.dumps([{"theme": "Tomatoes", "keywords": keywords, "content": content}])
+
+
+def script_write_path(fake, continuous: str = "false") -> None:
+    fake.add_rule(CONT, continuous)
+    fake.add_rule(META, meta_reply)
+    fake.add_rule(MULTI, "```json\n" + topics("Tomato plant care: watering and staking", ["tomato", "garden"]) + "\n```")
+    fake.add_rule(PROFILE, PROFILE_TEXT)
+    fake.add_rule(KNOW, KNOWLEDGE_TEXT)
+
+
+def test_overflow_evicts_oldest_pair_into_a_summarised_mid_term_session(fake, models, tmp_path):
+    script_write_path(fake)
+    s = build(models, tmp_path / "w", short_term_capacity=2)
+    s.ingest_session(make_trace(1, 2).sessions[0])
+    assert fake.chat_requests() == [] and s.sessions == []  # not full yet: no calls
+    s.ingest_session(make_trace(2, 1).sessions[1])  # third pair overflows: "Session 0 question 0" is evicted
+
+    assert [qa["user_input"][:20] for qa in s.short_term] == ["Session 0 question 1", "Session 1 question 0"]
+    assert len(s.sessions) == 1
+    seg = s.sessions[0]
+    assert seg["summary"] == "Tomato plant care: watering and staking"
+    assert seg["summary_keywords"] == ["tomato", "garden"]
+    [page] = seg["details"]
+    assert page["user_input"].startswith("Session 0 question 0") and page["timestamp"] == "2024/01/01 (Mon) 10:00"
+    assert page["meta_info"] == "META Session 0 question 0"
+    assert seg["L_interaction"] == 1 and seg["N_visit"] == 0 and seg["H_segment"] == pytest.approx(2.0)
+
+    # the three upstream calls, each made with the evicted page (and only it)
+    [cont] = requests_with(fake, CONT)
+    assert "Previous Page:\nUser: \nAssistant: \n" in cont and "Current Page:\nUser: Session 0 question 0" in cont
+    [meta] = requests_with(fake, META)
+    assert "Previous Meta-summary: None" in meta and "User: Session 0 question 0" in meta
+    [multi] = requests_with(fake, MULTI)
+    assert "User: Session 0 question 0" in multi and "question 1" not in multi
+    assert s.vectors["p:page_000001"].shape == (384,)
+
+
+def test_continuity_chains_pages_and_similar_summaries_merge(fake, models, tmp_path):
+    script_write_path(fake, continuous="true")
+    s = build(models, tmp_path / "w", short_term_capacity=1, mid_term_heat_threshold=100)
+    s.ingest_session(make_trace(1, 3).sessions[0])  # pairs 0,1 are evicted one by one, pair 2 stays short-term
+
+    assert len(s.sessions) == 1  # identical summary: similarity 1 >= 0.6, the second page merges
+    p0, p1 = s.sessions[0]["details"]
+    assert s.sessions[0]["L_interaction"] == 2
+    assert p1["pre_page"] == p0["page_id"] and p0["next_page"] == p1["page_id"]
+    # the second meta call continues the first page's meta info and the chain gets the new meta info
+    metas = requests_with(fake, META)
+    assert "Previous Meta-summary: META Session 0 question 0" in metas[1]
+    assert p0["meta_info"] == p1["meta_info"] == "META Session 0 question 1"
+    conts = requests_with(fake, CONT)
+    assert "Previous Page:\nUser: Session 0 question 0" in conts[1]
+
+
+def test_dissimilar_summary_opens_a_new_session_and_lfu_evicts_beyond_capacity(fake, models, tmp_path):
+    replies = iter([topics("Tomato plant care in the garden", []), topics("Quarterly tax filing deadlines", [])])
+    fake.add_rule(MULTI, lambda body: next(replies))
+    s = build(models, tmp_path / "w", short_term_capacity=1, mid_term_heat_threshold=100, mid_term_capacity=1)
+    s.ingest_session(make_trace(1, 3).sessions[0])
+    # two sessions were made; capacity 1 evicted the older (least accessed, oldest on ties)
+    assert [seg["summary"] for seg in s.sessions] == ["Quarterly tax filing deadlines"]
+    assert s.counters["session"] == 2 and "s:session_000001" not in s.vectors
+
+
+def test_unparseable_multi_summary_falls_back_to_a_general_segment(fake, models, tmp_path):
+    s = build(models, tmp_path / "w", short_term_capacity=1)  # fake default replies everywhere
+    s.ingest_session(make_trace(1, 2).sessions[0])
+    assert [seg["summary"] for seg in s.sessions] == [mos.FALLBACK_SEGMENT_SUMMARY]
+    assert s.sessions[0]["details"][0]["meta_info"] == "fake answer"
+
+
+def test_heat_promotion_rewrites_profile_and_extracts_knowledge(fake, models, tmp_path):
+    script_write_path(fake)
+    s = build(models, tmp_path / "w", short_term_capacity=1, mid_term_heat_threshold=3.0,
+              long_term_knowledge_capacity=1)
+    trace = make_trace(1, 3)
+    s.ingest_session(trace.sessions[0])
+    # page 1 lands in a new session (heat 1 + 1 = 2 < 3); page 2 merges (heat 2 + 1 = 3): promotion
+    assert requests_with(fake, PROFILE) and len(requests_with(fake, PROFILE)) == 1
+    [prof] = requests_with(fake, PROFILE)
+    assert "**Existing User Profile:**\nNo existing profile data." in prof
+    assert "User: Session 0 question 0" in prof and "User: Session 0 question 1" in prof
+    assert "(Timestamp: 2024/01/01 (Mon) 10:00)" in prof and "Need for Security" in prof
+    [know] = requests_with(fake, KNOW)
+    assert "User: Session 0 question 1" in know
+
+    assert s.profile == PROFILE_TEXT
+    assert [e["knowledge"] for e in s.user_knowledge] == ["- Grows tomato plants: home garden, January 2024"]
+    assert [e["knowledge"] for e in s.assistant_knowledge] == ["- Assistant advised deep watering at week 0"]
+    seg = s.sessions[0]
+    assert all(p["analyzed"] for p in seg["details"])
+    assert seg["N_visit"] == 0 and seg["L_interaction"] == 0 and seg["H_segment"] == pytest.approx(1.0)
+
+    # two more evictions (pair 2, then the repeated pair 0) reheat the session: the second promotion feeds the stored
+    # profile back with only the unanalysed pages; each knowledge store keeps its newest entry (capacity 1)
+    s.ingest_session(Session("later", "2024/01/01 (Mon) 12:00", trace.sessions[0].turns[:4]))
+    profs = requests_with(fake, PROFILE)
+    assert len(profs) == 2 and f"**Existing User Profile:**\n{PROFILE_TEXT}" in profs[1]
+    latest = profs[1].split("**Latest User-AI Conversation:**")[1]
+    assert "Session 0 question 2" in latest and "Session 0 question 1" not in latest
+    assert [e["id"] for e in s.user_knowledge] == ["know_000003"] and "k:know_000001" not in s.vectors
+
+
+def test_short_profile_reply_is_not_stored(fake, models, tmp_path):
+    script_write_path(fake)
+    fake.rules = [(k, v) for k, v in fake.rules if k != PROFILE] + [(PROFILE, "Too short.")]
+    s = build(models, tmp_path / "w", short_term_capacity=1, mid_term_heat_threshold=2.0)
+    s.ingest_session(make_trace(1, 2).sessions[0])
+    assert requests_with(fake, PROFILE) and s.profile is None and s.user_knowledge
+
+
+def test_answer_context_holds_history_pages_profile_and_knowledge(fake, models, tmp_path):
+    script_write_path(fake)
+    fake.add_rule("The user just said:", "Water deeply.")
+    s = build(models, tmp_path / "w", short_term_capacity=2, mid_term_heat_threshold=3.0)
+    s.ingest_session(make_trace(1, 4).sessions[0])  # pairs 0,1 evicted and promoted; 2,3 in short-term
+    assert s.profile == PROFILE_TEXT
+    n_before = len(fake.chat_requests())
+
+    ans = s.answer("How often should I water my tomato plants?")
+    system, user = ans.context
+    assert system.role == "system" and user.role == "user"
+    assert "【Assistant Knowledge Base】\n- - Assistant advised deep watering at week 0 (Recorded: 2024/01/01" in system.content
+    assert "play the role of the user's friend" in system.content
+    history = user.content.split("<CONTEXT>")[1].split("<MEMORY>")[0]
+    assert "User: Session 0 question 2" in history and "User: Session 0 question 3" in history
+    assert "(Time: 2024/01/01 (Mon) 10:00)" in history and "question 0" not in history
+    memory = user.content.split("<MEMORY>")[1].split("<USER TRAITS>")[0]
+    assert memory.count("【Historical Memory】") == 2
+    assert "User: Session 0 question 0" in memory and "Conversation chain overview: META Session 0 question 0" in memory
+    traits = user.content.split("<USER TRAITS>")[1]
+    assert f"【User Profile】\n{PROFILE_TEXT}\n" in traits
+    assert "【Relevant User Knowledge Entries】\n- - Grows tomato plants: home garden, January 2024 (Recorded:" in traits
+    assert "The user just said: How often should I water my tomato plants?" in traits
+    assert "(at most 30 words, in English)" in traits
+
+    # the answerer saw exactly the context; the retrieval counted a visit; the Q/A was written (upstream get_response)
+    answer_req = [b for b in fake.chat_requests() if "The user just said:" in b["messages"][-1]["content"]]
+    assert [m["content"] for m in answer_req[0]["messages"]] == [system.content, user.content]
+    assert ans.text == "Water deeply." and sorted(ans.meta["pages"]) == ["page_000001", "page_000002"]
+    # the visit (heat 1 -> 2) plus the evicted page (-> 3) promote again; the LFU count keeps the visit
+    assert s.sessions[0]["access_count_lfu"] == 1 and len(requests_with(fake, PROFILE)) == 2
+    assert s.short_term[-1] == {"user_input": "How often should I water my tomato plants?",
+                                "agent_response": "Water deeply.", "timestamp": "2024/01/01 (Mon) 10:00"}
+    assert len(requests_with(fake, CONT)) == 3 and len(fake.chat_requests()) > n_before + 1  # the write evicted
+
+
+def test_empty_memory_answer_and_no_write_option(fake, models, tmp_path):
+    s = build(models, tmp_path / "w", write_answers=False, answer_word_limit=None)
+    ans = s.answer("Any plans?")
+    assert "No detailed profile available yet." in ans.context[1].content
+    assert "- No relevant assistant knowledge found for this query." in ans.context[0].content
+    assert "words" not in ans.context[1].content and s.short_term == []
+    assert ans.text == "fake answer"
+
+
+def test_snapshot_restore_round_trips(fake, models, tmp_path):
+    script_write_path(fake)
+    params = dict(short_term_capacity=2, mid_term_heat_threshold=3.0)
+    a = build(models, tmp_path / "a", **params)
+    for sess in make_trace(3, 2).sessions:
+        a.ingest_session(sess)
+    a.snapshot(tmp_path / "snap")
+
+    first = a.answer("How do I stake tomato plants?")
+    b = build(models, tmp_path / "b", **params)
+    b.restore(tmp_path / "snap")
+    again = b.answer("How do I stake tomato plants?")
+    assert again.context == first.context and again.text == first.text
+
+    # a snapshot after the answer (visits, the written Q/A) is exact too
+    a.snapshot(tmp_path / "post")
+    c = build(models, tmp_path / "c", **params)
+    c.restore(tmp_path / "post")
+    assert c.short_term == a.short_term and c.sessions == a.sessions and c.counters == a.counters
+    assert c.last_evicted == a.last_evicted and c.profile == a.profile
+    for k, v in c.vectors.items():
+        assert np.array_equal(v, a.vectors[k])
+    assert c.answer("Which week was it?").context == a.answer("Which week was it?").context
+
+
+def test_unknown_param_and_bm25_rejected(models, tmp_path):
+    with pytest.raises(TypeError):
+        build(models, tmp_path / "w", nonsense=1)
+    with pytest.raises(ValueError):
+        mos.MemoryOS(models, None, tmp_path / "w")
+
+
+def test_parsers_tolerate_weak_model_output():
+    assert mos.parse_topics("no json here") == []
+    assert mos.parse_topics('{"summaries": [{"content": "x", "keywords": "bad"}]}')[0] == \
+        {"theme": "", "content": "x", "keywords": []}
+    assert mos.parse_topics('Sure! [{"theme": "t", "content": "c", "keywords": ["k"]}, 3]') == \
+        [{"theme": "t", "content": "c", "keywords": ["k"]}]
+    assert mos.parse_knowledge("【Assistant Knowledge】\n- did x") == ("None", "- did x")
+    assert mos.knowledge_lines("- None\n\n- a fact\nnone") == ["- a fact"]
+    assert mos.time_decay("2024/01/01 (Mon) 10:00", "2024/01/02 (Tue) 10:00") == pytest.approx(np.exp(-1))
+    assert mos.time_decay("yesterday", "2024/01/02 (Tue) 10:00") == 0.1
+    assert mos.clean_reply("<think>hmm</think>\n true ") == "true"

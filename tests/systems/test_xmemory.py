@@ -1,0 +1,332 @@
+"""xMemory: boundary detection → episodes → predict-then-correct facts → themes (attach / split / merge), the
+adaptive_hier read path with its logprob gate (and the no-logprob fallback), and exact snapshot/restore with a
+non-empty message buffer, against the fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import yaml
+
+from inmind_exp.embed import MiniLMEncoder
+from inmind_exp.records import Session, Turn
+from systems.base import SYSTEMS
+from systems.xmemory import XMemory
+from tests.conftest import make_trace
+
+BOUNDARY = "segmenting dialogue into episodes"
+EPISODE = "turn conversations into episodic memories"
+COLD = "specialise in knowledge extraction"
+COMPARE = "comparing an original conversation"
+PREDICT = "predict episodes from knowledge"
+THEME = "stable high-level theme summary"
+GATE = "# THEMES"
+ANSWER = "Semantic Memories:"
+D1, D2 = "2024/01/01 (Mon) 10:00", "2024/02/03 (Sat) 09:30"
+
+F1 = "The user grows tomatoes in the backyard."
+F2 = "The user grows cherry tomatoes in the backyard garden."
+F3 = "The user drives a 2015 Honda Civic to work."
+QUERY = "How should I look after my tomato plants?"
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return MiniLMEncoder()
+
+
+def session(sid: str, date: str, *texts: str) -> Session:
+    return Session(id=sid, date=date, turns=tuple(Turn("user" if i % 2 == 0 else "assistant", t) for i, t in enumerate(texts)))
+
+
+def prompt_of(body: dict) -> str:
+    return "\n".join(str(m["content"]) for m in body["messages"])
+
+
+def requests_with(fake, marker: str) -> list[dict]:
+    return [b for b in fake.chat_requests() if marker in prompt_of(b)]
+
+
+def words(n: int, tag: str = "w") -> str:
+    return " ".join(f"{tag}{i}" for i in range(n))
+
+
+def gate_reply(body: dict) -> str:
+    """Fake reader: the fake server's logprob for token i is -0.1·(i+1), so a reply of n words has mean NLL
+    0.05·(n+1). Themes+facts only: 12 words (NLL 0.65). With the planting episode 1 word (NLL 0.1, IG +0.55: kept
+    and expanded); with the second tomato episode 9 words (NLL 0.5, IG +0.15: kept, not expanded); with any other
+    episode 30 words (NLL 1.55, IG -0.9: dropped, and a low IG among the first 3 probes stops probing)."""
+    eps = prompt_of(body).split("# EPISODES\n", 1)[1].split("\n\nQuestion:")[0]
+    if eps == "(none)":
+        return words(12)
+    if "planted tomatoes" in eps:
+        return "w"
+    if "grows tomatoes in the backyard" in eps:
+        return words(9)
+    return words(30)
+
+
+def dispatch(body: dict):
+    """One scripted memory/reader LLM for the whole pipeline."""
+    p = prompt_of(body)
+    if BOUNDARY in p:
+        new = p.split("Newly added message:\n", 1)[1].split("\n\nWeigh", 1)[0]
+        return {"should_end": "NEWTOPIC" in new, "reason": "topic change" if "NEWTOPIC" in new else "same topic"}
+    if EPISODE in p:
+        if "planted" in p:
+            return {"title": "Planting tomatoes", "content": "The user planted tomatoes in the backyard garden.",
+                    "timestamp": "2024-01-01T10:00:00"}
+        if "tomatoes again" in p:
+            return {"title": "The user grows tomatoes in the backyard", "content": "The user grows tomatoes in the backyard.",
+                    "timestamp": "2024-01-01T10:00:00"}
+        if "car" in p:
+            return {"title": "Commuting by car", "content": "The user commutes to work in a 2015 Honda Civic.",
+                    "timestamp": "2024-01-01T10:00:00"}
+        return {"title": "Other chat", "content": "The user asked about a jazz concert in town.", "timestamp": "2024-01-01T10:00:00"}
+    if COLD in p:
+        return {"statements": [F1, F2]}
+    if PREDICT in p:
+        return "PREDICTED EPISODE"
+    if COMPARE in p:
+        return {"statements": [F3]} if "tomatoes again" in p else {"statements": []}
+    if THEME in p:
+        return "Theme: " + ("car" if "Honda" in p else "gardening")
+    if GATE in p:
+        return gate_reply(body)
+    if ANSWER in p:
+        return "Water them deeply."
+    return "fake answer"
+
+
+def garden_session() -> Session:
+    """Boundaries fall before each NEWTOPIC message: episodes (0,1) and (2,3) close; (4,5) stays in the buffer."""
+    return session("s1", D1, "I planted tomatoes last weekend.", "Great, keep the soil moist.",
+                   "NEWTOPIC: about my tomatoes again, they grow well.", "Good to hear.",
+                   "NEWTOPIC: my car needs new tyres.", "Check the tread depth first.")
+
+
+def build(fake, models, tmp_path, encoder, **params) -> XMemory:
+    fake.add_rule("", dispatch)
+    mem = XMemory(models, encoder, tmp_path / "work", **params)
+    mem.ingest_session(garden_session())
+    return mem
+
+
+def test_registered_with_upstream_defaults(repo_root):
+    cfg = yaml.safe_load((repo_root / "conf" / "system" / "xmemory.yaml").read_text())
+    assert cfg["name"] == "xmemory" and SYSTEMS.get("xmemory") is XMemory
+    p = cfg["params"]
+    assert (p["theme_attach_threshold"], p["merge_threshold"], p["theme_max_size"], p["theme_knn_k"]) == (0.62, 0.78, 12, 10)
+    assert (p["sem_pool"], p["max_themes"], p["max_semantics"], p["episode_probe"]) == (40, 5, 20, 10)
+
+
+def test_boundaries_create_episodes_where_the_fake_says(fake, models, tmp_path, encoder):
+    mem = build(fake, models, tmp_path, encoder)
+    bounds = requests_with(fake, BOUNDARY)
+    assert len(bounds) == 5  # every message but the first of each episode
+    assert all(b["response_format"] == {"type": "json_object"} and b["temperature"] == 0.1 for b in bounds)
+    first = prompt_of(bounds[0])
+    assert "Conversation so far:\nuser: I planted tomatoes last weekend.\n" in first
+    assert "Newly added message:\nassistant: Great, keep the soil moist." in first
+    eps = list(mem.st.episodes.values())
+    assert [[m["content"] for m in e["messages"]] for e in eps] == [
+        ["I planted tomatoes last weekend.", "Great, keep the soil moist."],
+        ["NEWTOPIC: about my tomatoes again, they grow well.", "Good to hear."]]
+    assert [e["reason"] for e in eps] == ["topic change", "topic change"]
+    assert eps[0]["title"] == "Planting tomatoes" and eps[0]["timestamp"] == "2024-01-01T10:00:00"
+    ep_prompt = prompt_of(requests_with(fake, EPISODE)[0])
+    assert "[2024-01-01T10:00:00] user: I planted tomatoes last weekend.\n[2024-01-01T10:00:00] assistant:" in ep_prompt
+    assert [m["content"] for m in mem.st.buffer] == ["NEWTOPIC: my car needs new tyres.", "Check the tread depth first."]
+
+
+def test_buffer_cap_forces_a_boundary_and_long_history_drops_the_last_message(fake, models, tmp_path, encoder):
+    fake.add_rule("", dispatch)
+    mem = XMemory(models, encoder, tmp_path / "cap", buffer_size_max=3, boundary_exclude_threshold=1)
+    mem.ingest_session(session("s", D1, "m0", "m1", "m2", "m3"))
+    bounds = requests_with(fake, BOUNDARY)
+    assert len(bounds) == 2  # m1 and m2 are asked; m3 meets a full buffer and closes it without a call
+    assert "Conversation so far:\nuser: m0\n\nNewly" in prompt_of(bounds[1])  # buffer (m0, m1) minus its last message
+    (ep,) = mem.st.episodes.values()
+    assert ep["reason"] == "Buffer reached maximum size" and len(ep["messages"]) == 3
+    assert [m["content"] for m in mem.st.buffer] == ["m3"]
+
+
+def test_facts_are_predicted_corrected_and_attached_to_themes(fake, models, tmp_path, encoder):
+    mem = build(fake, models, tmp_path, encoder)
+    cold = requests_with(fake, COLD)
+    assert len(cold) == 1 and "Episode title: Planting tomatoes" in prompt_of(cold[0])
+    assert "Episode time: 2024-01-01" in prompt_of(cold[0])
+    (pred,) = requests_with(fake, PREDICT)  # the second episode is predicted from the facts it resembles
+    assert f"- {F1}\n- {F2}" in prompt_of(pred) and pred["temperature"] == 0.3
+    (cmp_,) = requests_with(fake, COMPARE)
+    assert "PREDICTED EPISODE" in prompt_of(cmp_)
+    assert "Message 1 [2024-01-01T10:00:00] - user: NEWTOPIC: about my tomatoes again" in prompt_of(cmp_)
+    facts = {s["content"]: s for s in mem.st.semantics.values()}
+    assert list(facts) == [F1, F2, F3]
+    e1, e2 = mem.st.episodes
+    assert facts[F1]["source_episodes"] == [e1] and facts[F3]["source_episodes"] == [e2]
+    s1, s2, s3 = mem.st.semantics
+    assert [n for n, _ in mem.st.sem_knn[s3]][:1] in ([s1], [s2]) and s3 not in [n for n, _ in mem.st.sem_knn[s3]]
+    # the two tomato facts share a theme; the car fact founds its own
+    assert sorted(t["semantic_ids"] for t in mem.st.themes.values()) == [[s1, s2], [s3]]
+    summaries = [prompt_of(b) for b in requests_with(fake, THEME)]
+    assert len(summaries) == 3  # found theme 1, found theme 2, re-summarise theme 1 after the attach
+    assert f"- {F1}\n- {F2}\nReturn only the summary." in summaries[-1]
+    assert {t["summary"] for t in mem.st.themes.values()} == {"Theme: gardening", "Theme: car"}
+    assert not mem.st.pending
+
+
+def _unit_vec(dim: int, deg: float, extra: int = -1, eps: float = 0.0) -> np.ndarray:
+    v = np.zeros(dim, dtype=np.float32)
+    v[0], v[1] = np.cos(np.deg2rad(deg)), np.sin(np.deg2rad(deg))
+    if extra >= 0:
+        v[extra] = eps
+    return v / np.linalg.norm(v)
+
+
+def _add_fact(mem: XMemory, vec: np.ndarray) -> str:
+    sid = mem.st.new_id("semantic")
+    mem.st.semantics[sid] = {"content": f"fact {sid}", "created_at": "2024-01-01T10:00:00", "source_episodes": []}
+    mem.st.sem_vec[sid] = vec
+    mem.st.pending.append(sid)
+    return sid
+
+
+def test_theme_splits_past_max_size(fake, models, tmp_path, encoder):
+    """13 facts in two tight groups 37° apart: they share one centroid (cosine 0.89 >= 0.62, the second group
+    joins through the lenient 0.52 floor) until the 13th exceeds 12, and the 0.66 similarity graph splits them."""
+    mem = XMemory(models, encoder, tmp_path / "split")
+    a_ids, b_ids = [], []
+    for i in range(13):
+        vec = _unit_vec(384, 26.57 if i % 2 == 0 else -26.57, extra=3 + i % 5, eps=0.05)
+        (a_ids if i % 2 == 0 else b_ids).append(_add_fact(mem, vec))
+    mem._update_themes(mem.st)
+    assert sorted(sorted(t["semantic_ids"]) for t in mem.st.themes.values()) == sorted([a_ids, b_ids])
+    (t1, t2) = mem.st.themes.values()
+    assert t1["neighbors"] and t2["neighbors"]  # theme kNN recomputed
+    # twelve facts are not split
+    mem12 = XMemory(models, encoder, tmp_path / "nosplit")
+    for i in range(12):
+        _add_fact(mem12, _unit_vec(384, 26.57 if i % 2 == 0 else -26.57, extra=3 + i % 5, eps=0.05))
+    mem12._update_themes(mem12.st)
+    assert [len(t["semantic_ids"]) for t in mem12.st.themes.values()] == [12]
+
+
+@pytest.mark.parametrize("n_drift,merged", [(6, True), (4, False)])
+def test_themes_merge_at_the_merge_threshold(fake, models, tmp_path, encoder, n_drift, merged):
+    """Theme A (two facts at 0°) and theme B (one fact at 61°, a new theme since cos 0.48 < 0.52). Facts at 35°
+    join B (cos 0.90 > 0.82 to A) and pull its centroid towards A: with 6 of them the centroids reach cosine 0.783
+    >= 0.78 and the score gain merges them; with 4 they stay at 0.767 and both themes remain."""
+    mem = XMemory(models, encoder, tmp_path / f"merge{n_drift}")
+    a = [_add_fact(mem, _unit_vec(384, 0.0, 2, 0.01)), _add_fact(mem, _unit_vec(384, 0.0, 2, -0.01))]
+    b = [_add_fact(mem, _unit_vec(384, 61.0))]
+    mem._update_themes(mem.st)
+    ta, tb = mem.st.themes
+    assert [mem.st.themes[ta]["semantic_ids"], mem.st.themes[tb]["semantic_ids"]] == [a, b]
+    drift = [_add_fact(mem, _unit_vec(384, 35.0, 2, 0.001 * i)) for i in range(n_drift)]
+    c = mem.st.centroid
+    mem._update_themes(mem.st)
+    if merged:
+        assert list(mem.st.themes) == [ta] and mem.st.themes[ta]["semantic_ids"] == a + b + drift
+        assert tb not in c and tb not in mem.st.theme_emb
+    else:
+        assert [t["semantic_ids"] for t in mem.st.themes.values()] == [a, b + drift]
+        cos = float(c[ta] @ c[tb] / np.linalg.norm(c[ta]) / np.linalg.norm(c[tb]))
+        assert 0.75 < cos < 0.78
+
+
+def test_read_path_gates_episodes_with_logprobs(fake, models, tmp_path, encoder):
+    mem = build(fake, models, tmp_path, encoder)
+    buffer_before, episodes_before = list(mem.st.buffer), list(mem.st.episodes)
+    fake.reset_log()
+    ans = mem.answer(QUERY)
+    # the end-of-conversation flush of the buffered tail ran on a copy: memory itself is unchanged
+    assert mem.st.buffer == buffer_before and list(mem.st.episodes) == episodes_before
+    assert ans.meta["flushed_tail_messages"] == 2 and len(requests_with(fake, EPISODE)) == 1
+    e1, e2 = episodes_before
+    e3 = "ep000003"  # the flushed car episode
+    gates = requests_with(fake, GATE)
+    assert all(g["logprobs"] is True and g["max_tokens"] == 20 and g["temperature"] == 0.0 for g in gates)
+    base = prompt_of(gates[0])
+    assert "# THEMES\n- Theme: gardening\n\n# SEMANTICS\n- The user grows" in base and "# EPISODES\n(none)" in base
+    assert ans.meta["themes"] == [t for t, v in mem.st.themes.items() if v["summary"] == "Theme: gardening"]
+    assert ans.meta["gate"] == "logprobs" and ans.meta["base_nll"] == pytest.approx(0.65)
+    probes = [prompt_of(g).split("# EPISODES\n")[1].split("\n\nQuestion")[0] for g in gates[1:]]
+    assert probes == ["- The user planted tomatoes in the backyard garden.", "- The user grows tomatoes in the backyard.",
+                      "- The user commutes to work in a 2015 Honda Civic."]
+    assert ans.meta["ig"] == pytest.approx({e1: 0.55, e2: 0.15, e3: -0.9})
+    # IG 0.55 > 0.25: kept with raw messages; IG 0.15: kept; IG -0.9 < -0.4: dropped (and probing stops)
+    assert ans.meta["episodes"] == [e1, e2] and ans.meta["expanded"] == [e1]
+    (ctx,) = ans.context
+    assert ctx.role == "user" and requests_with(fake, ANSWER)[-1]["messages"] == [{"role": "user", "content": ctx.content}]
+    sem_block = ctx.content.split("Semantic Memories:\n")[1].split("\n\nEpisodic Memories:")[0]
+    assert sem_block.splitlines() == [f"- [2024-01-01T10:00:00] {mem.st.semantics[s]['content']}" for s in ans.meta["semantics"]]
+    assert set(ans.meta["semantics"]) <= set(mem.st.themes[ans.meta["themes"][0]]["semantic_ids"])
+    ep_block = ctx.content.split("Episodic Memories:\n")[1].split("\n\nQuestion:")[0]
+    assert ep_block.splitlines() == [
+        "- [2024-01-01T10:00:00] The user planted tomatoes in the backyard garden.",
+        "    Original Messages:",
+        "    • user: I planted tomatoes last weekend.",
+        "    • assistant: Great, keep the soil moist.",
+        "- [2024-01-01T10:00:00] The user grows tomatoes in the backyard."]
+    assert ctx.content.endswith(f"Question: {QUERY}\n\nAnswer:") and ans.text == "Water them deeply."
+    assert requests_with(fake, ANSWER)[-1]["max_tokens"] == 256  # the answerer role's default, not upstream's 64
+
+
+def test_read_path_falls_back_when_no_logprobs_come_back(fake, models, tmp_path, encoder):
+    mem = build(fake, models, tmp_path, encoder)
+    chat = fake._chat
+
+    def without_logprobs(body):
+        out = chat(body)
+        out["choices"][0].pop("logprobs", None)
+        return out
+
+    fake._chat = without_logprobs
+    fake.reset_log()
+    ans = mem.answer(QUERY)
+    assert ans.meta["gate"] == "fallback_no_logprobs" and ans.meta["ig"] == {}
+    assert len(requests_with(fake, GATE)) == 1  # only the themes+facts probe; no per-episode probes
+    assert len(ans.meta["episodes"]) == 3 and ans.meta["expanded"] == []  # every probe candidate, no raw messages
+    assert "Original Messages:" not in ans.context[0].content
+    off = XMemory(models, encoder, tmp_path / "off", logprob_gate=False)
+    mem.snapshot(tmp_path / "snap")
+    off.restore(tmp_path / "snap")
+    fake.reset_log()
+    assert off.answer(QUERY).meta["gate"] == "disabled" and not requests_with(fake, GATE)
+
+
+def test_snapshot_restore_round_trips_a_non_empty_buffer(fake, models, tmp_path, encoder):
+    mem = build(fake, models, tmp_path, encoder)
+    assert len(mem.st.buffer) == 2
+    mem.snapshot(tmp_path / "snap")
+    other = XMemory(models, encoder, tmp_path / "other")
+    other.restore(tmp_path / "snap")
+    assert other.st.buffer == mem.st.buffer and other.st.counters == mem.st.counters
+    assert list(other.st.themes) == list(mem.st.themes) and other.st.sem_knn == mem.st.sem_knn
+    assert all(np.array_equal(other.st.centroid[t], mem.st.centroid[t]) for t in mem.st.themes)
+    first, second = mem.answer(QUERY), other.answer(QUERY)
+    assert second.context == first.context and second.meta == first.meta
+    # the restored buffer carries on: the next session's first message is judged against it
+    nxt = session("s2", D2, "Does rain matter for tyres?", "Yes, tread matters in the wet.")
+    fake.reset_log()
+    mem.ingest_session(nxt)
+    a_prompts = [prompt_of(b) for b in fake.chat_requests()]
+    fake.reset_log()
+    other.ingest_session(nxt)
+    assert [prompt_of(b) for b in fake.chat_requests()] == a_prompts
+    assert "Conversation so far:\nuser: NEWTOPIC: my car needs new tyres.\nassistant: Check the tread" in a_prompts[0]
+    assert mem.st.buffer[-1]["timestamp"] == "2024-02-03T09:30:00"
+
+
+def test_default_fake_replies_keep_everything_buffered_and_answer(fake, models, tmp_path, encoder):
+    """JSON replies without ``should_end``/``title``/``statements`` mean: no boundary, fallback episode, no facts."""
+    mem = XMemory(models, encoder, tmp_path / "d")
+    for s in make_trace(n_sessions=2, user_turns_per_session=2).sessions:
+        mem.ingest_session(s)
+    assert len(mem.st.buffer) == 8 and not mem.st.episodes
+    ans = mem.answer("What should I plant next week?")
+    assert ans.meta["path"] == "baseline" and ans.meta["flushed_tail_messages"] == 8
+    assert re.search(r"- \[2024-01-01T10:00:00\] Episode created at 2024-01-01 10:00:00 with 8 messages\.", ans.context[0].content)

@@ -1,0 +1,121 @@
+"""End to end through ``launch.py``: a sweep against the fake OpenAI-compatible server, MLflow runs and metrics,
+a rerun that makes no HTTP request and no duplicate run, resume after kill -9, and clear errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.fake_openai import FakeOpenAI
+from tests.launch_helpers import env, launch_cmd, mlflow_runs, run, write_small_data
+
+
+@pytest.fixture
+def small(tmp_path):
+    write_small_data(tmp_path / "data")
+    return tmp_path
+
+
+def test_sweep_end_to_end_then_rerun_is_free(small):
+    with FakeOpenAI() as fake:
+        fake.add_rule("[user_message] (the target fact)", {"score": 1, "reason": "present"})
+        fake.add_rule("(what a correct answer must do)\n", {"score": 0, "reason": "not applied"})
+        cmd = launch_cmd(small, fake.base_url, "system=backbone,naive_rag", "embedding=minilm,bm25")
+        p = run(cmd)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        assert "| backbone/bm25/middle/vllm |" in p.stdout and "| naive_rag/minilm/middle/vllm |" in p.stdout
+        n_requests = len(fake.requests)
+        assert n_requests > 0
+
+        runs = mlflow_runs(small)
+        parents = [r for r in runs if r.data.tags.get("inmind.kind") == "sweep"]
+        children = [r for r in runs if r.data.tags.get("inmind.kind") == "config"]
+        assert len(parents) == 1 and len(children) == 4
+        assert all(c.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for c in children)
+        for c in children:
+            m = c.data.metrics
+            assert m["n_tasks"] == 4 and m["n_errors"] == 0
+            assert m["target_recall"] == 100.0 and m["application"] == 0.0
+            assert m["target_recall_ci_low"] < 100.0 and m["application_ci_high"] > 0.0
+            assert c.data.params["system.name"] in ("backbone", "naive_rag")
+            assert c.info.status == "FINISHED"
+            if c.data.params["system.name"] == "backbone":
+                assert "naive" not in m and m["target_recall_exact"] == 100.0
+            else:
+                assert m["naive"] == 100.0 and "naive_ci_low" in m
+        assert not any("api_key" in k and not k.endswith("_env") for k in children[0].data.params)
+
+        fake.reset_log()
+        p2 = run(cmd)
+        assert p2.returncode == 0, p2.stderr[-3000:]
+        assert fake.requests == []  # finished work costs nothing: no call, not even a preflight
+        assert len(mlflow_runs(small)) == 5
+
+
+def _ledger_lines(sweep_dir):
+    files = list((sweep_dir / "ledger").glob("*.jsonl")) if (sweep_dir / "ledger").is_dir() else []
+    if not files:
+        return []
+    return [json.loads(line) for line in files[0].read_text().splitlines() if line.strip().endswith("}")]
+
+
+def test_resume_after_kill_loses_nothing_and_repeats_nothing(tmp_path):
+    write_small_data(tmp_path / "data", n_tasks=6)
+    with FakeOpenAI(delay_s=0.4) as fake:
+        cmd = launch_cmd(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25", "cluster.workers=1")
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        deadline = time.time() + 300
+        while time.time() < deadline and len(_ledger_lines(tmp_path / "sweep")) < 2:
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        before = _ledger_lines(tmp_path / "sweep")
+        assert 2 <= len(before) < 6, "the sweep should have been killed part-way"
+        done_queries = {r["naive"]["context"][-1]["content"] for r in before}
+
+        fake.delay_s = 0.0
+        fake.reset_log()
+        p = run(cmd)
+        assert p.returncode == 0, p.stderr[-3000:]
+        after = _ledger_lines(tmp_path / "sweep")
+        assert sorted({r["task_id"] for r in after}) == ["t1", "t2", "t3", "t4", "t5", "t6"]
+        assert after[: len(before)] == before  # nothing computed before is lost or rewritten
+        asked = [m["content"] for b in fake.chat_requests() for m in b["messages"] if m["role"] == "user"]
+        assert not any(q in a for q in done_queries for a in asked)  # no finished task is computed twice
+        configs = [r for r in mlflow_runs(tmp_path) if r.data.tags.get("inmind.kind") == "config"]
+        assert len(configs) == 1 and configs[0].data.metrics["n_tasks"] == 6
+
+
+def test_bad_task_file_fails_fast_naming_file_and_line(small):
+    bad = small / "data" / "tasks.jsonl"
+    lines = bad.read_text().splitlines()
+    lines[2] = lines[2].replace('"domain": "legal"', '"domain": "law"')
+    bad.write_text("\n".join(lines) + "\n")
+    p = run(launch_cmd(small, "http://127.0.0.1:9/v1", "system=backbone", multirun=False))
+    assert p.returncode == 2
+    assert f"{bad}:3 [domain]: unknown domain 'law'" in p.stderr
+
+
+def test_unreachable_endpoint_is_reported_before_work(small):
+    p = run(launch_cmd(small, "http://127.0.0.1:9/v1", "system=backbone", multirun=False))
+    assert p.returncode == 2
+    assert "cannot reach http://127.0.0.1:9/v1" in p.stderr and "answerer" in p.stderr
+
+
+def test_unknown_system_suggests_a_name(small):
+    p = run(launch_cmd(small, "http://127.0.0.1:9/v1", "system=naive_rgx", multirun=False))
+    assert p.returncode == 2 and "did you mean naive_rag" in p.stderr
+
+
+def test_dry_run_estimates_without_calls(small):
+    with FakeOpenAI() as fake:
+        p = run(launch_cmd(small, fake.base_url, "system=always_in_state", "dry_run=true", multirun=False))
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert "[dry run] always_in_state" in p.stdout and "4/4 tasks to run" in p.stdout
+        assert fake.requests == []

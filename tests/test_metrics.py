@@ -1,0 +1,60 @@
+"""Wilson intervals against known values, rates that exclude errors, and the Δ columns."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from inmind_exp.metrics import compute, results_table, wilson_interval
+from inmind_exp.records import Answer, Message, TaskRecord, Usage, Verdict
+
+
+def test_wilson_matches_paper_backbone():
+    lo, hi = wilson_interval(105, 125)
+    assert (round(100 * lo, 1), round(100 * hi, 1)) == (76.6, 89.4)
+
+
+def test_wilson_matches_paper_best_retrieval():
+    lo, hi = wilson_interval(20, 125)  # 16.0% -> [10.6, 23.4] in Section 4.3
+    assert (round(100 * lo, 1), round(100 * hi, 1)) == (10.6, 23.4)
+
+
+def test_wilson_edges():
+    assert wilson_interval(0, 10)[0] == 0.0
+    assert wilson_interval(10, 10)[1] == pytest.approx(1.0)
+    lo, hi = wilson_interval(0, 10)
+    assert hi == pytest.approx(0.2775, abs=1e-4)  # known value for 0/10
+    assert all(math.isnan(x) for x in wilson_interval(0, 0))
+
+
+def rec(tid, naive, app, tr, exact, err=None, judge_error=None):
+    ans = Answer("a", (Message("user", "q"),))
+    v = {}
+    if naive is not None:
+        v["naive"] = Verdict("naive", naive)
+    v["application"] = Verdict("application", None, error=judge_error) if judge_error else Verdict("application", app)
+    v["target_recall"] = Verdict("target_recall", tr)
+    v["answer_only"] = Verdict("answer_only", app)
+    return TaskRecord("h", tid, "other", "s", 0, ans if naive is not None else None, ans, v, exact,
+                      {"answerer": Usage(calls=2, prompt_tokens=10, completion_tokens=5)}, 1.0, error=err)
+
+
+def test_rates_exclude_errors_and_compute_deltas():
+    records = [rec("a", 1, 1, 1, 1), rec("b", 1, 0, 0, 0), rec("c", 0, 0, 1, 0),
+               rec("d", 1, None, 1, 1, err="judge failed", judge_error="no json")]
+    m = compute(records)
+    assert (m.rates["application"].successes, m.rates["application"].n, m.rates["application"].errors) == (1, 3, 1)
+    assert m.rates["naive"].pct == pytest.approx(75.0)
+    assert m.rates["target_recall"].pct == pytest.approx(75.0)
+    assert m.deltas["delta_application_naive"] == pytest.approx(100 / 3 - 75.0)
+    flat = m.flat()
+    assert flat["n_errors"] == 1 and flat["answerer_calls"] == 8 and flat["total_prompt_tokens"] == 40
+    assert flat["application_ci_low"] < flat["application"] < flat["application_ci_high"]
+    assert "| cfg | 4 | 1 |" in results_table([("cfg", m)])
+
+
+def test_backbone_naive_is_not_applicable_not_an_error():
+    m = compute([rec("a", None, 1, 1, 1), rec("b", None, 0, 1, 1)])
+    assert m.rates["naive"].n == 0 and m.rates["naive"].errors == 0
+    assert "naive" not in m.flat()
