@@ -281,7 +281,7 @@ class ARAG(MemorySystem):
 
     # -- tools --------------------------------------------------------------------------------------------------
     def keyword_search(self, keywords: Any, top_k: Any = None) -> tuple[str, dict[str, Any]]:
-        """Rank chunks by Σ count(keyword) · len(keyword), case-insensitive; snippets are up to 5 matching sentences."""
+        """Rank chunks by Σ count(keyword) · len(keyword), case-insensitive; snippets: up to 5 matching sentences."""
         kws = _as_list(keywords, "keywords")
         k = _as_top_k(top_k, self.default_top_k, self.max_top_k)
         scored: list[tuple[str, int, list[str]]] = []
@@ -330,7 +330,8 @@ class ARAG(MemorySystem):
             parts.append(f"Chunk ID: {cid} (Similarity: {max(s for _, s in sents):.3f})\nMatched: {matched}")
         return "\n\n".join(parts), {"chunks_found": len(ranked), "chunk_ids": [c for c, _ in ranked]}
 
-    def read_chunk(self, read: dict[str, None], chunk_ids: Any = None, chunk_id: Any = None) -> tuple[str, dict[str, Any]]:
+    def read_chunk(self, read: dict[str, None], chunk_ids: Any = None,
+                   chunk_id: Any = None) -> tuple[str, dict[str, Any]]:
         """Full text of each requested chunk; one already read in this query is only marked as read before."""
         if chunk_ids is None:
             if chunk_id is None:

@@ -14,7 +14,7 @@ at c617143: ``src/hipporag/HippoRAG.py`` (``index``, ``add_fact_edges``, ``add_p
 
 Passage unit: one trace turn (``passage_unit: turn``, the default) or one whole session (``session``). A turn is
 about 230 tokens, the size of the paragraphs HippoRAG 2 was built and evaluated on (MuSiQue/2Wiki/HotpotQA
-passages, NarrativeQA chunks); an LongMemEval session is about 2.5k tokens, so one NER and one OpenIE call over it
+passages, NarrativeQA chunks); a LongMemEval session is about 2.5k tokens, so one NER and one OpenIE call over it
 would have to list every entity and triple of a long conversation in one reply (upstream caps replies at 2,048
 tokens), and the QA prompt's top 5 passages would hold about 12k tokens of mostly unrelated chat. Per-turn
 passages cost about 1,000 calls and 1M tokens for the 47-session trace against 94 calls and 0.35M tokens per
@@ -66,8 +66,9 @@ Deliberate deviations:
     neighbour above the threshold) instead of being appended again on every ``index`` call (upstream re-adds
     every old synonymy edge, duplicating it, on each call).
   - igraph's PRPACK personalized PageRank is replaced by an exact sparse solve (scipy) of the same equations.
-  - Ties in every ranking are broken by insertion order (stable sorts, reversed as upstream's ``argsort()[::-1]``);
-    new entities and facts are stored in sorted order (upstream: ``np.unique`` and an unordered set).
+  - Ties are broken by insertion order (rankings: a stable sort reversed, as upstream's ``argsort()[::-1]``, so
+    the later item first; synonymy neighbours: the earlier entity first); new entities and facts are stored in
+    sorted order (upstream: ``np.unique`` and an unordered set).
   - Upstream's ``assert`` that every kept entity has a non-zero weight (it fails when a kept fact's normalised
     score is 0) is dropped; an empty memory answers from no passages instead of failing.
   - JSON replies: the shared client asks for json_object and re-asks ``json_attempts - 1`` times (1 = upstream's
@@ -474,7 +475,7 @@ class HippoRAG2(MemorySystem):
             self.entity_vecs = _stack(self.entity_vecs, self.encoder.encode(new_entities))
         known_facts = set(self.fact_ids)
         new_facts = sorted({fact_text(t): t for pid in pids for t in chunk_triples[pid]}.items())
-        new_facts = [(mdhash_id(ft, "fact-"), ft, t) for ft, t in new_facts if mdhash_id(ft, "fact-") not in known_facts]
+        new_facts = [(fid, ft, t) for ft, t in new_facts if (fid := mdhash_id(ft, "fact-")) not in known_facts]
         if new_facts:
             self.fact_ids += [f[0] for f in new_facts]
             self.fact_triples += [list(f[2]) for f in new_facts]

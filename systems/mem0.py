@@ -23,7 +23,7 @@ inside the evaluation's answer prompt, sent as one system message (as ``search.p
 
 Deliberate deviations:
   - Prompts are in our own words with upstream's structure, examples of the same shape and the same JSON outputs.
-    Old memories and facts are rendered as JSON rather than Python reprs.
+    Old memories and facts are rendered as JSON rather than Python reprs; non-ASCII text is written unescaped.
   - The extraction prompt's "today's date" is the session's trace date (``session.date`` as YYYY-MM-DD), not the
     wall clock.
   - The paper's extraction context: the last ``recent_messages`` (m = 10 in the paper's setup) earlier messages
@@ -344,7 +344,8 @@ class Mem0(MemorySystem):
         return self.apply(actions, temp_ids, date)
 
     def extract_facts(self, messages: list[tuple[str, str]], context: list[tuple[str, str]], date: str) -> list[str]:
-        system = FACT_EXTRACTION_PROMPT.format(date=_day(date), context_rule=CONTEXT_RULE if self.recent_messages > 0 else "")
+        rule = CONTEXT_RULE if self.recent_messages > 0 else ""
+        system = FACT_EXTRACTION_PROMPT.format(date=_day(date), context_rule=rule)
         user = f"Input:\n{_lines(messages)}"
         if context:
             user = f"Earlier messages (context only, oldest first):\n{_lines(context)}\n{user}"

@@ -26,7 +26,7 @@ first with themes+facts only, then with each probed episode: IG = NLL(before) - 
 IG > -0.4 and its raw messages are added when IG > 0.25; probing stops after 1 low-IG probe among the first 3 or 2
 overall; at most 10 are kept and the best-ranked is kept if none is. The answer prompt holds timestamped "Semantic
 Memories" and "Episodic Memories" (raw messages under expanded episodes). With no facts at all the upstream baseline
-is used instead (top 10 episodes and facts by vector, no raw messages).
+is used instead (top 10 episodes by vector, no raw messages).
 
 Deliberate deviations:
 - Synchronous, ordered semantic extraction (upstream uses a thread pool); ids are counters, not uuids.
@@ -42,8 +42,8 @@ Deliberate deviations:
 - Upstream's duplicate-fact filter (cosine > 1.0) never fires and is omitted; so is the networkx graph, which the
   adaptive read path never reads. JSON failures fall back as upstream (no boundary, no facts, the fallback episode).
 - Memory calls take the role's max_tokens (upstream 8192) except theme summaries (256) and gate probes (20).
-- The gate runs on the answerer (the reader, as upstream) through the API's token logprobs instead of an HF prefix
-  KV cache. When the endpoint returns no logprobs (``Answer.meta['gate'] == 'fallback_no_logprobs'``) the top 10
+- The gate runs on the answerer (the reader, as upstream; ``gate_role: memory`` moves it) through the API's token
+  logprobs, with its prompt as one chat message, instead of a raw-text HF generation with a prefix KV cache. When the endpoint returns no logprobs (``Answer.meta['gate'] == 'fallback_no_logprobs'``) the top 10
   probe candidates are kept without raw messages: exactly what upstream's constant 5.0 entropy then yields.
 - Answer prompt: same structure in our words, without the LoCoMo-only "two speakers" and "5-8 words" rules, and with
   the answerer role's defaults (upstream: temperature 0, 64 tokens) since InMind requests need full answers.
@@ -305,7 +305,7 @@ class _State:
         self.episodes: dict[str, dict[str, Any]] = {}  # id -> {title, content, timestamp, reason, messages}
         self.semantics: dict[str, dict[str, Any]] = {}  # id -> {content, created_at, source_episodes}
         self.sem_knn: dict[str, list[list[Any]]] = {}  # id -> [[neighbour id, sim], ...]
-        self.themes: dict[str, dict[str, Any]] = {}  # id -> {summary, semantic_ids, summarised, neighbors, neighbor_sims}
+        self.themes: dict[str, dict[str, Any]] = {}  # id -> {summary, semantic_ids, summarised, neighbors, ...}
         self.ep_vec: dict[str, np.ndarray] = {}
         self.sem_vec: dict[str, np.ndarray] = {}
         self.theme_emb: dict[str, np.ndarray] = {}  # summary embedding (read path)
@@ -334,7 +334,7 @@ class _State:
     def load(cls, d: Path) -> "_State":
         st, s = cls(), read_json(d / "state.json")
         st.buffer, st.counters, st.pending, st.sem_knn = s["buffer"], s["counters"], s["pending"], s["sem_knn"]
-        st.episodes, st.semantics, st.themes = (dict((k, v) for k, v in s[n]) for n in ("episodes", "semantics", "themes"))
+        st.episodes, st.semantics, st.themes = (dict(map(tuple, s[n])) for n in ("episodes", "semantics", "themes"))
         for name in ("ep_vec", "sem_vec", "theme_emb", "centroid"):
             ids, arr = read_json(d / f"{name}_ids.json"), np.load(d / f"{name}.npy")
             setattr(st, name, {i: arr[j] for j, i in enumerate(ids)})
@@ -380,8 +380,12 @@ class Params:
 
 @SYSTEMS.register("xmemory")
 class XMemory(MemorySystem):
+    # ~1.8 boundary calls per exchange + ~0.3 episodes (1 episode call + 1-2 fact calls) per exchange; ~4 theme
+    # summaries per session; per query: the tail flush (~3 calls, cached for the second query) on the memory role,
+    # the answer plus ~4 gate probes (base + early-stopped episode probes) on the answerer.
     cost = CallProfile(memory_calls_per_user_turn=2.6, memory_calls_per_session=4.0, memory_calls_per_query=2.0,
-                       answer_calls_per_query=5.0, prompt_tokens_per_memory_call=2000, prompt_tokens_per_answer_call=2500)
+                       answer_calls_per_query=5.0, prompt_tokens_per_memory_call=2000,
+                       prompt_tokens_per_answer_call=2500)
 
     def __init__(self, llm, encoder, workdir: Path, **params: Any) -> None:
         known = {k: params.pop(k) for k in list(params) if k in Params.__dataclass_fields__}
@@ -429,8 +433,8 @@ class XMemory(MemorySystem):
             return
         conversation = "\n".join(f"[{m['timestamp']}] {m['role']}: {m['content']}" for m in msgs)
         try:
-            obj, _ = self.llm.memory.chat_json([Message("user", EPISODE_PROMPT.format(conversation=conversation, reason=reason))],
-                                               temperature=0.3)
+            prompt = EPISODE_PROMPT.format(conversation=conversation, reason=reason)
+            obj, _ = self.llm.memory.chat_json([Message("user", prompt)], temperature=0.3)
         except JSONReplyError:
             obj = {}
         title, content = str(obj.get("title", "")).strip(), str(obj.get("content", "")).strip()
@@ -440,7 +444,8 @@ class XMemory(MemorySystem):
                 ts = datetime.fromisoformat(str(obj.get("timestamp", "")).strip().replace("Z", "+00:00")).isoformat()
             except ValueError:
                 ts = earliest
-            ep = {"title": title or "Generated Episode", "content": content or "Episode content not generated", "timestamp": ts}
+            ep = {"title": title or "Generated Episode", "content": content or "Episode content not generated",
+                  "timestamp": ts}
         else:  # upstream's fallback episode
             ep = {"title": f"Conversation {self._fmt(earliest, '%Y-%m-%d %H:%M')} ({len(msgs)} messages)",
                   "content": " ".join([
@@ -448,7 +453,8 @@ class XMemory(MemorySystem):
                       "Participants exchanged messages about various topics.",
                       f"Episode created due to: {reason}" if reason else "Episode created automatically.",
                       f"First message from {msgs[0]['role']}: {msgs[0]['content'][:100]}...",
-                      *([f"Last message from {msgs[-1]['role']}: {msgs[-1]['content'][:100]}..."] if len(msgs) > 1 else []),
+                      *([f"Last message from {msgs[-1]['role']}: {msgs[-1]['content'][:100]}..."]
+                        if len(msgs) > 1 else []),
                   ]), "timestamp": earliest}
         eid = st.new_id("episode")
         st.episodes[eid] = {**ep, "reason": reason, "messages": msgs}
@@ -466,7 +472,8 @@ class XMemory(MemorySystem):
         """Upstream ``learn_from_episode_simplified``: cold start, or predict from known facts and extract the gap."""
         ep = st.episodes[eid]
         if not st.semantics:
-            prompt = COLD_START_PROMPT.format(title=ep["title"], content=ep["content"], date=self._fmt(ep["timestamp"], "%Y-%m-%d"))
+            prompt = COLD_START_PROMPT.format(title=ep["title"], content=ep["content"],
+                                              date=self._fmt(ep["timestamp"], "%Y-%m-%d"))
         else:
             q = _unit(self.encoder.encode([f"{ep['title']}. {ep['content']}"])[0])
             ids = list(st.semantics)
@@ -479,7 +486,8 @@ class XMemory(MemorySystem):
                     title=ep["title"], statements="\n".join(f"- {s}" for s in known)))], temperature=0.3).text
             else:
                 prediction = NO_KNOWLEDGE_PREDICTION.format(title=ep["title"])
-            lines = "\n".join(f"Message {i} [{m['timestamp']}] - {m['role']}: {m['content']}" for i, m in enumerate(ep["messages"], 1))
+            lines = "\n".join(f"Message {i} [{m['timestamp']}] - {m['role']}: {m['content']}"
+                              for i, m in enumerate(ep["messages"], 1))
             prompt = COMPARISON_PROMPT.format(messages=lines, prediction=prediction)
         try:
             obj, _ = self.llm.memory.chat_json([Message("user", prompt)], temperature=0.2, attempts=5)
@@ -511,13 +519,15 @@ class XMemory(MemorySystem):
         if t["summarised"] == t["semantic_ids"]:
             return
         facts = "\n".join(f"- {st.semantics[s]['content']}" for s in t["semantic_ids"])
-        summary = self.llm.memory.chat([Message("user", THEME_PROMPT.format(facts=facts))], temperature=0.0, max_tokens=256).text.strip()
+        comp = self.llm.memory.chat([Message("user", THEME_PROMPT.format(facts=facts))], temperature=0.0, max_tokens=256)
+        summary = comp.text.strip()
         t["summary"], t["summarised"] = summary, list(t["semantic_ids"])
         st.theme_emb[tid] = self.encoder.encode([summary])[0]
 
     def _new_theme(self, st: _State, members: list[str]) -> str:
         tid = st.new_id("theme")
-        st.themes[tid] = {"summary": "", "semantic_ids": list(members), "summarised": None, "neighbors": [], "neighbor_sims": []}
+        st.themes[tid] = {"summary": "", "semantic_ids": list(members), "summarised": None,
+                          "neighbors": [], "neighbor_sims": []}
         st.centroid[tid] = self._mean(st, members)
         self._summarise(st, tid)
         return tid
@@ -724,7 +734,7 @@ class XMemory(MemorySystem):
                 self._online_split(st, a)
 
     def _coalesce_singletons(self, st: _State, floor: float = 0.99, hard_min: float = 0.50) -> None:
-        """Upstream ``_coalesce_micro_themes(0.99, 0.99, small_size=1)``: a singleton effectively needs cosine >= 0.50."""
+        """Upstream ``_coalesce_micro_themes(0.99, 0.99, small_size=1)``: singletons effectively need cosine >= 0.50."""
         if len(st.themes) < 2:
             return
         while True:
@@ -740,7 +750,8 @@ class XMemory(MemorySystem):
                 for j in np.argsort(-sims, kind="stable"):
                     tgt, sim = others[int(j)], float(sims[int(j)])
                     thr = hard_min if len(st.themes[sid]["semantic_ids"]) == 1 and hard_min <= sim < floor else floor
-                    if sim < thr or len(st.themes[sid]["semantic_ids"]) + len(st.themes[tgt]["semantic_ids"]) > self.p.theme_max_size:
+                    size = len(st.themes[sid]["semantic_ids"]) + len(st.themes[tgt]["semantic_ids"])
+                    if sim < thr or size > self.p.theme_max_size:
                         continue
                     gain, centroid = self._merge_gain(st, tgt, sid)
                     if gain > best[0]:
@@ -863,8 +874,8 @@ class XMemory(MemorySystem):
         epool = sorted(set(parents) | set(ep_ranked[: p.episode_vec_top]))
         vlo, vhi = min(ep_score[e] for e in epool), max(ep_score[e] for e in epool)
         vhi = vhi if vhi != vlo else vlo + 1e-6
-        prio = {e: (ep_score[e] - vlo) / (vhi - vlo) + p.beta_sem * max((sem_norm[s] for s in parents.get(e, ())), default=0.0)
-                for e in epool}
+        prio = {e: (ep_score[e] - vlo) / (vhi - vlo)
+                + p.beta_sem * max((sem_norm[s] for s in parents.get(e, ())), default=0.0) for e in epool}
         probe = sorted(epool, key=lambda e: -prio[e])[: p.episode_probe]
         kept, expand, ig = [], set(), {}
         base = self._nll(question, st, themes, sems, []) if p.logprob_gate else None

@@ -1,7 +1,7 @@
 """A fake OpenAI-compatible HTTP server for tests: real HTTP on 127.0.0.1, scriptable replies, injectable faults,
 and a log of every request, so tests exercise the real openai client end to end.
 
-Replies come from ``rules``: ``(substring, reply)`` pairs matched against the last user message (first match wins),
+Replies come from ``rules``: ``(substring, reply)`` pairs matched against the text of all messages (first match wins),
 where ``reply`` is a string, a dict (sent as JSON text), a ``ToolCalls`` list, or a callable taking the request body.
 Unmatched JSON-mode requests get the default verdict ``{"score": 1, "reason": "fake"}``; others get ``"fake answer"``.
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections import Counter
 from dataclasses import asdict
@@ -123,6 +124,8 @@ def check(args: argparse.Namespace, encoder: Any = None, heldout_encoder: Any = 
         except (EndpointError, LocalModelError) as e:
             print(f"conflict judge unavailable: {e}", file=sys.stderr)
             return 2
+    if server is not None:  # on SIGTERM, unwind so the finally below stops the server (not left mid-generation)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         return _run(args, tasks, trace, out, client, judge_desc, encoder, heldout_encoder)
     finally:

@@ -17,7 +17,7 @@ from inmind_exp.llm import LLMCallError
 from inmind_exp.records import Session, Turn
 from systems.base import SYSTEMS
 from systems.hipporag2 import (FILTER_SYSTEM, NER_SYSTEM, TRIPLE_SYSTEM, HippoRAG2, close_truncated_json, fact_text,
-                               mdhash_id, personalized_pagerank)
+                               mdhash_id, min_max, personalized_pagerank)
 from tests.conftest import make_trace
 from tests.fake_openai import Fault
 
@@ -171,14 +171,15 @@ def test_synonymy_edges_at_the_threshold(fake, models, tmp_path):
     syn = {(mem.entity_texts[mem.entity_ids.index(a)], mem.entity_texts[mem.entity_ids.index(b)]): w
            for a, nbrs in mem.synonyms.items() for b, w in nbrs}
     # 0.81 >= 0.8 links "new york city" and "new york" both ways; 0.79 does not link "york"; "ny" (2 characters)
-    # gets no edges of its own but is the target of one; an entity is never its own synonym
+    # gets no edges of its own but is the target of others; an entity is never its own synonym
     assert syn == pytest.approx({("new york city", "ny"): 1.0, ("new york city", "new york"): 0.81,
-                                 ("new york", "new york city"): 0.81})
+                                 ("new york", "new york city"): 0.81, ("new york", "ny"): 0.81})
     edges = mem.graph_edges()
     nyc, ny_, york, ny = E("new york city"), E("new york"), E("york"), E("ny")
     # a similarity replaces the fact count on the same pair (upstream keeps one weight per directed pair)
     assert edges[tuple(sorted((nyc, ny_)))] == pytest.approx(1.62, abs=1e-5)
-    assert edges[tuple(sorted((nyc, ny)))] == pytest.approx(1.0, abs=1e-5)
+    assert edges[tuple(sorted((nyc, ny)))] == pytest.approx(1.0, abs=1e-5)  # one direction only
+    assert edges[tuple(sorted((ny_, ny)))] == pytest.approx(0.81, abs=1e-5)
     assert tuple(sorted((nyc, york))) not in edges and tuple(sorted((ny_, york))) not in edges
     assert edges[tuple(sorted((E("user"), york)))] == 2.0
 
@@ -207,8 +208,8 @@ def test_personalized_pagerank_matches_hand_computed_values():
     p = personalized_pagerank(3, [(1, 0, 3.0), (1, 2, 1.0)], np.array([0, 5.0, 0]), 0.5)
     np.testing.assert_allclose(p, [1 / 4, 2 / 3, 1 / 12], atol=1e-12)
     # parallel edges add up
-    np.testing.assert_allclose(personalized_pagerank(3, [(1, 0, 1.0), (0, 1, 2.0), (1, 2, 1.0)], np.array([0, 5.0, 0]), 0.5), p,
-                               atol=1e-12)
+    parallel = personalized_pagerank(3, [(1, 0, 1.0), (0, 1, 2.0), (1, 2, 1.0)], np.array([0, 5.0, 0]), 0.5)
+    np.testing.assert_allclose(parallel, p, atol=1e-12)
 
 
 def test_personalized_pagerank_agrees_with_networkx_on_a_random_graph():
@@ -294,6 +295,21 @@ def test_filter_keeps_what_the_fake_keeps_and_ppr_ranks_the_passages(fake, model
     assert ans.meta["mode"] == "ppr"
     assert ans.meta["facts_after_filter"] == [["ana", "loves", "custard tarts"]]
 
+    # the reset vector: each kept fact's normalised score (.75) over its entity's passage count, passages 0.05 x
+    # their normalised dense score; with linking_top_k 1 only the best entity keeps its weight
+    q = mem.encoder.encode([QUERY])[0]
+    fact_scores, dpr = min_max(mem.fact_vecs @ q), min_max(mem.passage_vecs @ q)
+    kept = [mem.fact_triples.index(["ana", "loves", "custard tarts"])]
+    nodes, _, _ = mem._graph()
+    seeds = {E("ana"): 0.375, E("custard tarts"): 0.75}
+    dense = {P(t): 0.05 * s for t, s in zip(texts, [0.2, 0.0, 0.6, 1.0, 0.4]) if s}
+    reset = mem.reset_vector(kept, fact_scores, dpr)
+    assert {nodes[i]: w for i, w in enumerate(reset) if w} == pytest.approx({**seeds, **dense}, abs=1e-6)
+    mem.linking_top_k = 1
+    reset = mem.reset_vector(kept, fact_scores, dpr)
+    only_best = {E("custard tarts"): 0.75, **dense}
+    assert {nodes[i]: w for i, w in enumerate(reset) if w} == pytest.approx(only_best, abs=1e-6)
+
     top = expected_ppr_order(texts)[:3]
     assert top[0] == texts[1]  # the passage holding both seed entities
     assert top != [texts[3], texts[2], texts[4]]  # differs from the dense ranking
@@ -327,7 +343,8 @@ def test_no_facts_means_no_filter_call_and_dense_retrieval(fake, models, tmp_pat
 
 def test_malformed_replies_fall_back_like_upstream(fake, models, tmp_path, encoder):
     def reply(body):
-        return "Sorry, I cannot do that." if kind(body) == "ner" else '{"triples": [["Ana", "likes", "tea"], ["Ana", "li'
+        cut_off = '{"triples": [["Ana", "likes", "tea"], ["Ana", "li'
+        return "Sorry, I cannot do that." if kind(body) == "ner" else cut_off
 
     fake.add_rule("", reply)
     mem = HippoRAG2(models, encoder, tmp_path / "w")
@@ -386,7 +403,8 @@ def test_snapshot_restore_round_trips(fake, models, tmp_path, encoder):
     b = HippoRAG2(models, encoder, tmp_path / "b")
     b.restore(tmp_path / "snap")
     first, second = a.answer("What should I plant next week?"), b.answer("What should I plant next week?")
-    assert first.meta["mode"] == "ppr" and second.context == first.context and second.text == first.text == "Stake them."
+    assert first.meta["mode"] == "ppr" and second.context == first.context
+    assert second.text == first.text == "Stake them."
     assert b.graph_edges() == a.graph_edges() and b.synonyms == a.synonyms and b.openie == a.openie
     for name in ("passage", "entity", "fact"):
         np.testing.assert_array_equal(getattr(a, f"{name}_vecs"), getattr(b, f"{name}_vecs"))

@@ -58,13 +58,15 @@ def requests_with(fake, marker: str) -> list[dict]:
 
 def seed(fake, models, tmp_path, encoder, **params) -> Mem0:
     """A Mem0 holding 'Drinks coffee every morning' and 'Lives in Lisbon with two cats' (ADDed on D1)."""
-    fake.add_rule("I drink coffee every morning", {"facts": ["Drinks coffee every morning", "Lives in Lisbon with two cats"]})
+    facts = ["Drinks coffee every morning", "Lives in Lisbon with two cats"]
+    fake.add_rule("I drink coffee every morning", {"facts": facts})
     fake.add_rule(UPDATE, lambda body: {"memory": [  # ADD every new fact (the facts block is the first ``` list)
         {"id": "0", "text": f, "event": "ADD"}
         for f in json.loads(re.search(r"```\n(\[.*?\])\n```", update_prompt(body), re.S).group(1))
     ]})
     mem = Mem0(models, encoder, tmp_path / "work", **params)
-    mem.ingest_session(session("s1", D1, ("I drink coffee every morning. I live in Lisbon with my two cats.", "Noted!")))
+    exchange = ("I drink coffee every morning. I live in Lisbon with my two cats.", "Noted!")
+    mem.ingest_session(session("s1", D1, exchange))
     fake.rules.clear()
     return mem
 
@@ -174,10 +176,11 @@ def test_extraction_sees_recent_messages_as_context(fake, models, tmp_path, enco
     mem.ingest_session(session("s2", D2, ("third question", "third answer")))
     users = [b["messages"][1]["content"] for b in fake.chat_requests()]
     assert users[0] == "Input:\nuser: first question\nassistant: first answer\n"
-    assert users[1] == ("Earlier messages (context only, oldest first):\nuser: first question\nassistant: first answer\n"
+    assert users[1] == ("Earlier messages (context only, oldest first):\n"
+                        "user: first question\nassistant: first answer\n"
                         "\nInput:\nuser: second question\nassistant: second answer\n")
     assert users[2].startswith("Earlier messages (context only, oldest first):\nuser: second question\n")
-    assert "first" not in users[2]  # window of 2 messages
+    assert "first question" not in users[2]  # window of 2 messages
     assert "Today's date is 2024-02-03." in fake.chat_requests()[2]["messages"][0]["content"]
 
     plain = Mem0(models, encoder, tmp_path / "plain", recent_messages=0)

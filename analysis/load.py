@@ -1,0 +1,275 @@
+"""Read what sweeps logged, without rerunning anything: each configuration run becomes a labelled ``Run`` holding its
+per-task ``TaskRecord``s and its configuration (system, embedding, injection, llm, answerer and judge models).
+
+Two sources: an MLflow experiment (config runs tagged ``inmind.kind = config``, their flattened-config params and
+the ``records.jsonl`` artifact; reached through ``inmind_exp.tracking``, the one module that imports mlflow), or a
+sweep directory (per-job ``records.jsonl`` + ``config.yaml``, and ``ledger/<config hash>.jsonl`` for configurations
+that never wrote a job directory).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from inmind_exp.metrics import RunMetrics, compute
+from inmind_exp.records import TaskRecord, read_jsonl
+
+# Table order: the in-context control, the single-shot RAG control, memory systems, then the always-in-state probe.
+SYSTEM_ORDER: dict[str, int] = {"backbone": 0, "naive_rag": 1, "always_in_state": 99}
+NON_RETRIEVAL: frozenset[str] = frozenset({"backbone", "always_in_state"})
+EMBEDDING_ORDER: dict[str, int] = {"minilm": 0, "emb3": 1, "bm25": 2}
+
+
+class LoadError(ValueError):
+    """The source holds nothing usable, or a run reference is unknown or ambiguous."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The coordinates of one configuration, read from its flattened config (MLflow params or config.yaml)."""
+
+    system: str
+    embedding: str
+    injection: str
+    llm: str
+    answerer_model: str
+    judge_model: str
+    config_hash: str
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str], config_hash: str = "", system: str = "") -> "RunConfig":
+        def get(key: str) -> str | None:
+            v = params.get(key)
+            return None if v in (None, "None", "null", "") else str(v)
+
+        inj = get("injection.name") or "?"
+        turn = get("injection.user_turn")
+        if inj == "position" and turn is not None:
+            inj = f"turn{turn}"  # as runner.config_name
+        model = get("llm.model") or "?"
+        return cls(
+            system=get("system.name") or system or "?",
+            embedding=get("embedding.name") or "?",
+            injection=inj,
+            llm=get("llm.name") or "?",
+            answerer_model=get("llm.roles.answerer.model") or model,
+            judge_model=get("llm.roles.judge.model") or model,
+            config_hash=get("inmind.config_hash") or config_hash,
+        )
+
+    @property
+    def name(self) -> str:
+        return f"{self.system}/{self.embedding}/{self.injection}/{self.llm}"
+
+    @property
+    def is_retrieval(self) -> bool:
+        return self.system not in NON_RETRIEVAL
+
+    def sort_key(self) -> tuple[Any, ...]:
+        return (SYSTEM_ORDER.get(self.system, 50), self.system, EMBEDDING_ORDER.get(self.embedding, 9), self.embedding,
+                self.injection, self.llm, self.judge_model)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One configuration's results: a unique label, its config, its per-task records and where they came from."""
+
+    label: str
+    config: RunConfig
+    records: tuple[TaskRecord, ...]
+    run_id: str | None = None
+    parent_run_id: str | None = None
+    status: str = ""
+    source: str = ""
+    params: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @cached_property
+    def metrics(self) -> RunMetrics:
+        return compute(list(self.records))
+
+    @cached_property
+    def by_task(self) -> dict[str, TaskRecord]:
+        return {r.task_id: r for r in self.records}
+
+    @property
+    def injection_sessions(self) -> tuple[int, ...]:
+        return tuple(sorted({r.injection_session for r in self.records}))
+
+
+@dataclass(frozen=True)
+class RunSet:
+    """All runs of one source, ordered as in the paper's tables, plus what was skipped and why."""
+
+    runs: tuple[Run, ...]
+    origin: str
+    tracking_uri: str | None = None
+    experiment: str | None = None
+    parent_run_ids: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+
+    def get(self, ref: str) -> Run:
+        return find_run(self.runs, ref)
+
+
+def find_run(runs: Iterable[Run], ref: str) -> Run:
+    """A run by label, MLflow run id or config hash, or by a unique prefix of an id or hash."""
+    runs = list(runs)
+    for attr in ("label", "run_id"):
+        hits = [r for r in runs if getattr(r, attr) == ref]
+        if len(hits) == 1:
+            return hits[0]
+    hits = [r for r in runs if r.config.config_hash == ref]
+    if len(hits) == 1:
+        return hits[0]
+    hits = [r for r in runs if ref and ((r.run_id or "").startswith(ref) or r.config.config_hash.startswith(ref))]
+    if len(hits) == 1:
+        return hits[0]
+    labels = ", ".join(r.label for r in runs)
+    if not hits:
+        raise LoadError(f"no run matches {ref!r}; known runs: {labels}")
+    raise LoadError(f"{ref!r} is ambiguous: matches {', '.join(r.label for r in hits)}")
+
+
+def make_runs(items: Iterable[dict[str, Any]]) -> tuple[Run, ...]:
+    """Build ``Run``s (sorted, with unique labels) from dicts of Run fields minus the label; ``name`` is preferred."""
+    drafts = []
+    for it in items:
+        it = dict(it)
+        name = it.pop("name", None) or it["config"].name
+        drafts.append((name, it))
+    drafts.sort(key=lambda d: (d[1]["config"].sort_key(), d[0], d[1].get("run_id") or ""))
+    labels = [name for name, _ in drafts]
+    for name in set(labels):
+        idx = [i for i, x in enumerate(labels) if x == name]
+        if len(idx) < 2:
+            continue
+        judges = {drafts[i][1]["config"].judge_model for i in idx}
+        for i in idx:
+            cfg = drafts[i][1]["config"]
+            suffix = f" [judge {cfg.judge_model}]" if len(judges) > 1 else ""
+            labels[i] = name + suffix
+        for lab in set(labels[i] for i in idx):
+            same = [i for i in idx if labels[i] == lab]
+            if len(same) > 1:
+                for i in same:
+                    d = drafts[i][1]
+                    labels[i] = f"{lab} [{(d.get('run_id') or d['config'].config_hash)[:8]}]"
+    return tuple(Run(label=lab, **d) for lab, (_, d) in zip(labels, drafts))
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, str]:
+    """A nested config as ``a.b.c -> str``, the way ``inmind_exp.config.flatten_params`` logs MLflow params."""
+    out: dict[str, str] = {}
+    if isinstance(node, dict):
+        for k, v in sorted(node.items()):
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    else:
+        out[prefix] = json.dumps(node) if isinstance(node, list) else str(node)
+    return out
+
+
+def read_records(path: Path) -> list[TaskRecord]:
+    """Task records of one JSONL file; for a ledger (appended on retries) the last record of a task wins."""
+    by_task: dict[str, TaskRecord] = {}
+    for d in read_jsonl(path):
+        rec = TaskRecord.from_dict(d)
+        by_task.pop(rec.task_id, None)
+        by_task[rec.task_id] = rec
+    return list(by_task.values())
+
+
+def _hash_of(records: list[TaskRecord], where: Path) -> str:
+    hashes = {r.config_hash for r in records}
+    if len(hashes) > 1:
+        raise LoadError(f"{where}: records of several configurations ({', '.join(sorted(hashes))}) in one file")
+    return hashes.pop() if hashes else ""
+
+
+def load_sweep_dir(path: Path | str) -> RunSet:
+    """Every job directory (``records.jsonl`` beside ``config.yaml``) under ``path``, plus ledger-only configs.
+
+    A job's ``records.jsonl`` is written even when the job is interrupted and holds exactly its planned tasks, so it
+    wins over the ledger (which may also hold tasks of an earlier run with a larger ``dataset.limit``).
+    """
+    import yaml
+
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise LoadError(f"sweep directory {root} does not exist")
+    items: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    seen: set[str] = set()
+    for rec_path in sorted(root.rglob("records.jsonl")):
+        records = read_records(rec_path)
+        if not records:
+            skipped.append(f"{rec_path}: no records")
+            continue
+        h = _hash_of(records, rec_path)
+        cfg_path = rec_path.parent / "config.yaml"
+        params = flatten(yaml.safe_load(cfg_path.read_text()) or {}) if cfg_path.is_file() else {}
+        seen.add(h)
+        items.append(dict(config=RunConfig.from_params(params, h, records[0].system), records=tuple(records),
+                          source=str(rec_path.parent.relative_to(root)) or ".", params=params))
+    ledger_dir = root / "ledger"
+    for led in sorted(ledger_dir.glob("*.jsonl")) if ledger_dir.is_dir() else []:
+        if led.stem in seen:
+            continue
+        records = read_records(led)
+        if not records:
+            continue
+        cfg = RunConfig.from_params({}, led.stem, records[0].system)
+        items.append(dict(name=f"{cfg.system}/{led.stem[:8]}", config=cfg, records=tuple(records),
+                          source=str(led.relative_to(root)), status="LEDGER_ONLY"))
+    if not items:
+        raise LoadError(f"no records.jsonl or ledger/*.jsonl under {root}")
+    return RunSet(runs=make_runs(items), origin=f"sweep directory {root}", skipped=tuple(skipped))
+
+
+def load_experiment(experiment: str, tracking_uri: str) -> RunSet:
+    """Every config run of an MLflow experiment with its ``records.jsonl`` artifact and flattened-config params."""
+    from inmind_exp import tracking
+
+    client = tracking.MlflowClient(tracking_uri=tracking_uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        names = ", ".join(e.name for e in client.search_experiments())
+        raise LoadError(f"no experiment {experiment!r} in {tracking_uri} (experiments: {names or 'none'})")
+    runs, token = [], None
+    while True:
+        page = client.search_runs([exp.experiment_id], filter_string="tags.`inmind.kind` = 'config'",
+                                  max_results=1000, order_by=["start_time ASC"], page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            break
+    items: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="inmind-analysis-") as tmp:
+        for run in runs:
+            rid = run.info.run_id
+            try:
+                local = client.download_artifacts(rid, "records.jsonl", str(Path(tmp) / rid))
+            except Exception as e:  # noqa: BLE001  (a run still in progress, or one that failed before writing)
+                skipped.append(f"run {rid} ({run.info.run_name}): no records.jsonl artifact ({type(e).__name__})")
+                continue
+            records = read_records(Path(local))
+            if not records:
+                skipped.append(f"run {rid} ({run.info.run_name}): records.jsonl is empty")
+                continue
+            tags, params = run.data.tags, dict(run.data.params)
+            cfg = RunConfig.from_params(params, tags.get("inmind.config_hash", ""), tags.get("inmind.system", ""))
+            items.append(dict(name=run.info.run_name or cfg.name, config=cfg, records=tuple(records), run_id=rid,
+                              parent_run_id=tags.get("mlflow.parentRunId"), status=run.info.status,
+                              source=f"mlflow run {rid}", params=params))
+    if not items:
+        raise LoadError(f"experiment {experiment!r} in {tracking_uri} has no config run with records"
+                        + (f" ({'; '.join(skipped)})" if skipped else ""))
+    built = make_runs(items)
+    parents = tuple(sorted({r.parent_run_id for r in built if r.parent_run_id}))
+    return RunSet(runs=built, origin=f"MLflow experiment {experiment!r} at {tracking_uri}", tracking_uri=tracking_uri,
+                  experiment=experiment, parent_run_ids=parents, skipped=tuple(skipped))

@@ -1,0 +1,167 @@
+"""Figures of a run set with matplotlib's Agg backend, each saved as PNG and SVG: application against target recall,
+naive against indirect application, a per-domain heat map, and the embedding comparison of Section 4.5.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from inmind_exp.records import DOMAINS  # noqa: E402
+
+from analysis.compare import compare, outcome  # noqa: E402
+from analysis.load import EMBEDDING_ORDER, Run  # noqa: E402
+from analysis.tables import METRIC_TITLES, embedding_groups, fmt_p  # noqa: E402
+
+plt.rcParams.update({"svg.hashsalt": "inmind", "font.size": 9})
+_METADATA = {"png": {"Software": None}, "svg": {"Date": None}}
+
+
+def save(fig: Figure, directory: Path, name: str) -> list[Path]:
+    """Write ``name.png`` and ``name.svg`` and close the figure."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext in ("png", "svg"):
+        path = directory / f"{name}.{ext}"
+        fig.savefig(path, dpi=150, bbox_inches="tight", metadata=_METADATA[ext])
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def _err(rate) -> tuple[float, float, float]:  # (value, minus, plus) in percent
+    if not rate.n:
+        return (math.nan, 0.0, 0.0)
+    lo, hi = rate.ci
+    return (rate.pct, rate.pct - lo, hi - rate.pct)
+
+
+def _colours(runs: Sequence[Run]) -> dict[str, tuple[float, ...]]:
+    systems = list(dict.fromkeys(r.config.system for r in runs))
+    cmap = plt.get_cmap("tab10" if len(systems) <= 10 else "tab20")
+    return {s: cmap(i % cmap.N) for i, s in enumerate(systems)}
+
+
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+
+
+def app_vs_recall(runs: Sequence[Run]) -> Figure:
+    """Application against answer-blind target recall per configuration, with Wilson 95% bars on both axes."""
+    colours = _colours(runs)
+    embeddings = list(dict.fromkeys(r.config.embedding for r in runs))
+    fig, ax = plt.subplots(figsize=(6.5, 5.0))
+    for run in runs:
+        x, xm, xp = _err(run.metrics.rates["target_recall"])
+        y, ym, yp = _err(run.metrics.rates["application"])
+        if math.isnan(x) or math.isnan(y):
+            continue
+        ax.errorbar(x, y, xerr=[[xm], [xp]], yerr=[[ym], [yp]], fmt=_MARKERS[embeddings.index(run.config.embedding)
+                    % len(_MARKERS)], color=colours[run.config.system], capsize=2, ms=6, alpha=0.9, lw=1)
+        ax.annotate(run.label, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.plot([0, 100], [0, 100], ls=":", c="grey", lw=1)
+    ax.set(xlim=(-2, 102), ylim=(-2, 102), xlabel="Target recall (judge), %", ylabel="Application, %",
+           title="Application vs. target recall (Wilson 95% intervals)")
+    handles = [plt.Line2D([], [], color=c, marker="o", ls="", label=s) for s, c in colours.items()]
+    handles += [plt.Line2D([], [], color="k", marker=_MARKERS[i % len(_MARKERS)], ls="", label=e)
+                for i, e in enumerate(embeddings)]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", frameon=False)
+    return fig
+
+
+def naive_vs_indirect(runs: Sequence[Run]) -> Figure:
+    """Direct (naive) recall against indirect application per configuration: the paper's headline gap."""
+    fig, ax = plt.subplots(figsize=(7.0, 0.35 * len(runs) + 1.4))
+    ys = np.arange(len(runs))[::-1]
+    for y, run in zip(ys, runs):
+        n, nm, np_ = _err(run.metrics.rates["naive"])
+        a, am, ap = _err(run.metrics.rates["application"])
+        if not math.isnan(n):
+            ax.plot([n, a], [y, y], c="lightgrey", lw=2, zorder=1)
+            ax.errorbar(n, y, xerr=[[nm], [np_]], fmt="o", c="tab:blue", capsize=2, ms=5, zorder=2)
+        ax.errorbar(a, y, xerr=[[am], [ap]], fmt="s", c="tab:red", capsize=2, ms=5, zorder=2)
+    ax.set_yticks(ys, [r.label for r in runs], fontsize=7)
+    ax.set(xlim=(-2, 102), xlabel="%", title="Naive (direct) recall vs. indirect application, Wilson 95% intervals")
+    ax.legend(handles=[plt.Line2D([], [], c="tab:blue", marker="o", ls="", label="Naive"),
+                       plt.Line2D([], [], c="tab:red", marker="s", ls="", label="Application (indirect)")],
+              fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    return fig
+
+
+def domain_heatmap(runs: Sequence[Run], metric: str = "application") -> Figure:
+    """Configurations × domains, coloured by the rate, annotated with successes/valid verdicts."""
+    present = {r.domain for run in runs for r in run.records}
+    domains = [d for d in DOMAINS if d in present] + sorted(present - set(DOMAINS))
+    grid = np.full((len(runs), len(domains)), np.nan)
+    text = [["" for _ in domains] for _ in runs]
+    for i, run in enumerate(runs):
+        for j, d in enumerate(domains):
+            vals = [v for v in (outcome(r, metric) for r in run.records if r.domain == d) if v is not None]
+            if vals:
+                grid[i, j] = 100.0 * sum(vals) / len(vals)
+                text[i][j] = f"{sum(vals)}/{len(vals)}"
+    fig, ax = plt.subplots(figsize=(0.8 * len(domains) + 3.5, 0.35 * len(runs) + 1.8))
+    im = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=0, vmax=100, aspect="auto")
+    for i in range(len(runs)):
+        for j in range(len(domains)):
+            if text[i][j]:
+                ax.text(j, i, text[i][j], ha="center", va="center", fontsize=6,
+                        color="white" if grid[i, j] < 60 else "black")
+    ax.set_xticks(range(len(domains)), [d.replace("_", " ") for d in domains], rotation=40, ha="right", fontsize=7)
+    ax.set_yticks(range(len(runs)), [r.label for r in runs], fontsize=7)
+    fig.colorbar(im, ax=ax, label=f"{METRIC_TITLES[metric]}, %")
+    ax.set_title(f"{METRIC_TITLES[metric]} by domain (successes/valid)")
+    return fig
+
+
+def embedding_comparison(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Figure | None:
+    """Per system, target recall and application under each embedding (Section 4.5: MiniLM vs emb3), with Wilson
+    bars; the application panel notes the paired exact McNemar p between the first two embeddings."""
+    groups = embedding_groups(runs)
+    if not groups:
+        return None
+    embeddings = sorted({r.config.embedding for g in groups.values() for r in g},
+                        key=lambda e: (EMBEDDING_ORDER.get(e, 9), e))
+    cmap = plt.get_cmap("Set2")
+    keys = list(groups)
+    width = 0.8 / len(embeddings)
+    systems = [k.split("/")[0] for k in keys]
+    names = systems if len(set(systems)) == len(systems) else ["/".join(k.split("/")[:3]) for k in keys]
+    fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 1.3 * len(keys) * 2), 4.2), sharey=True)
+    for ax, metric in zip(axes, ("target_recall", "application")):
+        top = 0.0
+        for j, emb in enumerate(embeddings):
+            xs, ys, lo, hi = [], [], [], []
+            for i, k in enumerate(keys):
+                run = next((r for r in groups[k] if r.config.embedding == emb), None)
+                if run is None:
+                    continue
+                v, m, p = _err(run.metrics.rates[metric])
+                xs.append(i + (j - (len(embeddings) - 1) / 2) * width)
+                ys.append(v)
+                lo.append(m)
+                hi.append(p)
+                top = max(top, v + p if not math.isnan(v) else 0.0)
+            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, color=cmap(j), label=emb)
+        if metric == "application":
+            for i, k in enumerate(keys):
+                a, b = groups[k][0], groups[k][1]
+                c = compare(b, a, metric, n_boot=n_boot, seed=seed)
+                if c.n:
+                    ax.text(i, top + 3, f"Δ{c.diff:+.1f}\np={fmt_p(c.p_mcnemar)}", ha="center", fontsize=6)
+        ax.set_xticks(range(len(keys)), names, rotation=30, ha="right")
+        ax.set_title(METRIC_TITLES[metric])
+        ax.set_ylim(0, min(105.0, max(10.0, top + 15)))
+    axes[0].set_ylabel("%")
+    axes[0].legend(fontsize=7, title="embedding", title_fontsize=7)
+    fig.suptitle("Embedding comparison per system (Wilson 95% bars; paired McNemar p for the application change)")
+    fig.tight_layout()
+    return fig

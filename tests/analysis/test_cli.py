@@ -1,0 +1,82 @@
+"""End to end: fixture runs logged to a temporary MLflow store as the runner logs them, then
+``python -m analysis report`` writes every table, plot and the HTML report and logs it to the parent run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis.__main__ import main
+from tests.analysis.fixtures import log_to_mlflow, write_sweep
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    d = tmp_path_factory.mktemp("mlflow")
+    uri = f"sqlite:///{d / 'mlflow.db'}"
+    parent = log_to_mlflow(uri, "fixture", d / "artifacts", d / "work")
+    return uri, parent, d
+
+
+def test_report_from_an_mlflow_experiment(store, tmp_path):
+    uri, parent, _ = store
+    out = tmp_path / "report"
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps({"run": "mem0/emb3/middle/openai", "task_id": f"t{i:03d}",
+                                          "judge": "application", "label": 0}) + "\n" for i in range(10)))
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "analysis", "report", "--experiment", "fixture", "--out", str(out),
+                           "--tracking-uri", uri, "--n-boot", "1000", "--labels", str(labels)], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "| mem0/minilm/middle/openai | 40 | 0 |" in proc.stdout and parent in proc.stdout
+
+    tables = {"table1", "table2", "pairwise_application", "pairwise_application_matrix", "pairwise_target_recall",
+              "pairwise_target_recall_matrix", "by_domain_application", "by_domain_target_recall",
+              "by_injection_application", "by_injection_target_recall", "by_embedding", "audit_human"}
+    for name in tables:
+        for ext in ("md", "tex", "csv"):
+            assert (out / "tables" / f"{name}.{ext}").stat().st_size > 0, (name, ext)
+    for name in ("app_vs_recall", "naive_vs_indirect", "domain_heatmap", "embedding_comparison"):
+        assert (out / "plots" / f"{name}.png").stat().st_size > 0 and (out / "plots" / f"{name}.svg").is_file()
+
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 4 and "src='plots/" not in html  # self-contained
+    for needle in ("Table 1", "Table 2", "McNemar", "Holm", "by domain", "by injection position", "never scored as 0",
+                   "Section 4.5", "Judge audit against human labels"):
+        assert needle in html, needle
+    assert "Table 1" in (out / "report.md").read_text()
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    logged = {a.path for a in client.list_artifacts(parent, "analysis")}
+    assert {"analysis/report.html", "analysis/report.md", "analysis/tables", "analysis/plots"} <= logged
+    assert client.get_run(parent).data.tags["inmind.report"] == "analysis/report.html"
+
+
+def test_compare_and_audit_commands(store, tmp_path, capsys):
+    uri, _, _ = store
+    assert main(["compare", "--experiment", "fixture", "--tracking-uri", uri, "--a", "mem0/minilm/middle/openai",
+                 "--b", "22222222", "--metric", "application", "--n-boot", "500"]) == 0
+    out = capsys.readouterr().out
+    assert "on 39 paired tasks" in out and "exact McNemar p" in out and "excluded: 1 error in A" in out
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(json.dumps({"run": "aaaaaaaa", "task_id": "t000", "judge": "target_recall", "label": 1}) + "\n")
+    assert main(["audit", "--experiment", "fixture", "--tracking-uri", uri, "--labels", str(labels),
+                 "--out", str(tmp_path / "audit")]) == 0
+    assert "| Target Recall (judge) | 1 |" in capsys.readouterr().out
+    assert (tmp_path / "audit" / "audit_human.csv").is_file()
+    sweep = write_sweep(tmp_path / "sweep")
+    assert main(["compare", "--sweep-dir", str(sweep), "--a", "always_in_state/minilm/middle/openai", "--b",
+                 "mem0/emb3/middle/openai", "--n-boot", "500"]) == 0
+    assert capsys.readouterr().out.count("exact McNemar p") == 5
+    assert main(["report", "--experiment", "nope", "--tracking-uri", uri, "--out", str(tmp_path / "x")]) == 2
+    assert "no experiment 'nope'" in capsys.readouterr().err

@@ -1,0 +1,151 @@
+"""Every table, breakdown and plot renders from the fixture records, with the numbers the records imply."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pandas as pd
+import pytest
+
+from inmind_exp.metrics import compute
+from inmind_exp.records import write_jsonl
+
+from analysis import plots
+from analysis.compare import compare, outcome
+from analysis.load import find_run, load_sweep_dir
+from analysis.tables import (best_retrieval, by_domain, by_embedding, by_injection, embedding_groups, pairwise, table1,
+                             table2)
+from tests.analysis.conftest import build_runs
+from tests.analysis.fixtures import SPECS, fixture_records, make_records, write_sweep
+
+LABELS = ["backbone/minilm/middle/openai", "mem0/minilm/middle/openai", "mem0/emb3/middle/openai",
+          "always_in_state/minilm/middle/openai"]
+
+
+def test_load_sweep_dir_reads_jobs_and_ledger_only_configs(tmp_path):
+    root = write_sweep(tmp_path / "sweep")
+    extra = dataclasses.replace(SPECS[1], config_hash="1111" + "9" * 12)
+    write_jsonl(root / "ledger" / f"{extra.config_hash}.jsonl", make_records(extra, n=5))
+    rs = load_sweep_dir(root)
+    assert [r.label for r in rs.runs] == [LABELS[0], LABELS[1], LABELS[2], "mem0/11119999", LABELS[3]]
+    mem0 = rs.get("mem0/minilm/middle/openai")
+    assert (mem0.config.embedding, mem0.config.injection, mem0.config.judge_model) == ("minilm", "middle", "gpt-5-mini")
+    assert len(mem0.records) == 40 and rs.get("11111111").label == mem0.label  # by config-hash prefix
+    assert rs.get("11119").status == "LEDGER_ONLY" and len(rs.get("11119").records) == 5
+    with pytest.raises(ValueError, match="ambiguous"):
+        rs.get("1111")  # a prefix of two config hashes
+    with pytest.raises(ValueError, match="no run matches"):
+        find_run(rs.runs, "nope")
+
+
+def test_table1_matches_metrics_and_renders(runs, tmp_path):
+    t = table1(runs)
+    assert list(t.data["configuration"]) == LABELS
+    mem0 = t.data.set_index("configuration").loc["mem0/minilm/middle/openai"]
+    m = compute(list(runs[1].records))
+    assert mem0["application"] == pytest.approx(m.rates["application"].pct)
+    assert (mem0["application_n"], mem0["application_errors"]) == (39, 1)
+    assert mem0["delta_application_naive"] == pytest.approx(m.deltas["delta_application_naive"])
+    backbone = t.display.iloc[0]
+    assert backbone["Naive"] == "–" and backbone["Δ Recall−Naive"] == "–"
+    assert t.display.iloc[1]["verdict errors"] == "TR 1, App 1"
+    md = t.markdown()
+    assert md.count("\n") == 5 and "| Target Recall (exact) |" in md
+    assert r"\toprule" in t.latex() and r"always\_in\_state" in t.latex() and "$\\Delta$" in t.latex()
+    md_path, tex_path, csv_path = t.write(tmp_path)
+    assert md_path.read_text().startswith("**Table 1") and tex_path.read_text().startswith(r"\begin{table}")
+    assert len(pd.read_csv(csv_path)) == 4
+
+
+def test_table2_against_the_best_retrieval_configuration(runs):
+    best = best_retrieval(runs)
+    assert best is not None and best.config.system == "mem0" and best.config.is_retrieval
+    apps = {r.label: r.metrics.rates["application"].pct for r in runs if r.config.is_retrieval}
+    assert best.metrics.rates["application"].pct == max(apps.values())
+    t = table2(runs, n_boot=1000)
+    assert t is not None
+    rows = list(t.display["Row"])
+    assert rows[0].startswith("Backbone") and rows[1].startswith("Always-in-state") and rows[2].startswith("Best")
+    assert rows[3].startswith("Δ paired") and "p=" in t.display.iloc[3]["Application"]
+    app = t.data.set_index("metric").loc["application"]
+    c = compare(runs[3], best, "application", n_boot=1000)
+    assert app["diff_pp"] == pytest.approx(c.diff) and app["p_mcnemar"] == pytest.approx(c.p_mcnemar)
+    assert table2([r for r in runs if r.config.system != "always_in_state"]) is None
+
+
+def test_compare_pairs_tasks_and_excludes_errored_verdicts(runs):
+    a, b = runs[1], runs[2]  # mem0/minilm has an errored application verdict on t003
+    c = compare(a, b, "application", n_boot=1000)
+    assert c.n == 39 and c.excluded["error in A"] == 1 and c.n_excluded == 1
+    xs = [outcome(a.by_task[t], "application") for t in sorted(a.by_task) if t != "t003"]
+    ys = [outcome(b.by_task[t], "application") for t in sorted(a.by_task) if t != "t003"]
+    assert c.rate_a == pytest.approx(100 * sum(xs) / 39) and c.rate_b == pytest.approx(100 * sum(ys) / 39)
+    assert c.diff == pytest.approx(c.rate_a - c.rate_b) and c.ci_low <= c.diff <= c.ci_high
+    assert c.both + c.a_only + c.b_only + c.neither == 39
+    same = compare(a, a, "application", n_boot=1000)
+    assert (same.diff, same.p_mcnemar, same.ci_low, same.ci_high) == (0.0, 1.0, 0.0, 0.0)
+    naive = compare(runs[0], a, "naive", n_boot=1000)  # the backbone has no naive query
+    assert naive.n == 0 and naive.excluded["not applicable"] == 40 and math.isnan(naive.p_mcnemar)
+    assert "excluded: 1 error in A" in c.summary()
+
+
+def test_pairwise_matrix_with_multiple_comparison_correction(runs):
+    long, matrix = pairwise(runs, "application", n_boot=1000)
+    assert len(long.data) == 6
+    assert (long.data["p_holm"] >= long.data["p_mcnemar"] - 1e-12).all()
+    assert (long.data["p_bh"] <= long.data["p_holm"] + 1e-12).all()
+    num = matrix.data.set_index("row_minus_column")
+    assert num.loc[LABELS[0], LABELS[1]] == pytest.approx(-num.loc[LABELS[1], LABELS[0]])
+    assert matrix.display.iloc[0][LABELS[0]] == "—" and "*" in matrix.display.iloc[0][LABELS[1]]
+    assert "| row − column |" in matrix.markdown() and r"\begin{tabular}" in matrix.latex()
+
+
+def test_breakdowns_by_domain_and_injection(runs):
+    dom = by_domain(runs, "application")
+    assert dom.display.iloc[0]["Configuration"] == "tasks"
+    assert sum(int(v) for k, v in dom.display.iloc[0].items() if k != "Configuration") == 40
+    mem0 = dom.data[dom.data["configuration"] == LABELS[1]]
+    assert mem0["n"].sum() == 39 and mem0["errors"].sum() == 1  # the errored verdict is counted, not scored
+    late = dataclasses.replace(SPECS[1], config_hash="3" * 16, injection="late", session=40)
+    more = build_runs({**fixture_records(SPECS), late: make_records(late)})
+    inj = by_injection(more, "application")
+    assert list(inj.display.columns) == ["System/embedding/LLM", "middle (session 21)", "late (session 41)"]
+    row = inj.display.set_index("System/embedding/LLM").loc["mem0/minilm/openai"]
+    assert row["middle (session 21)"].endswith("/39)") and row["late (session 41)"].endswith("/40)")
+    assert set(inj.data["session"]) == {21, 41}
+
+
+def test_every_plot_renders_png_and_svg(runs, tmp_path):
+    figs = {"app_vs_recall": plots.app_vs_recall(runs), "naive_vs_indirect": plots.naive_vs_indirect(runs),
+            "domain_heatmap": plots.domain_heatmap(runs), "embeddings": plots.embedding_comparison(runs, n_boot=500)}
+    for name, fig in figs.items():
+        assert fig is not None, name
+        png, svg = plots.save(fig, tmp_path, name)
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+        assert "<svg" in svg.read_text()[:500]
+    assert set(embedding_groups(runs)) == {"mem0/middle/openai/gpt-5-mini"}
+    assert plots.embedding_comparison([r for r in runs if r.config.embedding == "minilm"]) is None
+
+
+def test_embedding_comparison_table(runs):
+    t = by_embedding(runs, n_boot=1000)
+    assert t is not None and len(t.display) == 1
+    row = t.display.iloc[0]
+    assert row["System"] == "mem0" and row["Change"] == "minilm → emb3"
+    c = compare(runs[2], runs[1], "application", n_boot=1000)  # emb3 − minilm on the shared valid tasks
+    assert row["Application"] == f"{c.rate_b:.1f} → {c.rate_a:.1f}" and row["p (Application)"].startswith("1.0")
+    assert r"$\to$" in t.latex()
+    assert by_embedding([r for r in runs if r.config.embedding == "minilm"]) is None
+
+
+def test_analysis_never_imports_systems_ray_or_mlflow_directly():
+    import ast
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).resolve().parents[2] / "analysis").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                assert name.split(".")[0] not in {"systems", "ray", "mlflow"}, f"{path.name} imports {name}"
