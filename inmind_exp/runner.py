@@ -223,22 +223,29 @@ def _untar(blob: bytes, directory: Path) -> None:
 
 
 class TaskWorker:
-    """A Ray actor holding one process's clients and encoder; runs prefixes and tasks of one configuration."""
+    """A Ray actor holding one process's clients and encoder; ``configure`` points it at a configuration, and the
+    same actors (and their loaded models) serve every configuration of a sweep."""
 
-    def __init__(self, spec: dict[str, Any], limiter: Any = None) -> None:
+    def __init__(self, limiter: Any = None) -> None:
         for k, v in WORKER_ENV.items():
             os.environ.setdefault(k, v)
+        self.limiter = limiter
+        self.spec: dict[str, Any] = {}
+        self.tmp = Path(tempfile.mkdtemp(prefix="inmind-worker-"))
+        self._prefixes: dict[str, Path] = {}
+
+    def configure(self, spec: dict[str, Any]) -> int:
         from inmind_exp.embed import build_encoder
         from inmind_exp.llm import CallCache, Models
 
-        self.spec = spec
-        self.cache = CallCache(spec["cache_dir"])
-        lim = RayLimiterClient(limiter) if limiter is not None else None
-        self.models = Models.build(spec["endpoints"], self.cache, lim)
-        self.encoder = build_encoder(spec["embedding"], self.cache, self.models.meter, lim)
-        self.system_cls = SYSTEMS.get(spec["system"])
-        self.tmp = Path(tempfile.mkdtemp(prefix="inmind-worker-"))
-        self._prefixes: dict[str, Path] = {}
+        if spec != self.spec:
+            self.spec = spec
+            self.cache = CallCache(spec["cache_dir"])
+            lim = RayLimiterClient(self.limiter) if self.limiter is not None else None
+            self.models = Models.build(spec["endpoints"], self.cache, lim)
+            self.encoder = build_encoder(spec["embedding"], self.cache, self.models.meter, lim)
+            self.system_cls = SYSTEMS.get(spec["system"])
+        return os.getpid()
 
     def _make(self, workdir: Path) -> MemorySystem:
         return self.system_cls(self.models, self.encoder, workdir, **self.spec["params"])
@@ -272,8 +279,6 @@ class TaskWorker:
         )
         return dataclasses.replace(rec, attempts=attempt)
 
-    def ping(self) -> int:
-        return os.getpid()
 
 
 class LimiterActor:
@@ -357,6 +362,24 @@ class Session:
         self.limiter: Any = None
         self.trackers: dict[tuple[str, str], Any] = {}
         self.checked: set[tuple[str, str]] = set()
+        self.workers: list[Any] = []
+        self.worker_cls: Any = None
+
+    def pool(self, ray: Any, n: int, spec: dict[str, Any]) -> list[Any]:
+        """``n`` task actors configured with ``spec``, reusing the ones earlier configurations started."""
+        if self.worker_cls is None:
+            self.worker_cls = ray.remote(num_cpus=1)(TaskWorker)
+        while len(self.workers) < n:
+            self.workers.append(self.worker_cls.remote(self.limiter))
+        ray.get([w.configure.remote(spec) for w in self.workers[:n]])
+        return self.workers[:n]
+
+    def replace_worker(self, ray: Any, old: Any, spec: dict[str, Any]) -> Any:
+        """A fresh actor in place of one that died."""
+        new = self.worker_cls.remote(self.limiter)
+        new.configure.remote(spec)
+        self.workers = [new if w is old else w for w in self.workers]
+        return new
 
     @classmethod
     def get(cls) -> "Session":
@@ -497,12 +520,12 @@ def _write_outputs(plan: Plan, records: list[TaskRecord], metrics: RunMetrics, t
 
 def _execute(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], session: Session, t0: float) -> None:
     cfg = plan.cfg
-    ray = session.ray(cfg)
     endpoints = dict(plan.endpoints)
     if cfg.llm.provider == "local":
         base_url, cache_id = session.local_endpoint(cfg, plan.root / "logs")
         endpoints = {r: (e.with_base_url(base_url, cache_id) if e.base_url == "local" else e) for r, e in endpoints.items()}
     _preflight(session, endpoints, plan.embedding)
+    ray = session.ray(cfg)
     spec = {
         "cache_dir": str(Path(cfg.run.cache_dir).expanduser().resolve()),
         "endpoints": endpoints,
@@ -513,16 +536,10 @@ def _execute(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], 
         "judge_attempts": int(cfg.run.judge_attempts),
         "keep_workdirs": bool(cfg.run.keep_workdirs),
     }
-    Worker = ray.remote(num_cpus=1)(TaskWorker)
     n_workers = max(1, min(int(cfg.cluster.workers), len(remaining)))
-    workers = [Worker.remote(spec, session.limiter) for _ in range(n_workers)]
-    ledger = Ledger(plan.ledger_path)
-    try:
-        prefix_ref = _prefix(plan, workers[0], ray)
-        _dispatch(plan, remaining, records, workers, Worker, spec, session, prefix_ref, ledger, ray, t0)
-    finally:
-        for w in workers:
-            ray.kill(w)
+    workers = session.pool(ray, n_workers, spec)
+    prefix_ref = _prefix(plan, workers[0], ray)
+    _dispatch(plan, remaining, records, workers, spec, session, prefix_ref, Ledger(plan.ledger_path), ray, t0)
 
 
 def _preflight(session: Session, endpoints: dict[str, Endpoint], embedding: EmbeddingSpec) -> None:
@@ -551,7 +568,7 @@ def _prefix(plan: Plan, worker: Any, ray: Any) -> Any:
     return ray.put(blob)
 
 
-def _dispatch(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], workers: list[Any], Worker: Any,
+def _dispatch(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], workers: list[Any],
               spec: dict[str, Any], session: Session, prefix_ref: Any, ledger: Ledger, ray: Any, t0: float) -> None:
     """Keep every worker busy with one task; retry a task whose worker died or whose result is an error."""
     from ray.exceptions import RayActorError
@@ -579,7 +596,7 @@ def _dispatch(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord],
             rec: TaskRecord = ray.get(ref)
         except RayActorError as e:
             print(f"[inmind] {plan.name}: worker died on task {task.id} (attempt {attempt}): {type(e).__name__}", flush=True)
-            workers[wi] = Worker.remote(spec, session.limiter)
+            workers[wi] = session.replace_worker(ray, workers[wi], spec)
             if attempt < max_attempts:
                 queue.insert(0, (task, attempt + 1))
             else:

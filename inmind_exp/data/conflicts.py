@@ -4,14 +4,15 @@ An LLM judge sees the fact and a compact excerpt of what the user already said i
 turns most similar to the fact (where a contradiction would be: pets for a cat, occupation for a pilot's exam) plus
 a small evenly spaced sample of the whole trace for the general persona, each cut to ``max_chars``. With the defaults
 (8 + 6 turns of at most 320 characters) the prompt stays near 1.5k tokens, inside a 4k-context local model; a large
-API model can be given more turns. A call or parse failure is an error verdict, never "no conflict".
+API model can be given more turns. A conflict must quote the contradicted earlier statement verbatim (checked, and
+re-asked otherwise). A call or parse failure is an error verdict, never "no conflict".
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from inmind_exp.data.filters import BackgroundTurn, background_user_turns
 from inmind_exp.embed import Encoder, TextIndex
@@ -21,12 +22,13 @@ from inmind_exp.records import Task, Trace, Verdict, msgs
 CONFLICT_PROMPT_VERSION = "conflict-v1"
 CONFLICT_SYSTEM = (
     "You check whether a new personal fact a user states can be true together with what the same user said "
-    "earlier about themselves. A conflict means the two cannot both be true: for example the user now mentions "
-    "their cat but earlier said they have no pets, or now describes a pilot's medical exam but earlier established "
-    "they work as a nurse with no flying. A fact that is new, unrelated, unusual, or merely not mentioned before is "
-    "NOT a conflict. Only a clear incompatibility with a specific earlier statement counts.\n"
-    'Return only a JSON object: {"conflict": 0 or 1, "evidence": "<the earlier statement it contradicts, quoted, '
-    'or empty>", "reason": "<one sentence>"}.'
+    "earlier about themselves. A conflict means both cannot be true at once, such as owning a cat after saying "
+    "there are no pets at home. Most new facts do not conflict: a fact that is new, unrelated, unusual, or simply "
+    "never mentioned before is NOT a conflict, and neither is a change that the earlier statements leave open. "
+    "Answer 1 only for a clear incompatibility with one specific earlier statement, and copy that statement "
+    "word for word as evidence.\n"
+    'Return only a JSON object: {"reason": "<one sentence comparing the new fact with the earlier statements>", '
+    '"evidence": "<the contradicted earlier statement, copied exactly, or empty>", "conflict": 0 or 1}.'
 )
 CONFLICT_TEMPLATE = (
     "[earlier statements by the user] (excerpts from past conversations, oldest first)\n{excerpts}\n\n"
@@ -105,11 +107,36 @@ class PersonaExcerpts:
         return f"{t.session_id}#{t.turn_index}"
 
 
-def _validate(obj: dict[str, Any]) -> str | None:
-    c = obj.get("conflict")
-    if isinstance(c, bool) or (isinstance(c, (int, float)) and c in (0, 1)) or (isinstance(c, str) and c.strip() in ("0", "1")):
+def _norm(text: str) -> str:
+    return " ".join(text.casefold().replace("…", " ").replace("...", " ").split()).strip(" \"'.,;:!?")
+
+
+def _conflict_value(c: Any) -> int | None:
+    if isinstance(c, bool):
+        return int(c)
+    if isinstance(c, (int, float)) and c in (0, 1):
+        return int(c)
+    if isinstance(c, str) and c.strip() in ("0", "1"):
+        return int(c.strip())
+    return None
+
+
+def _validator(shown_texts: Sequence[str]) -> Callable[[dict[str, Any]], str | None]:
+    """A verdict needs "conflict" 0 or 1; a conflict must quote one of the shown earlier statements (small models
+    otherwise cite the new fact itself, or the prompt's example, as the contradicted statement)."""
+    haystack = [_norm(t) for t in shown_texts]
+
+    def validate(obj: dict[str, Any]) -> str | None:
+        c = _conflict_value(obj.get("conflict"))
+        if c is None:
+            return f'"conflict" must be 0 or 1, got {obj.get("conflict")!r}'
+        if c == 1:
+            ev = _norm(str(obj.get("evidence") or ""))
+            if len(ev) < 8 or not any(ev in h for h in haystack):
+                return '"evidence" must copy, word for word, the earlier statement that the new fact contradicts'
         return None
-    return f'"conflict" must be 0 or 1, got {c!r}'
+
+    return validate
 
 
 def judge_conflict(
@@ -124,15 +151,15 @@ def judge_conflict(
         ("user", CONFLICT_TEMPLATE.format(excerpts=excerpts.render(picked), fact=task.user_message)),
     )
     try:
-        obj, comp = client.chat_json(messages, attempts=attempts, validate=_validate)
+        validate = _validator([excerpts.turns[i].text for i in picked])
+        obj, comp = client.chat_json(messages, attempts=attempts, validate=validate)
     except JSONReplyError as e:
         return ConflictResult(task.id, Verdict("conflict", None, raw=e.raw, error=str(e),
                                                prompt_version=CONFLICT_PROMPT_VERSION), "", shown)
     except LLMCallError as e:
         return ConflictResult(task.id, Verdict("conflict", None, error=str(e), prompt_version=CONFLICT_PROMPT_VERSION),
                               "", shown)
-    c = obj["conflict"]
-    score = int(c.strip()) if isinstance(c, str) else int(c)
+    score = _conflict_value(obj["conflict"])
     verdict = Verdict("conflict", score, reason=str(obj.get("reason", "")), raw=comp.text,
                       prompt_version=CONFLICT_PROMPT_VERSION)
     return ConflictResult(task.id, verdict, str(obj.get("evidence") or ""), shown)

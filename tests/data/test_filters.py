@@ -133,11 +133,13 @@ def test_conflict_judge_flags_the_right_task(fake):
 
 def test_conflict_judge_failure_is_an_error_not_a_pass(fake):
     fake.add_rule("tree nut", "I think it's fine")  # never JSON
+    fake.add_rule("lasagna", {"conflict": 1, "evidence": "I said I am a pilot", "reason": "x"})  # not a shown turn
     fake.fail_next(Fault(500), Fault(500))  # the first task's two attempts
-    res = conflict_filter(judge_client(fake), [CAT, ALLERGY], trace_of(USER_TURNS), None)
+    res = conflict_filter(judge_client(fake), [CAT, ALLERGY, COPY], trace_of(USER_TURNS), None)
     for r in res:
         assert not r.conflict and r.verdict.score is None and r.verdict.error
     assert "HTTP 500" in res[0].verdict.error and "no valid JSON" in res[1].verdict.error
+    assert "evidence" in str(fake.chat_requests()[-1]["messages"][-1]["content"])  # the model was asked again
 
 
 # -- the CLI -----------------------------------------------------------------------------------------------------------
@@ -180,7 +182,7 @@ def test_cli_exit_codes_and_report(tmp_path, fake, capsys, minilm):
     assert "copy: similarity: BM25 ranks the fact 1st" in capsys.readouterr().out
 
     fake.default_json = {"conflict": 0, "reason": "consistent"}
-    fake.add_rule("My cat Miso", {"conflict": 1, "reason": "user has no pets"})
+    fake.add_rule("My cat Miso", {"conflict": 1, "reason": "user has no pets", "evidence": "no pets at home"})
     llm = ["--base-url", fake.base_url, "--model", "fake-model", "--out", str(out), "--trace", str(trace)]
     assert main(["check", str(clean), *llm]) == 0
     assert main(["check", str(write_tasks(tmp_path / "cat.jsonl", [ALLERGY, CAT])), *llm]) == 1

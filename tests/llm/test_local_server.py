@@ -80,4 +80,8 @@ def test_real_local_llm_runs_one_task_end_to_end(tmp_path):
     for v in rec["verdicts"].values():
         assert (v["score"] in (0, 1) and v["error"] is None) or (v["score"] is None and v["error"])
     # the server was stopped with the run
-    assert "llama_cpp.server" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    import re
+
+    port = re.search(r"local LLM ready at http://127\.0\.0\.1:(\d+)/v1", p.stdout).group(1)
+    procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert not any("llama_cpp.server" in line and f"--port {port}" in line for line in procs.splitlines())

@@ -1,0 +1,117 @@
+"""Benchmark script: how many LLM calls and prompt tokens each memory system spends on the bundled trace, and per
+task once the prefix is shared and the call cache is warm. Runs against the fake OpenAI-compatible server with
+plausible structured replies, so the figures are the pipeline's call structure, not a real model's behaviour.
+
+    python -m inmind_exp.bench_calls [system ...] [--tasks 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from inmind_exp.data import load_tasks, load_trace
+from inmind_exp.embed import MiniLMEncoder
+from inmind_exp.fake_openai import FakeOpenAI
+from inmind_exp.llm import CallCache, Endpoint, Models
+from inmind_exp.protocol import InjectionSpec, build_prefix, injection_session_index, run_task
+from inmind_exp.records import Usage
+from systems.base import SYSTEMS
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def _words(text: str, n: int) -> list[str]:
+    return re.findall(r"[A-Za-z][A-Za-z'-]+", text)[:n]
+
+
+def plausible_reply(body: dict[str, Any]) -> Any:
+    """A deterministic reply carrying the keys the systems' JSON prompts ask for, derived from the last message."""
+    messages = body.get("messages", [])
+    last = str(messages[-1].get("content") or "") if messages else ""
+    h = int(hashlib.sha256(last.encode()).hexdigest(), 16)
+    if (body.get("response_format") or {}).get("type") != "json_object":
+        return "true" if "continu" in last.lower() and h % 3 else "fake answer"
+    w = _words(last[-400:], 12) or ["something"]
+    fact = "User mentioned " + " ".join(w[:8])
+    e1, e2 = (w[0], w[-1]) if len(w) > 1 else (w[0], "user")
+    return {
+        "score": 1, "reason": "fake", "answer": "fake answer",
+        "facts": [fact], "memory": [{"id": str(h % 1000), "text": fact, "event": "ADD"}],
+        "keywords": w[:3], "context": " ".join(w[:6]), "tags": w[3:5] or ["general"],
+        "should_evolve": h % 2 == 0, "actions": ["strengthen", "update_neighbor"], "suggested_connections": [0],
+        "tags_to_update": w[:2], "new_context_neighborhood": [" ".join(w[:4])], "new_tags_neighborhood": [w[:2]],
+        "named_entities": [e1, e2], "triples": [[e1, "relates to", e2]], "fact": [[e1, "relates to", e2]],
+        "should_end": h % 5 == 0, "statements": [fact], "title": " ".join(w[:4]), "content": fact, "summary": fact,
+    }
+
+
+def _paid(u: dict[str, Usage]) -> tuple[int, int, int]:
+    calls = sum(x.calls - x.cached_calls for x in u.values())
+    tokens = sum(x.prompt_tokens - x.cached_prompt_tokens for x in u.values())
+    cached = sum(x.cached_calls for x in u.values())
+    return calls, tokens, cached
+
+
+def bench(name: str, n_tasks: int, workdir: Path) -> dict[str, Any]:
+    trace = load_trace()
+    tasks = load_tasks()[:n_tasks]
+    j = injection_session_index(trace, InjectionSpec("middle", user_turn=40))
+    cls = SYSTEMS.get(name)
+    encoder = MiniLMEncoder() if "minilm" in cls.embeddings else None
+    with FakeOpenAI() as fake:
+        fake.rules.append(("", plausible_reply))
+        ep = {r: Endpoint(role=r, base_url=fake.base_url, model="fake", max_attempts=2, temperature=0.0, max_tokens=256)
+              for r in ("answerer", "judge", "memory")}
+        models = Models.build(ep, CallCache(workdir / "cache"))
+
+        def make(wd: Path) -> Any:
+            return cls(models, encoder, wd)
+
+        t0 = time.perf_counter()
+        full = make(workdir / "full")
+        before = models.meter.snapshot()
+        for s in trace.sessions:
+            full.ingest_session(s)
+        ingest = models.meter.diff(models.meter.snapshot(), before)
+        ingest_s = time.perf_counter() - t0
+        before = models.meter.snapshot()
+        build_prefix(make, trace, j, workdir / "prefix", workdir / "prefix_snap")
+        prefix = models.meter.diff(models.meter.snapshot(), before)
+        per_task = []
+        for task in tasks:
+            rec = run_task(task, trace, j, make, models, workdir / f"task-{task.id}", config_hash="bench",
+                           system_name=name, evaluates_naive=cls.evaluates_naive, prefix_snapshot=workdir / "prefix_snap")
+            mem = {k: v for k, v in rec.usage.items() if k == "memory"}
+            per_task.append((_paid(rec.usage), _paid(mem), rec.error))
+    ic, it, _ = _paid(ingest)
+    pc, pt, pcached = _paid(prefix)
+    return {"system": name, "ingest_calls": ic, "ingest_prompt_tokens": it, "ingest_s": ingest_s,
+            "prefix_paid_calls": pc, "prefix_cached_calls": pcached, "per_task": per_task}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("systems", nargs="*", default=None)
+    ap.add_argument("--tasks", type=int, default=2)
+    args = ap.parse_args()
+    names = args.systems or SYSTEMS.names()
+    print("| system | ingest trace: memory calls | prompt tokens | s | prefix (after full ingest): paid / cached "
+          "| per task: paid calls (memory) / prompt tokens / cached calls |")
+    print("|---|---|---|---|---|---|")
+    for name in names:
+        with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as d:
+            r = bench(name, args.tasks, Path(d))
+        tasks = "; ".join(f"{c} ({m[0]}) / {t} / {k}" + (" ERROR" if err else "") for (c, t, k), m, err in r["per_task"])
+        print(f"| {name} | {r['ingest_calls']} | {r['ingest_prompt_tokens']} | {r['ingest_s']:.0f} "
+              f"| {r['prefix_paid_calls']} / {r['prefix_cached_calls']} | {tasks} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""A fake OpenAI-compatible HTTP server for tests and offline benchmarks: real HTTP on 127.0.0.1, scriptable replies,
+injectable faults, a log of every request and the peak number of requests in flight, so tests exercise the real openai client end to end.
+
+Replies come from ``rules``: ``(substring, reply)`` pairs matched against the text of all messages (first match wins),
+where ``reply`` is a string, a dict (sent as JSON text), a ``ToolCalls`` list, or a callable taking the request body.
+Unmatched JSON-mode requests get the default verdict ``{"score": 1, "reason": "fake"}``; others get ``"fake answer"``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+
+@dataclass
+class Fault:
+    """Answer the next matching request with an HTTP error (optionally a Retry-After header) or a delay."""
+
+    status: int = 500
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    body: dict[str, Any] = field(default_factory=lambda: {"error": {"message": "injected fault", "type": "server_error"}})
+
+
+@dataclass
+class ToolCalls:
+    """A reply that calls tools: ``[(name, arguments_dict), ...]``."""
+
+    calls: list[tuple[str, dict[str, Any]]]
+
+
+Reply = str | dict | ToolCalls | Callable[[dict[str, Any]], Any]
+
+
+def hashed_embedding(text: str, dim: int = 64) -> list[float]:
+    """Deterministic bag-of-words hashing vector: texts sharing words get similar vectors."""
+    v = [0.0] * dim
+    for w in re.findall(r"[a-z0-9]+", text.lower()):
+        h = int(hashlib.md5(w.encode()).hexdigest(), 16)
+        v[h % dim] += 1.0 if (h >> 8) % 2 else -1.0
+    n = sum(x * x for x in v) ** 0.5 or 1.0
+    return [x / n for x in v]
+
+
+class FakeOpenAI:
+    """Start with ``with FakeOpenAI() as fake:``; ``fake.base_url`` is the ``/v1`` URL for the openai client."""
+
+    def __init__(self, rules: list[tuple[str, Reply]] | None = None, delay_s: float = 0.0, embedding_dim: int = 64):
+        self.rules: list[tuple[str, Reply]] = list(rules or [])
+        self.faults: list[Fault] = []
+        self.requests: list[dict[str, Any]] = []
+        self.delay_s = delay_s
+        self.embedding_dim = embedding_dim
+        self.default_json: dict[str, Any] = {"score": 1, "reason": "fake"}
+        self.default_text = "fake answer"
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+    def start(self) -> "FakeOpenAI":
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                fake._record("GET", self.path, None)
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "test"}]})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                fake._record("POST", self.path, body)
+                with fake._lock:
+                    fake.in_flight += 1
+                    fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                try:
+                    self._answer(body)
+                finally:
+                    with fake._lock:
+                        fake.in_flight -= 1
+
+            def _answer(self, body: dict[str, Any]) -> None:
+                fault = fake._take_fault()
+                if fault is not None:
+                    if fault.delay_s:
+                        time.sleep(fault.delay_s)
+                    if fault.status:
+                        self._send(fault.status, fault.body, fault.headers)
+                        return
+                if fake.delay_s:
+                    time.sleep(fake.delay_s)
+                if self.path.endswith("/chat/completions"):
+                    self._send(200, fake._chat(body))
+                elif self.path.endswith("/embeddings"):
+                    self._send(200, fake._embeddings(body))
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def _send(self, status: int, obj: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(obj).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> "FakeOpenAI":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    # -- scripting --------------------------------------------------------------------------------------------
+    def add_rule(self, substring: str, reply: Reply) -> None:
+        self.rules.append((substring, reply))
+
+    def fail_next(self, *faults: Fault) -> None:
+        with self._lock:
+            self.faults.extend(faults)
+
+    def chat_requests(self) -> list[dict[str, Any]]:
+        return [r["body"] for r in self.requests if r["path"].endswith("/chat/completions")]
+
+    def reset_log(self) -> None:
+        with self._lock:
+            self.requests.clear()
+
+    # -- internals --------------------------------------------------------------------------------------------
+    def _record(self, method: str, path: str, body: dict[str, Any] | None) -> None:
+        with self._lock:
+            self.requests.append({"method": method, "path": path, "body": body, "t": time.time()})
+
+    def _take_fault(self) -> Fault | None:
+        with self._lock:
+            return self.faults.pop(0) if self.faults else None
+
+    def _reply_for(self, body: dict[str, Any]) -> Any:
+        messages = body.get("messages", [])
+        text = "\n".join(str(m.get("content") or "") for m in messages)
+        for substring, reply in self.rules:
+            if substring in text:
+                return reply(body) if callable(reply) else reply
+        if (body.get("response_format") or {}).get("type") == "json_object":
+            return self.default_json
+        return self.default_text
+
+    def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        reply = self._reply_for(body)
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        finish = "stop"
+        if isinstance(reply, ToolCalls):
+            message["tool_calls"] = [
+                {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                for i, (n, a) in enumerate(reply.calls)
+            ]
+            finish = "tool_calls"
+        else:
+            message["content"] = reply if isinstance(reply, str) else json.dumps(reply)
+        prompt_tokens = sum(len(str(m.get("content") or "").split()) for m in body.get("messages", []))
+        completion_tokens = len(str(message.get("content") or "").split()) or 1
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
+        if body.get("logprobs"):
+            toks = str(message.get("content") or "").split() or [""]
+            choice["logprobs"] = {"content": [
+                {"token": t, "logprob": -0.1 * (i + 1), "bytes": None,
+                 "top_logprobs": [{"token": t, "logprob": -0.1 * (i + 1), "bytes": None}]}
+                for i, t in enumerate(toks)
+            ]}
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", "fake-model"),
+            "choices": [choice],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }
+
+    def _embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
+        inputs = body.get("input")
+        inputs = [inputs] if isinstance(inputs, str) else list(inputs)
+        dim = body.get("dimensions") or self.embedding_dim
+        return {
+            "object": "list",
+            "data": [{"object": "embedding", "index": i, "embedding": hashed_embedding(t, dim)} for i, t in enumerate(inputs)],
+            "model": body.get("model", "fake-embed"),
+            "usage": {"prompt_tokens": sum(len(t.split()) for t in inputs), "total_tokens": sum(len(t.split()) for t in inputs)},
+        }
+
+
+if __name__ == "__main__":  # a standalone fake for manual runs: python tests/fake_openai.py
+    import signal
+
+    f = FakeOpenAI().start()
+    print(f.base_url, flush=True)
+    signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    f.stop()

@@ -1,0 +1,84 @@
+"""Runner pieces on a real (local) Ray: the cluster-wide limiter caps concurrent requests across actors, and a
+task whose worker is killed is retried on a fresh worker without losing or duplicating its result."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from inmind_exp.llm import CallCache, LLMClient
+from inmind_exp.records import msgs
+from inmind_exp.runner import LimiterActor, RayLimiterClient, TaskWorker
+from tests.conftest import fake_endpoints
+from tests.fake_openai import FakeOpenAI
+
+
+class Caller:
+    def __init__(self, base_url: str, limiter, cache_dir: str) -> None:
+        ep = fake_endpoints(base_url, max_concurrency=2)["answerer"]
+        self.client = LLMClient(ep, cache=CallCache(cache_dir), limiter=RayLimiterClient(limiter))
+
+    def call(self, i: int) -> str:
+        return self.client.chat(msgs(("user", f"question {i}"))).text
+
+
+def test_limit_holds_across_actors(ray_session, tmp_path):
+    ray = ray_session
+    with FakeOpenAI(delay_s=0.3) as fake:
+        limiter = ray.remote(LimiterActor).options(max_concurrency=100).remote()
+        RemoteCaller = ray.remote(num_cpus=0)(Caller)
+        actors = [RemoteCaller.remote(fake.base_url, limiter, str(tmp_path / "cache")) for _ in range(4)]
+        refs = [a.call.remote(i * 10 + j) for i, a in enumerate(actors) for j in range(3)]
+        assert ray.get(refs, timeout=120) == ["fake answer"] * 12
+        assert len(fake.chat_requests()) == 12
+        assert fake.max_in_flight == 2  # 4 actors, 12 requests, never more than the endpoint's limit
+
+
+def compose(tmp_path, base_url: str, *overrides: str):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from inmind_exp.config import register_configs
+    from tests.launch_helpers import REPO, write_small_data
+
+    tasks, trace = write_small_data(tmp_path / "data")
+    register_configs()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return hydra_compose("config", overrides=[
+            "llm=vllm", f"llm.base_url={base_url}", "llm.model=fake-model", f"dataset.path={tasks}",
+            "dataset.limit=null", f"trace.path={trace}", "injection.user_turn=5", f"run.cache_dir={tmp_path / 'cache'}",
+            f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", "tracking.experiment=test", "cluster.workers=2",
+            "run.progress_every_s=0", *overrides])
+
+
+class CrashOnce(TaskWorker):
+    """A worker whose process dies the first time it is given task t2."""
+
+    def run_task(self, task, *args, **kwargs):
+        marker = Path(self.spec["cache_dir"]).parent / f"crashed-{task.id}"
+        if task.id == "t2" and not marker.exists():
+            marker.write_text("crashed")
+            os._exit(1)
+        return super().run_task(task, *args, **kwargs)
+
+
+def test_dead_worker_is_replaced_and_its_task_retried(ray_session, tmp_path, monkeypatch):
+    import cloudpickle
+
+    import tests.test_runner_ray as this_module
+    from inmind_exp import runner
+
+    cloudpickle.register_pickle_by_value(this_module)
+    monkeypatch.setattr(runner, "TaskWorker", CrashOnce)
+    with FakeOpenAI() as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25")
+        result = runner.run_config(cfg, tmp_path / "root", tmp_path / "job")
+    assert (tmp_path / "crashed-t2").exists()
+    by_id = {r.task_id: r for r in result.records}
+    assert sorted(by_id) == ["t1", "t2", "t3", "t4"]
+    assert all(r.error is None for r in result.records)
+    assert by_id["t2"].attempts == 2 and by_id["t1"].attempts == 1
+    ledger = runner.Ledger(result.plan.ledger_path)
+    lines = ledger.path.read_text().splitlines()
+    assert len(lines) == 4  # one line per task: the crashed attempt wrote nothing
