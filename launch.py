@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -34,6 +35,8 @@ _ROWS: list = []
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
+    for noisy in ("httpx", "httpx2", "openai", "mlflow", "urllib3", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     root = Path(hc.sweep.dir if multirun else hc.run.dir).resolve()
@@ -47,6 +50,8 @@ def main(cfg: DictConfig) -> float | None:
     except (DataError, PlanError, EndpointError, LocalModelError) as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)  # the runner has said what is saved and how to resume
     _ROWS.append((result.plan.name, result.metrics))
     print("\n" + results_table(_ROWS) + "\n", flush=True)
     print(f"records: {job_dir / 'records.jsonl'}  |  MLflow run {result.run_id} in {cfg.tracking.uri} "

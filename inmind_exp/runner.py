@@ -37,6 +37,7 @@ WORKER_ENV = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
     "MLFLOW_DISABLE_TELEMETRY": "true",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
 }
 
 
@@ -287,14 +288,10 @@ class LimiterActor:
     def __init__(self) -> None:
         import asyncio
 
-        from inmind_exp.llm.limits import RateWindow
+        from inmind_exp.llm.limits import LeaseBook
 
         self._cond = asyncio.Condition()
-        self._active: dict[str, int] = {}
-        self._windows: dict[str, RateWindow] = {}
-        self._leases: dict[str, tuple[str, float]] = {}
-        self._n = 0
-        self._window_cls = RateWindow
+        self._book = LeaseBook()
 
     async def acquire(self, key: str, tokens: int, max_concurrency: int, rpm: float | None, tpm: float | None,
                       lease_ttl_s: float) -> str:
@@ -302,35 +299,18 @@ class LimiterActor:
 
         async with self._cond:
             while True:
-                now = time.monotonic()
-                self._expire(now)
-                window = self._windows.setdefault(key, self._window_cls())
-                wait = window.wait_time(now, tokens, rpm, tpm)
-                if self._active.get(key, 0) < max_concurrency and wait <= 0:
-                    self._active[key] = self._active.get(key, 0) + 1
-                    window.record(now, tokens)
-                    self._n += 1
-                    lease = f"{key}#{self._n}"
-                    self._leases[lease] = (key, now + lease_ttl_s)
+                lease, wait = self._book.try_acquire(key, tokens, max_concurrency, rpm, tpm, time.monotonic(), lease_ttl_s)
+                if lease is not None:
                     return lease
                 try:
-                    await asyncio.wait_for(self._cond.wait(), timeout=wait if wait > 0 else 1.0)
+                    await asyncio.wait_for(self._cond.wait(), timeout=wait)
                 except asyncio.TimeoutError:
                     pass
 
     async def release(self, lease: str) -> None:
         async with self._cond:
-            item = self._leases.pop(lease, None)
-            if item is not None:
-                self._active[item[0]] -= 1
+            if self._book.release(lease):
                 self._cond.notify_all()
-
-    def _expire(self, now: float) -> None:
-        """A worker that died holding a lease must not block the endpoint forever."""
-        for lease, (key, deadline) in list(self._leases.items()):
-            if deadline < now:
-                del self._leases[lease]
-                self._active[key] -= 1
 
 
 class RayLimiterClient:

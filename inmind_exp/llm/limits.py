@@ -60,34 +60,61 @@ class RateWindow:
         self.events.append((now, tokens))
 
 
-class LocalLimiter:
-    """A process-local limiter: per-key semaphores sized by ``max_concurrency`` and RPM/TPM windows."""
+class LeaseBook:
+    """The bookkeeping both limiters share: active leases per key, rate windows, expiry; never waits itself."""
 
     def __init__(self) -> None:
-        self._lock = threading.Condition()
-        self._active: dict[str, int] = {}
-        self._windows: dict[str, RateWindow] = {}
-        self._leases: dict[str, str] = {}
-        self._n = 0
+        self.active: dict[str, int] = {}
+        self.windows: dict[str, RateWindow] = {}
+        self.leases: dict[str, tuple[str, float]] = {}
+        self.n = 0
+
+    def try_acquire(self, key: str, tokens: int, max_concurrency: int, rpm: float | None, tpm: float | None,
+                    now: float, ttl_s: float = float("inf")) -> tuple[str | None, float]:
+        """(lease, 0) when the request may start now, else (None, seconds worth waiting before trying again)."""
+        self.expire(now)
+        window = self.windows.setdefault(key, RateWindow())
+        wait = window.wait_time(now, tokens, rpm, tpm)
+        if self.active.get(key, 0) < max_concurrency and wait <= 0:
+            self.active[key] = self.active.get(key, 0) + 1
+            window.record(now, tokens)
+            self.n += 1
+            lease = f"{key}#{self.n}"
+            self.leases[lease] = (key, now + ttl_s)
+            return lease, 0.0
+        return None, wait if wait > 0 else 1.0
+
+    def release(self, lease: str) -> bool:
+        item = self.leases.pop(lease, None)
+        if item is None:
+            return False
+        self.active[item[0]] -= 1
+        return True
+
+    def expire(self, now: float) -> None:
+        """A holder that died with its lease must not block the endpoint forever."""
+        for lease, (key, deadline) in list(self.leases.items()):
+            if deadline < now:
+                del self.leases[lease]
+                self.active[key] -= 1
+
+
+class LocalLimiter:
+    """A process-local limiter: per-key concurrency sized by ``max_concurrency`` and RPM/TPM windows."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._book = LeaseBook()
 
     def acquire(self, key: str, tokens: int, max_concurrency: int, rpm: float | None, tpm: float | None) -> str:
-        with self._lock:
+        with self._cond:
             while True:
-                now = time.monotonic()
-                window = self._windows.setdefault(key, RateWindow())
-                wait = window.wait_time(now, tokens, rpm, tpm)
-                if self._active.get(key, 0) < max_concurrency and wait <= 0:
-                    self._active[key] = self._active.get(key, 0) + 1
-                    window.record(now, tokens)
-                    self._n += 1
-                    lease = f"{key}#{self._n}"
-                    self._leases[lease] = key
+                lease, wait = self._book.try_acquire(key, tokens, max_concurrency, rpm, tpm, time.monotonic())
+                if lease is not None:
                     return lease
-                self._lock.wait(timeout=wait if wait > 0 else 1.0)
+                self._cond.wait(timeout=wait)
 
     def release(self, lease: str) -> None:
-        with self._lock:
-            key = self._leases.pop(lease, None)
-            if key is not None:
-                self._active[key] -= 1
-                self._lock.notify_all()
+        with self._cond:
+            if self._book.release(lease):
+                self._cond.notify_all()

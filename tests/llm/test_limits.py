@@ -45,3 +45,15 @@ def test_tpm_window_asks_to_wait():
     w.record(0.0, 900)
     assert w.wait_time(1.0, 50, rpm=None, tpm=1000) == 0
     assert w.wait_time(1.0, 200, rpm=None, tpm=1000) > 55
+
+
+def test_expired_lease_frees_its_slot():
+    from inmind_exp.llm.limits import LeaseBook
+
+    book = LeaseBook()
+    lease, _ = book.try_acquire("ep", 1, 1, None, None, now=0.0, ttl_s=10.0)
+    assert lease is not None
+    blocked, wait = book.try_acquire("ep", 1, 1, None, None, now=5.0, ttl_s=10.0)
+    assert blocked is None and wait > 0
+    again, _ = book.try_acquire("ep", 1, 1, None, None, now=11.0, ttl_s=10.0)  # the first holder died
+    assert again is not None and not book.release(lease) and book.release(again)
