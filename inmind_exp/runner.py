@@ -380,7 +380,13 @@ class Session:
                 runtime_env.setdefault("env_vars", {}).update(WORKER_ENV)
                 kwargs: dict[str, Any] = {"include_dashboard": False, "runtime_env": runtime_env, "log_to_driver": True}
                 if cfg.cluster.address:
-                    ray.init(address=cfg.cluster.address, **kwargs)
+                    try:
+                        ray.init(address=cfg.cluster.address, **kwargs)
+                    except ConnectionError as e:
+                        raise PlanError(
+                            f"cluster.address={cfg.cluster.address}: no Ray cluster answered ({e}); start one with "
+                            f"`ray start --head` or use cluster=local"
+                        ) from None
                 else:
                     ray.init(address="local", num_cpus=cfg.cluster.num_cpus or max(2, int(cfg.cluster.workers)),
                              object_store_memory=cfg.cluster.object_store_memory, **kwargs)
@@ -644,9 +650,12 @@ def estimate(plan: Plan, retry_errors: bool) -> dict[str, float]:
 
 def print_estimate(plan: Plan, retry_errors: bool, out: Any = sys.stdout) -> dict[str, float]:
     est = estimate(plan, retry_errors)
+    price = plan.cfg.llm.prices.get(plan.endpoints["answerer"].model)
+    cost = f", ~${est['prompt_tokens'] * price.prompt_per_1m / 1e6:,.2f} of prompt tokens" if price is not None else ""
     print(f"[dry run] {plan.name} (config {plan.config_hash}): {est['tasks_to_run']:.0f}/{est['tasks_total']:.0f} tasks to run; "
           f"~{est['memory_calls']:.0f} memory + {est['answer_calls']:.0f} answer + {est['judge_calls']:.0f} judge calls, "
-          f"~{est['prompt_tokens'] / 1e6:.2f}M prompt tokens (upper bound: cache hits not subtracted)", file=out, flush=True)
+          f"~{est['prompt_tokens'] / 1e6:.2f}M prompt tokens{cost} (upper bound: cache hits not subtracted)",
+          file=out, flush=True)
     return est
 
 

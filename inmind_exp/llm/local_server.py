@@ -95,9 +95,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:  # runs in the child before exec (Linux): SIGTERM it if our process dies, even by kill -9
+def _die_with_parent() -> None:  # runs in the child before exec (Linux): kill it if our process dies, even by kill -9
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: nothing to flush
     except OSError:
         pass
 
