@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 from inmind_exp.metrics import METRICS  # noqa: E402
 

@@ -71,7 +71,10 @@ def fmt_rate(pct: float, lo: float, hi: float) -> str:
 
 
 def fmt_delta(v: float) -> str:
-    return "–" if math.isnan(v) else f"{v:+.1f}".replace("-", "−")
+    if math.isnan(v):
+        return "–"
+    text = f"{v:+.1f}"
+    return "+0.0" if text == "-0.0" else text.replace("-", "−")
 
 
 def fmt_p(p: float) -> str:
