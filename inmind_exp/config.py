@@ -10,7 +10,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -272,7 +272,3 @@ def flatten_params(cfg: DictConfig) -> dict[str, str]:
 
     walk("", container)
     return out
-
-
-def as_list(x: Any) -> List[Any]:
-    return list(x) if x is not None else []

@@ -20,9 +20,6 @@ from systems.base import MemorySystem
 
 SystemFactory = Callable[[Path], MemorySystem]
 
-#: named injection positions: the paper's middle is the session holding the 40th user turn
-NAMED_POSITIONS = {"early": 0.05, "late": 0.9}
-
 
 @dataclass(frozen=True)
 class InjectionSpec:
