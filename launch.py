@@ -36,7 +36,7 @@ _ROWS: list = []
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
-    for noisy in ("httpx", "httpx2", "openai", "mlflow", "urllib3", "filelock"):
+    for noisy in ("httpx", "httpx2", "openai", "urllib3", "filelock"):  # mlflow: MLFLOW_LOGGING_LEVEL above
         logging.getLogger(noisy).setLevel(logging.WARNING)
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN

@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from inmind_exp.metrics import METRICS, Rate
+from inmind_exp.metrics import METRICS, Rate, RunMetrics
 from inmind_exp.records import DOMAINS
 
 from analysis.compare import EXCLUSION_NOTE, Comparison, compare, outcome
@@ -68,6 +68,11 @@ class Table:
 
 def fmt_rate(pct: float, lo: float, hi: float) -> str:
     return "–" if math.isnan(pct) else f"{pct:.1f} [{lo:.1f}, {hi:.1f}]"
+
+
+def _rate_cells(m: RunMetrics) -> dict[str, str]:
+    """Display cells for the five rates of a run: "pct [lo, hi]", or "–" where nothing was evaluated."""
+    return {METRIC_TITLES[k]: fmt_rate(m.rates[k].pct, *m.rates[k].ci) if m.rates[k].n else "–" for k in METRICS}
 
 
 def fmt_delta(v: float) -> str:
@@ -142,10 +147,7 @@ def table1(runs: Sequence[Run]) -> Table:
             row.update(_rate_cols(k, m.rates[k]))
         row.update(m.deltas)
         data.append(row)
-        disp = {"Configuration": run.label, "n": str(m.n_tasks), "err": str(m.n_errors)}
-        for k in METRICS:
-            r = m.rates[k]
-            disp[METRIC_TITLES[k]] = fmt_rate(r.pct, *r.ci) if r.n else "–"
+        disp = {"Configuration": run.label, "n": str(m.n_tasks), "err": str(m.n_errors), **_rate_cells(m)}
         disp.update({DELTA_TITLES[k]: fmt_delta(v) for k, v in m.deltas.items()})
         disp["verdict errors"] = ", ".join(f"{SHORT[k]} {m.rates[k].errors}" for k in METRICS if m.rates[k].errors)
         display.append(disp)
@@ -187,11 +189,7 @@ def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | 
     data, display = [], []
 
     def rate_row(role: str, run: Run) -> dict[str, str]:
-        row = {"Row": f"{role}: {run.label}", "n": str(run.metrics.n_tasks)}
-        for k in METRICS:
-            r = run.metrics.rates[k]
-            row[METRIC_TITLES[k]] = fmt_rate(r.pct, *r.ci) if r.n else "–"
-        return row
+        return {"Row": f"{role}: {run.label}", "n": str(run.metrics.n_tasks), **_rate_cells(run.metrics)}
 
     for backbone in (r for r in runs if r.config.system == "backbone"):
         display.append(rate_row("Backbone (in context)", backbone))

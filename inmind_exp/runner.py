@@ -281,7 +281,6 @@ class TaskWorker:
         return dataclasses.replace(rec, attempts=attempt)
 
 
-
 class LimiterActor:
     """Cluster-wide concurrency and RPM/TPM limits per endpoint, shared by every worker (an async Ray actor)."""
 
@@ -354,7 +353,7 @@ class Session:
         ray.get([w.configure.remote(spec) for w in self.workers[:n]])
         return self.workers[:n]
 
-    def replace_worker(self, ray: Any, old: Any, spec: dict[str, Any]) -> Any:
+    def replace_worker(self, old: Any, spec: dict[str, Any]) -> Any:
         """A fresh actor in place of one that died."""
         new = self.worker_cls.remote(self.limiter)
         new.configure.remote(spec)
@@ -582,7 +581,7 @@ def _dispatch(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord],
             rec: TaskRecord = ray.get(ref)
         except RayActorError as e:
             print(f"[inmind] {plan.name}: worker died on task {task.id} (attempt {attempt}): {type(e).__name__}", flush=True)
-            workers[wi] = session.replace_worker(ray, workers[wi], spec)
+            workers[wi] = session.replace_worker(workers[wi], spec)
             if attempt < max_attempts:
                 queue.insert(0, (task, attempt + 1))
             else:
