@@ -20,9 +20,10 @@ from inmind_exp.data import load_tasks, load_trace
 from inmind_exp.embed import MiniLMEncoder
 from inmind_exp.fake_openai import FakeOpenAI
 from inmind_exp.llm import CallCache, Endpoint, Models
+from inmind_exp.paths import child_dir
 from inmind_exp.protocol import InjectionSpec, build_prefix, injection_session_index, run_task
 from inmind_exp.records import Usage
-from systems.base import SYSTEMS
+from inmind_exp.memory import SYSTEMS
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -86,7 +87,7 @@ def bench(name: str, n_tasks: int, workdir: Path) -> dict[str, Any]:
         prefix = models.meter.diff(models.meter.snapshot(), before)
         per_task = []
         for task in tasks:
-            rec = run_task(task, trace, j, make, models, workdir / f"task-{task.id}", config_hash="bench",
+            rec = run_task(task, trace, j, make, models, child_dir(workdir, "task", task.id), config_hash="bench",
                            system_name=name, evaluates_naive=cls.evaluates_naive, prefix_snapshot=workdir / "prefix_snap")
             mem = {k: v for k, v in rec.usage.items() if k == "memory"}
             per_task.append((_paid(rec.usage), _paid(mem), rec.error))

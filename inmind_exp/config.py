@@ -58,6 +58,7 @@ class RoleConf:
     top_p: Optional[float] = None
     timeout_s: Optional[float] = None
     max_concurrency: Optional[int] = None
+    reasoning: Optional[bool] = None
 
 
 @dataclass
@@ -93,6 +94,9 @@ class LLMConf:
     top_p: Optional[float] = None
     max_tokens: Optional[int] = 512
     max_tokens_param: str = "max_tokens"
+    #: a reasoning-model endpoint (GPT-5-mini, o-series): send no temperature, top_p or logprobs, and the token
+    #: limit as max_completion_tokens, from every role including the memory systems' internal calls
+    reasoning: bool = False
     seed: Optional[int] = None
     timeout_s: float = 300.0
     max_concurrency: int = 4
@@ -103,6 +107,14 @@ class LLMConf:
     backoff_max_s: float = 60.0
     roles: RolesConf = field(default_factory=RolesConf)
     prices: Dict[str, PriceConf] = field(default_factory=dict)
+
+
+@dataclass
+class AnswerConf:
+    """``shared``: one neutral answer prompt for every system (compare systems); ``native``: each system's upstream
+    answer prompt (reproduce a system)."""
+
+    mode: str = "shared"
 
 
 @dataclass
@@ -149,6 +161,7 @@ class Config:
     embedding: EmbeddingConf = MISSING
     injection: InjectionConf = MISSING
     llm: LLMConf = MISSING
+    answer: AnswerConf = field(default_factory=AnswerConf)
     dataset: DatasetConf = field(default_factory=DatasetConf)
     trace: TraceConf = field(default_factory=TraceConf)
     tracking: TrackingConf = field(default_factory=TrackingConf)
@@ -191,6 +204,7 @@ def role_endpoints(llm: DictConfig | Any) -> dict[str, Endpoint]:
             top_p=pick("top_p"),
             max_tokens=pick("max_tokens"),
             max_tokens_param=llm.max_tokens_param,
+            reasoning=bool(pick("reasoning")),
             seed=llm.seed,
         )
     return out
@@ -232,7 +246,7 @@ def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_dig
 
     def ep(e: Endpoint) -> dict[str, Any]:
         return {"endpoint": e.cache_id or e.base_url, "model": e.model, "temperature": e.temperature, "top_p": e.top_p,
-                "max_tokens": e.max_tokens, "seed": e.seed}
+                "max_tokens": e.max_tokens, "seed": e.seed, **({"reasoning": True} if e.reasoning else {})}
 
     emb = OmegaConf.to_container(cfg.embedding, resolve=True)
     assert isinstance(emb, dict)
@@ -241,6 +255,7 @@ def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_dig
         "embedding": {k: emb[k] for k in ("name", "kind", "model", "dim")},
         "injection": {"user_turn": cfg.injection.user_turn, "fraction": cfg.injection.fraction},
         "roles": {r: ep(e) for r, e in sorted(endpoints.items())},
+        "answer": cfg.answer.mode,
         "judges": {k: v.version for k, v in sorted(JUDGES.items())},
         "dataset": dataset_digest,
         "trace": {"digest": trace_digest, "index": cfg.trace.index},

@@ -1,18 +1,32 @@
 """Pure functions from task records to the paper's metrics: rates in percent with Wilson 95% intervals, the three
-Δ columns of Table 1, error counts and token totals. Errored verdicts are excluded from a rate's denominator and
-counted, never scored.
+Δ columns of Table 1, the judge-free bounds, the judge's self-audit, memory faults, error counts and token totals.
+
+Rates are paired: every rate of a row is computed over the same tasks. A task whose run or any verdict errored is
+left out of every rate (and listed in ``excluded``), so the Δ columns and the paired tests compare like with like.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
 from inmind_exp.records import TaskRecord, Usage
 
 Z95 = 1.959963984540054
-METRICS: tuple[str, ...] = ("naive", "target_recall", "target_recall_exact", "application", "answer_only")
+METRICS: tuple[str, ...] = ("naive", "target_recall", "target_recall_exact", "target_recall_provenance",
+                            "naive_recall_provenance", "application", "answer_only")
+#: Display labels; ``target_recall_exact`` keeps its key (older runs) but says what it is: a verbatim lower bound.
+LABELS: dict[str, str] = {
+    "naive": "Naive",
+    "target_recall": "Target recall (judge)",
+    "target_recall_exact": "Target recall (verbatim, lower bound)",
+    "target_recall_provenance": "Target recall (provenance, upper bound)",
+    "naive_recall_provenance": "Naive recall (provenance)",
+    "application": "Application",
+    "answer_only": "Answer-only",
+}
+_JUDGE_FREE = {"target_recall_exact": "indirect", "target_recall_provenance": "indirect", "naive_recall_provenance": "naive"}
 
 
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -44,31 +58,50 @@ class Rate:
         return (100.0 * lo, 100.0 * hi)
 
 
-def _values(records: Iterable[TaskRecord], metric: str) -> tuple[list[int], int]:
-    vals, errors = [], 0
-    for r in records:
-        if metric == "target_recall_exact":
-            v = r.target_recall_exact if r.indirect is not None else None
-            if v is None:
-                errors += 1
-            else:
-                vals.append(v)
-            continue
-        verdict = r.verdicts.get(metric)
-        if verdict is None:
-            if metric == "naive" and r.indirect is not None and r.naive is None and r.error is None:
-                continue  # not evaluated for this system (the backbone control)
-            errors += 1
-        elif verdict.ok:
-            vals.append(int(verdict.score))  # type: ignore[arg-type]
-        else:
-            errors += 1
-    return vals, errors
+def valid(record: TaskRecord) -> bool:
+    """A task counts towards the rates only if it ran and every verdict it got is a valid 0/1."""
+    return record.error is None and record.indirect is not None and all(v.ok for v in record.verdicts.values())
+
+
+def _value(r: TaskRecord, metric: str) -> int | None:
+    """The task's 0/1 for ``metric``, or None when the metric does not apply (naive for the backbone, provenance
+    for a system that reports no items)."""
+    if metric in _JUDGE_FREE:
+        return getattr(r, metric)
+    verdict = r.verdicts.get(metric)
+    return int(verdict.score) if verdict is not None and verdict.ok else None  # type: ignore[arg-type]
 
 
 def rate(records: list[TaskRecord], metric: str) -> Rate:
-    vals, errors = _values(records, metric)
-    return Rate(sum(vals), len(vals), errors)
+    """``metric`` over the valid tasks (paired); ``errors`` counts the tasks left out because they errored."""
+    ok = [r for r in records if valid(r)]
+    vals = [v for v in (_value(r, metric) for r in ok) if v is not None]
+    return Rate(sum(vals), len(vals), len(records) - len(ok))
+
+
+@dataclass(frozen=True)
+class JudgeAudit:
+    """The judge audited against the judge-free bounds on every task, without human labels: a target-recall
+    verdict of 1 where provenance is 0 is a certain false positive; 0 where the verbatim metric is 1 is a certain
+    false negative."""
+
+    false_positives: tuple[str, ...]
+    false_negatives: tuple[str, ...]
+    checked: int
+
+
+def judge_audit(records: list[TaskRecord]) -> JudgeAudit:
+    fp, fn, checked = [], [], 0
+    for r in records:
+        if not valid(r) or "target_recall" not in r.verdicts:
+            continue
+        verdict = r.verdicts["target_recall"].score
+        checked += 1
+        if verdict == 1 and r.target_recall_provenance == 0:
+            fp.append(r.task_id)
+        if verdict == 0 and r.target_recall_exact == 1:
+            fn.append(r.task_id)
+    return JudgeAudit(tuple(fp), tuple(fn), checked)
 
 
 @dataclass(frozen=True)
@@ -79,6 +112,21 @@ class RunMetrics:
     n_tasks: int
     n_errors: int
     usage: dict[str, Usage]
+    excluded: tuple[str, ...] = ()
+    audit: JudgeAudit = JudgeAudit((), (), 0)
+    #: tasks with at least one memory fault / with a fault while writing the injected exchange (of tasks that ran)
+    fault_tasks: int = 0
+    fact_write_fault_tasks: int = 0
+    faults_by_kind: dict[str, int] = field(default_factory=dict)
+    n_ran: int = 0
+
+    @property
+    def memory_fault_rate(self) -> float:
+        return 100.0 * self.fault_tasks / self.n_ran if self.n_ran else float("nan")
+
+    @property
+    def fact_write_fault_rate(self) -> float:
+        return 100.0 * self.fact_write_fault_tasks / self.n_ran if self.n_ran else float("nan")
 
     @property
     def deltas(self) -> dict[str, float]:
@@ -97,6 +145,12 @@ class RunMetrics:
             lo, hi = r.ci
             out.update({name: r.pct, f"{name}_ci_low": lo, f"{name}_ci_high": hi, f"{name}_n": r.n, f"{name}_errors": r.errors})
         out.update(self.deltas)
+        out.update({"n_excluded": len(self.excluded), "judge_false_positives": len(self.audit.false_positives),
+                    "judge_false_negatives": len(self.audit.false_negatives), "judge_audited": self.audit.checked,
+                    "memory_fault_rate": self.memory_fault_rate, "fact_write_fault_rate": self.fact_write_fault_rate,
+                    "memory_fault_tasks": self.fault_tasks, "fact_write_fault_tasks": self.fact_write_fault_tasks})
+        for kind, n in self.faults_by_kind.items():
+            out[f"faults_{kind}"] = n
         total = Usage()
         for role, u in sorted(self.usage.items()):
             total = total + u
@@ -112,11 +166,22 @@ def compute(records: list[TaskRecord]) -> RunMetrics:
     for r in records:
         for role, u in r.usage.items():
             usage[role] = usage.get(role, Usage()) + u
+    ran = [r for r in records if r.indirect is not None]
+    kinds: dict[str, int] = {}
+    for r in ran:
+        for k, n in r.fault_counts().items():
+            kinds[k] = kinds.get(k, 0) + n
     return RunMetrics(
         rates={m: rate(records, m) for m in METRICS},
         n_tasks=len(records),
         n_errors=sum(1 for r in records if r.error),
         usage=usage,
+        excluded=tuple(r.task_id for r in records if not valid(r)),
+        audit=judge_audit(records),
+        fault_tasks=sum(1 for r in ran if r.faults),
+        fact_write_fault_tasks=sum(1 for r in ran if r.fact_write_fault),
+        faults_by_kind=dict(sorted(kinds.items())),
+        n_ran=len(ran),
     )
 
 
@@ -134,9 +199,9 @@ def cost_usd(usage: dict[str, Usage], prices: dict[str, tuple[float, float]], mo
 
 def results_table(rows: list[tuple[str, RunMetrics]]) -> str:
     """Table 1 as Markdown: one row per configuration, rates with Wilson intervals and the Δ columns."""
-    head = ("| configuration | n | err | Naive | Target recall | Recall (exact) | Application | Answer-only "
-            "| Δ R−N | Δ A−R | Δ A−N |")
-    lines = [head, "|" + "---|" * 11]
+    head = ("| configuration | n | err | " + " | ".join(LABELS[k] for k in METRICS)
+            + " | Δ R−N | Δ A−R | Δ A−N | judge FP / FN | memory faults | fact-write faults |")
+    lines = [head, "|" + "---|" * (len(METRICS) + 9)]
 
     def cell(r: Rate) -> str:
         if not r.n:
@@ -151,6 +216,19 @@ def results_table(rows: list[tuple[str, RunMetrics]]) -> str:
         dl = m.deltas
         lines.append(
             f"| {name} | {m.n_tasks} | {m.n_errors} | " + " | ".join(cell(m.rates[k]) for k in METRICS)
-            + f" | {d(dl['delta_recall_naive'])} | {d(dl['delta_application_recall'])} | {d(dl['delta_application_naive'])} |"
+            + f" | {d(dl['delta_recall_naive'])} | {d(dl['delta_application_recall'])} | {d(dl['delta_application_naive'])}"
+            + f" | {len(m.audit.false_positives)} / {len(m.audit.false_negatives)}"
+            + f" | {pct(m.memory_fault_rate)} | {pct(m.fact_write_fault_rate)} |"
         )
+    notes = [f"{name}: left out of every rate (errored): {', '.join(m.excluded)}" for name, m in rows if m.excluded]
+    notes += [f"{name}: judge target-recall false positives (provenance 0): {', '.join(m.audit.false_positives)}"
+              for name, m in rows if m.audit.false_positives]
+    notes += [f"{name}: judge target-recall false negatives (verbatim 1): {', '.join(m.audit.false_negatives)}"
+              for name, m in rows if m.audit.false_negatives]
+    if notes:
+        lines += [""] + [f"- {n}" for n in notes]
     return "\n".join(lines)
+
+
+def pct(v: float) -> str:
+    return "–" if math.isnan(v) else f"{v:.1f}%"

@@ -6,7 +6,6 @@ Pure Python, no Ray: the runner calls these functions inside actors, and unit te
 
 from __future__ import annotations
 
-import shutil
 import time
 import traceback
 from dataclasses import dataclass
@@ -15,8 +14,9 @@ from typing import Callable
 
 from inmind_exp.judges import exact_target_recall, judge_task
 from inmind_exp.llm import LLMCallError, Models
-from inmind_exp.records import Answer, Session, Task, TaskRecord, Trace, Turn
-from systems.base import MemorySystem
+from inmind_exp.paths import remove_tree
+from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Answer, Fault, Session, Task, TaskRecord, Trace, Turn
+from inmind_exp.memory import MemorySystem
 
 SystemFactory = Callable[[Path], MemorySystem]
 
@@ -57,7 +57,8 @@ def inject(trace: Trace, task: Task, session_index: int) -> tuple[Session, ...]:
     """The trace's sessions with the task's (user, assistant) fact pair appended to session ``session_index``."""
     sessions = list(trace.sessions)
     s = sessions[session_index]
-    pair = (Turn("user", task.user_message, injected=True), Turn("assistant", task.assistant_message, injected=True))
+    pair = (Turn("user", task.user_message, injected=True, id=FACT_TURN_ID),
+            Turn("assistant", task.assistant_message, injected=True, id=FACT_REPLY_TURN_ID))
     sessions[session_index] = Session(id=s.id, date=s.date, turns=s.turns + pair)
     return tuple(sessions)
 
@@ -71,9 +72,13 @@ def build_prefix(make_system: SystemFactory, trace: Trace, session_index: int, w
 
 
 def ingest_task(
-    make_system: SystemFactory, trace: Trace, task: Task, session_index: int, workdir: Path, prefix_snapshot: Path | None
+    make_system: SystemFactory, trace: Trace, task: Task, session_index: int, workdir: Path, prefix_snapshot: Path | None,
+    faults: list[Fault] | None = None,
 ) -> Path:
-    """Replay the injected trace into a fresh system (restoring the shared prefix if given) and snapshot the result."""
+    """Replay the injected trace into a fresh system (restoring the shared prefix if given) and snapshot the result.
+
+    Faults the system records while ingesting are appended to ``faults`` with phase ``ingest``.
+    """
     sessions = inject(trace, task, session_index)
     system = make_system(workdir / "ingest")
     if prefix_snapshot is not None:
@@ -81,18 +86,43 @@ def ingest_task(
         start = session_index
     else:
         start = 0
+    system.take_faults()  # faults of the shared prefix belong to the prefix, not to this task
     for s in sessions[start:]:
         system.ingest_session(s)
+    if faults is not None:
+        faults.extend(_phase(system.take_faults(), "ingest"))
     post = workdir / "post_ingest"
     system.snapshot(post)
     return post
 
 
-def ask(make_system: SystemFactory, state: Path, query: str, workdir: Path) -> Answer:
+def ask(make_system: SystemFactory, state: Path, query: str, workdir: Path, faults: list[Fault] | None = None,
+        phase: str = "query") -> Answer:
     """Answer ``query`` from a fresh instance restored from ``state``: no query ever sees another's side effects."""
     system = make_system(workdir)
     system.restore(state)
-    return system.answer(query)
+    system.take_faults()
+    answer = system.answer(query)
+    if faults is not None:
+        faults.extend(_phase(system.take_faults(), phase))
+    return answer
+
+
+def _phase(faults: list[Fault], phase: str) -> list[Fault]:
+    return [Fault(f.kind, f.where, f.detail, f.turns, phase) for f in faults]
+
+
+def provenance_recall(answer: Answer | None) -> int | None:
+    """1 if some item in the answerer's context derives from the injected fact turn, 0 if none does; None when the
+    system reports no items (then provenance is not measured for it)."""
+    if answer is None or answer.items is None:
+        return None
+    return int(FACT_TURN_ID in answer.sources())
+
+
+def fact_write_fault(faults: list[Fault]) -> bool:
+    """A fault while writing the injected exchange: an ingest fault naming the fact turn or its reply."""
+    return any(f.phase == "ingest" and (FACT_TURN_ID in f.turns or FACT_REPLY_TURN_ID in f.turns) for f in faults)
 
 
 def run_task(
@@ -110,18 +140,25 @@ def run_task(
     judge_attempts: int = 3,
     keep_workdir: bool = False,
 ) -> TaskRecord:
-    """The whole protocol for one task; an LLM failure anywhere becomes the record's ``error``, never a score."""
+    """The whole protocol for one task; an LLM failure anywhere becomes the record's ``error``, never a score.
+
+    ``workdir`` must be a plain child of its parent (the runner names it by a hash of the task id); it is removed
+    when the task ends unless ``keep_workdir``.
+    """
+    if ".." in Path(workdir).parts:
+        raise ValueError(f"workdir {workdir} must not contain '..'")
     t0 = time.perf_counter()
     before = models.meter.snapshot()
     naive = indirect = None
     verdicts = {}
     exact = None
     error = None
+    faults: list[Fault] = []
     try:
-        state = ingest_task(make_system, trace, task, session_index, workdir, prefix_snapshot)
+        state = ingest_task(make_system, trace, task, session_index, workdir, prefix_snapshot, faults)
         if evaluates_naive:
-            naive = ask(make_system, state, task.naive_query, workdir / "naive")
-        indirect = ask(make_system, state, task.query, workdir / "indirect")
+            naive = ask(make_system, state, task.naive_query, workdir / "naive", faults, "naive")
+        indirect = ask(make_system, state, task.query, workdir / "indirect", faults, "indirect")
         exact = exact_target_recall(task, indirect)
         verdicts = judge_task(models.judge, task, naive, indirect, attempts=judge_attempts)
         failed = [f"{k}: {v.error}" for k, v in sorted(verdicts.items()) if v.error]
@@ -133,7 +170,7 @@ def run_task(
         error = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"
     finally:
         if not keep_workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
+            remove_tree(workdir.parent, workdir)
     usage = models.meter.diff(models.meter.snapshot(), before)
     return TaskRecord(
         config_hash=config_hash,
@@ -148,4 +185,8 @@ def run_task(
         usage=usage,
         latency_s=round(time.perf_counter() - t0, 3),
         error=error,
+        naive_recall_provenance=provenance_recall(naive),
+        target_recall_provenance=provenance_recall(indirect),
+        faults=tuple(faults),
+        fact_write_fault=fact_write_fault(faults),
     )

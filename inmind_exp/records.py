@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-RECORD_SCHEMA_VERSION = 1
+RECORD_SCHEMA_VERSION = 2
 
 DOMAINS: tuple[str, ...] = (
     "health_wellness",
@@ -54,13 +54,70 @@ class Task:
         return cls(**{k: d[k] for k in known if k in d}, extra={k: v for k, v in d.items() if k not in known})
 
 
+#: Turn ids of the injected fact pair: every memory item derived from ``FACT_TURN_ID`` carries it in its sources.
+FACT_TURN_ID = "inmind:fact"
+FACT_REPLY_TURN_ID = "inmind:fact-reply"
+
+
 @dataclass(frozen=True)
 class Turn:
-    """One message of the background trace. ``injected`` marks the task's fact pair (only the backbone reads it)."""
+    """One message of the background trace. ``injected`` marks the task's fact pair (only the backbone reads it).
+
+    ``id`` names the turn for provenance: ``<session id>#<index>`` for trace turns (set by the loader),
+    ``FACT_TURN_ID`` / ``FACT_REPLY_TURN_ID`` for the injected pair.
+    """
 
     role: str
     content: str
     injected: bool = False
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """One memory item a system put in front of the answerer, with the ids of the trace turns it derives from.
+
+    ``kind`` says what it is in the system's own terms (``memory``, ``note``, ``passage``, ``triple``, ``episode``,
+    ``profile``, ``chunk``, ``file`` ...). ``sources`` are turn ids; merges and summaries carry the union of their
+    inputs' sources, and an LLM-rewritten aggregate carries a turn only if that turn was an input of the call.
+    """
+
+    kind: str
+    text: str
+    sources: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text, "sources": list(self.sources)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ContextItem":
+        return cls(kind=d["kind"], text=d["text"], sources=tuple(d.get("sources", ())))
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A place where a memory system fell back: a malformed or empty reply, an unparsed tool call, an empty
+    extraction, a logprob gate without logprobs. Upstream behaviour is kept (an item may be dropped), but never
+    silently: every fault lands on the task record.
+
+    Kinds in use: ``malformed_reply``, ``empty_reply``, ``empty_extraction``, ``tool_call_as_text``,
+    ``bad_tool_call``, ``logprobs_unavailable``, ``fallback``. ``turns`` are the turn ids being written when it
+    happened (empty when reading); ``phase`` is set by the protocol (``ingest``, ``naive``, ``indirect``).
+    """
+
+    kind: str
+    where: str
+    detail: str = ""
+    turns: tuple[str, ...] = ()
+    phase: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "where": self.where, "detail": self.detail, "turns": list(self.turns), "phase": self.phase}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Fault":
+        return cls(kind=d["kind"], where=d.get("where", ""), detail=d.get("detail", ""),
+                   turns=tuple(d.get("turns", ())), phase=d.get("phase", ""))
 
 
 @dataclass(frozen=True)
@@ -77,6 +134,11 @@ class Session:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Session":
         return cls(id=d["id"], date=d["date"], turns=tuple(Turn(**t) for t in d["turns"]))
+
+    def with_turn_ids(self) -> "Session":
+        """This session with ``<session id>#<index>`` as the id of every turn that has none."""
+        return Session(self.id, self.date, tuple(
+            t if t.id else Turn(t.role, t.content, t.injected, f"{self.id}#{i}") for i, t in enumerate(self.turns)))
 
 
 @dataclass(frozen=True)
@@ -137,11 +199,19 @@ def msgs(*pairs: tuple[str, str]) -> tuple[Message, ...]:
 
 @dataclass(frozen=True)
 class Answer:
-    """An answer and the exact context (the message list) the answerer saw when producing it."""
+    """An answer, the exact context (the message list) the answerer saw, and the memory items in that context.
+
+    ``items`` is None when a system does not report provenance (then provenance recall is not measured for it).
+    """
 
     text: str
     context: tuple[Message, ...]
     meta: dict[str, Any] = field(default_factory=dict)
+    items: tuple[ContextItem, ...] | None = None
+
+    def sources(self) -> set[str]:
+        """Every turn id that some item in the context derives from."""
+        return {s for it in self.items or () for s in it.sources}
 
     def context_text(self) -> str:
         """The context flattened to text, as judges and exact recall see it (final answer excluded)."""
@@ -155,11 +225,14 @@ class Answer:
         return "\n".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "context": [m.to_openai() for m in self.context], "meta": self.meta}
+        return {"text": self.text, "context": [m.to_openai() for m in self.context], "meta": self.meta,
+                "items": None if self.items is None else [it.to_dict() for it in self.items]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Answer":
-        return cls(text=d["text"], context=tuple(Message.from_dict(m) for m in d["context"]), meta=d.get("meta", {}))
+        items = d.get("items")
+        return cls(text=d["text"], context=tuple(Message.from_dict(m) for m in d["context"]), meta=d.get("meta", {}),
+                   items=None if items is None else tuple(ContextItem.from_dict(i) for i in items))
 
 
 @dataclass(frozen=True)
@@ -222,11 +295,21 @@ class TaskRecord:
     latency_s: float
     error: str | None = None
     attempts: int = 1
+    naive_recall_provenance: int | None = None
+    target_recall_provenance: int | None = None
+    faults: tuple[Fault, ...] = ()
+    fact_write_fault: bool = False
     schema_version: int = RECORD_SCHEMA_VERSION
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def fault_counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self.faults:
+            out[f.kind] = out.get(f.kind, 0) + 1
+        return dict(sorted(out.items()))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -244,6 +327,10 @@ class TaskRecord:
             "latency_s": self.latency_s,
             "error": self.error,
             "attempts": self.attempts,
+            "naive_recall_provenance": self.naive_recall_provenance,
+            "target_recall_provenance": self.target_recall_provenance,
+            "faults": [f.to_dict() for f in self.faults],
+            "fact_write_fault": self.fact_write_fault,
         }
 
     @classmethod
@@ -262,6 +349,10 @@ class TaskRecord:
             latency_s=d.get("latency_s", 0.0),
             error=d.get("error"),
             attempts=d.get("attempts", 1),
+            naive_recall_provenance=d.get("naive_recall_provenance"),
+            target_recall_provenance=d.get("target_recall_provenance"),
+            faults=tuple(Fault.from_dict(f) for f in d.get("faults", ())),
+            fact_write_fault=bool(d.get("fact_write_fault", False)),
             schema_version=d.get("schema_version", RECORD_SCHEMA_VERSION),
         )
 

@@ -26,10 +26,11 @@ from inmind_exp.data.tasks import BUNDLED_TASKS
 from inmind_exp.data.trace import BUNDLED_TRACE
 from inmind_exp.embed import EmbeddingSpec
 from inmind_exp.llm import Endpoint
+from inmind_exp.paths import child_dir
 from inmind_exp.metrics import RunMetrics, compute, cost_usd, results_table
 from inmind_exp.protocol import injection_session_index
 from inmind_exp.records import Task, TaskRecord, Trace, write_jsonl
-from systems.base import SYSTEMS, MemorySystem
+from inmind_exp.memory import ANSWER_MODES, SYSTEMS, MemorySystem
 
 WORKER_ENV = {
     "HF_HUB_OFFLINE": "1",
@@ -58,6 +59,7 @@ class Plan:
     system_name: str
     system_cls: type[MemorySystem]
     system_params: dict[str, Any]
+    answer_mode: str
     endpoints: dict[str, Endpoint]
     embedding: EmbeddingSpec
     tasks: list[Task]
@@ -89,7 +91,8 @@ class Plan:
 
 def config_name(cfg: DictConfig) -> str:
     inj = cfg.injection.name if cfg.injection.user_turn is None or cfg.injection.name != "position" else f"turn{cfg.injection.user_turn}"
-    return f"{cfg.system.name}/{cfg.embedding.name}/{inj}/{cfg.llm.name}"
+    answer = "" if cfg.answer.mode == "shared" else f"/{cfg.answer.mode}"
+    return f"{cfg.system.name}/{cfg.embedding.name}/{inj}/{cfg.llm.name}{answer}"
 
 
 def local_cache_id(cfg: DictConfig) -> str:
@@ -139,13 +142,16 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path) -> Plan:
         raise PlanError(f"embedding={cfg.embedding.name}: set embedding.base_url (or llm.base_url) for the embeddings API")
     params = OmegaConf.to_container(cfg.system.params, resolve=True) or {}
     assert isinstance(params, dict)
+    if cfg.answer.mode not in ANSWER_MODES:
+        raise PlanError(f"answer={cfg.answer.mode}: expected one of {', '.join(ANSWER_MODES)}")
     _check_params(system_cls, cfg.system.name, params)
     dataset_digest = C.file_digest(Path(cfg.dataset.path) if cfg.dataset.path else BUNDLED_TASKS)
     trace_digest = C.file_digest(Path(cfg.trace.path) if cfg.trace.path else BUNDLED_TRACE)
     identity = C.result_identity(cfg, endpoints, dataset_digest, trace_digest)
     plan = Plan(
         name=config_name(cfg), cfg=cfg, config_hash=C.identity_hash(identity), identity=identity,
-        system_name=cfg.system.name, system_cls=system_cls, system_params=params, endpoints=endpoints,
+        system_name=cfg.system.name, system_cls=system_cls, system_params=params, answer_mode=cfg.answer.mode,
+        endpoints=endpoints,
         embedding=embedding, tasks=tasks, trace=trace, session_index=session_index, root=root, job_dir=job_dir,
     )
     plan.done = Ledger(plan.ledger_path).load()
@@ -249,7 +255,8 @@ class TaskWorker:
         return os.getpid()
 
     def _make(self, workdir: Path) -> MemorySystem:
-        return self.system_cls(self.models, self.encoder, workdir, **self.spec["params"])
+        return self.system_cls(self.models, self.encoder, workdir, answer_mode=self.spec["answer_mode"],
+                               **self.spec["params"])
 
     def build_prefix(self, trace: Trace, session_index: int) -> bytes:
         from inmind_exp.protocol import build_prefix
@@ -273,7 +280,7 @@ class TaskWorker:
             _untar(prefix_blob, prefix_dir)
             self._prefixes[prefix_hash] = prefix_dir
         rec = run_task(
-            task, trace, session_index, self._make, self.models, self.tmp / f"task-{task.id}",
+            task, trace, session_index, self._make, self.models, child_dir(self.tmp, "task", task.id),
             config_hash=self.spec["config_hash"], system_name=self.spec["system"],
             evaluates_naive=self.system_cls.evaluates_naive, prefix_snapshot=prefix_dir,
             judge_attempts=self.spec["judge_attempts"], keep_workdir=self.spec["keep_workdirs"],
@@ -517,6 +524,7 @@ def _execute(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], 
         "embedding": plan.embedding,
         "system": plan.system_name,
         "params": plan.system_params,
+        "answer_mode": plan.answer_mode,
         "config_hash": plan.config_hash,
         "judge_attempts": int(cfg.run.judge_attempts),
         "keep_workdirs": bool(cfg.run.keep_workdirs),

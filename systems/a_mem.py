@@ -51,7 +51,7 @@ from typing import Any
 from inmind_exp.embed import TextIndex
 from inmind_exp.llm import JSONReplyError, parse_json_object
 from inmind_exp.records import Answer, Message, Session
-from systems.base import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
+from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
 
 PROMPT_VERSION = "a_mem-v1"
 

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from inmind_exp.records import Answer, Message, Session, Turn
-from systems.base import SYSTEMS, CallProfile, MemorySystem, read_json, turn_pairs, write_json
+from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, read_json, turn_pairs, write_json
 
 PROMPT_VERSION = "a_rag-v1"
 CHUNK_UNITS = ("exchange", "session", "turn")

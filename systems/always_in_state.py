@@ -4,14 +4,22 @@ One markdown file M is rewritten by the memory LLM after every session (M <- Tru
 to at most 200 lines and 25,000 bytes, and given whole to the answerer in its system prompt: no embeddings, no
 index, no query-time retrieval. The paper's updater and answerer prompts are not reproduced in its text; ours
 follow the described behaviour (keep durable user facts, rewrite the whole file).
+
+Answer modes: ``shared`` gives the file to the shared prompt as the memory block; ``native`` uses
+``ANSWER_SYSTEM_PROMPT`` below (ours: the paper describes the file "prepended whole to the system prompt" but does
+not print the prompt).
+Provenance per line: a line kept verbatim from the previous file keeps its sources; a line the updater wrote or
+changed carries the sources of that call's inputs (the previous file's lines and the session's turns), never
+"everything so far" beyond them. The answerer sees every line, so the file's items are all its lines.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from inmind_exp.records import Answer, Message, Session
-from systems.base import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
+from inmind_exp.answering import shared_messages
+from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
+from inmind_exp.records import Answer, ContextItem, Message, Session
 
 PROMPT_VERSION = "always_in_state-v1"
 
@@ -64,6 +72,7 @@ class AlwaysInState(MemorySystem):
         self.max_bytes = int(max_bytes)
         self.updater_max_tokens = updater_max_tokens
         self.memory = ""
+        self.sources: dict[str, list[str]] = {}  # line text -> turn ids
 
     def ingest_session(self, session: Session) -> None:
         transcript = "\n".join(f"{t.role}: {t.content}" for t in session.turns)
@@ -73,15 +82,33 @@ class AlwaysInState(MemorySystem):
         )
         kwargs = {"max_tokens": self.updater_max_tokens} if self.updater_max_tokens else {}
         comp = self.llm.memory.chat(messages, **kwargs)
-        self.memory = truncate(_strip_fence(comp.text), self.max_lines, self.max_bytes)
+        new = truncate(_strip_fence(comp.text), self.max_lines, self.max_bytes)
+        if not new.strip():
+            self.fault("empty_reply", "update", "the updater returned an empty file; the previous file is kept",
+                       [t.id for t in session.turns])
+            return
+        inputs = sorted({s for src in self.sources.values() for s in src} | {t.id for t in session.turns if t.id})
+        self.sources = {line: self.sources.get(line, inputs) for line in new.splitlines() if line.strip()}
+        self.memory = new
+
+    def recall(self, query: str) -> Recall:
+        items = tuple(ContextItem("line", line, tuple(self.sources.get(line, ()))) for line in self.memory.splitlines()
+                      if line.strip())
+        return Recall(self.memory, items, {"memory_bytes": len(self.memory.encode())})
 
     def answer(self, query: str) -> Answer:
-        context = (Message("system", ANSWER_SYSTEM_PROMPT.format(memory=self.memory or "(empty)")), Message("user", query))
+        recall = self.recall(query)
+        if self.answer_mode == "native":
+            context = (Message("system", ANSWER_SYSTEM_PROMPT.format(memory=self.memory or "(empty)")), Message("user", query))
+        else:
+            context = shared_messages(query, self.memory)
         comp = self.llm.answerer.chat(context)
-        return Answer(comp.text, context, meta={"memory_bytes": len(self.memory.encode())})
+        return Answer(comp.text, context, meta=recall.meta, items=recall.items)
 
     def snapshot(self, directory: Path) -> None:
-        write_json(directory / "state.json", {"memory": self.memory})
+        write_json(directory / "state.json", {"memory": self.memory, "sources": self.sources})
 
     def restore(self, directory: Path) -> None:
-        self.memory = read_json(directory / "state.json")["memory"]
+        state = read_json(directory / "state.json")
+        self.memory = state["memory"]
+        self.sources = state.get("sources", {})

@@ -3,6 +3,9 @@
 No memory system: the answerer sees only the task's fact pair and then the query, which measures whether the
 model holds the bridging knowledge once the fact is visible. It keeps the turns the protocol marks ``injected``
 and ignores the background trace. The paper does not score it on the naive query.
+
+Answer modes: ``shared`` and ``native`` are the same here: the fact pair as conversation turns under "You are a
+helpful assistant." (the paper's backbone control). Provenance: the two injected turns are the context's items.
 """
 
 from __future__ import annotations
@@ -10,8 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from inmind_exp.records import Answer, Message, Session, Turn
-from systems.base import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
+from inmind_exp.records import Answer, ContextItem, Message, Session, Turn
+from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
 
 ANSWER_SYSTEM_PROMPT = "You are a helpful assistant."  # backbone-v1
 
@@ -36,7 +39,8 @@ class Backbone(MemorySystem):
             Message("user", query),
         )
         comp = self.llm.answerer.chat(context)
-        return Answer(comp.text, context)
+        items = tuple(ContextItem("turn", t.content, (t.id,) if t.id else ()) for t in self.turns)
+        return Answer(comp.text, context, items=items)
 
     def snapshot(self, directory: Path) -> None:
         write_json(directory / "backbone.json", [asdict(t) for t in self.turns])

@@ -92,7 +92,7 @@ import numpy as np
 
 from inmind_exp.llm import JSONReplyError, parse_json_object
 from inmind_exp.records import Answer, Message, Session
-from systems.base import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
+from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
 
 PROMPT_VERSION = "hipporag2-v1"
 

@@ -53,7 +53,7 @@ from typing import Any
 from inmind_exp.embed import TextIndex
 from inmind_exp.llm import JSONReplyError
 from inmind_exp.records import Answer, Message, Session
-from systems.base import SYSTEMS, CallProfile, MemorySystem, read_json, turn_pairs, write_json
+from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, read_json, turn_pairs, write_json
 
 PROMPT_VERSION = "mem0-v1"
 

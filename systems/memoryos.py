@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from inmind_exp.records import Answer, Message, Session
-from systems.base import SYSTEMS, CallProfile, MemorySystem, read_json, turn_pairs, write_json
+from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, read_json, turn_pairs, write_json
 
 PROMPT_VERSION = "memoryos-v1"
 

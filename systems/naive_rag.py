@@ -3,6 +3,10 @@
 A single-shot retriever over raw trace turns: every turn (the injected fact turn included) is one chunk, dated
 with its session's trace timestamp; a query retrieves the top-k chunks by MiniLM or text-embedding-3-large cosine
 similarity, or by BM25, and the answerer sees them above the query. No LLM call on write.
+
+Answer modes: ``shared`` renders the chunks (most relevant first) into the shared prompt; ``native`` uses
+``ANSWER_SYSTEM_PROMPT`` below (this project's own: the paper does not print its Naive RAG prompt).
+Provenance: each chunk is one trace turn and carries that turn's id.
 """
 
 from __future__ import annotations
@@ -10,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from inmind_exp.embed import TextIndex
-from inmind_exp.records import Answer, Message, Session
-from systems.base import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
+from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
+from inmind_exp.records import Answer, ContextItem, Message, Session
 
 ANSWER_SYSTEM_PROMPT = (  # naive_rag-v1
     "You are a helpful assistant with access to excerpts of your earlier conversations with this user. "
@@ -33,24 +37,28 @@ class NaiveRAG(MemorySystem):
 
     def ingest_session(self, session: Session) -> None:
         ids, texts = [], []
-        for i, t in enumerate(session.turns):
-            ids.append(f"{session.id}#{i}")
+        for i, t in enumerate(session.with_turn_ids().turns):
+            ids.append(t.id)  # the chunk id is the turn id: its provenance
             texts.append(f"[{session.date}] {t.role}: {t.content}")
         self.index.add(ids, texts)
         self.n_sessions += 1
 
-    def retrieve(self, query: str) -> list[str]:
+    def retrieve(self, query: str) -> list[tuple[str, str]]:
         by_id = dict(zip(self.index.ids, self.index.texts))
-        return [by_id[i] for i, _ in self.index.search(query, self.top_k)]
+        return [(i, by_id[i]) for i, _ in self.index.search(query, self.top_k)]
 
-    def answer(self, query: str) -> Answer:
-        chunks = self.retrieve(query)
+    def recall(self, query: str) -> Recall:
+        hits = self.retrieve(query)
+        items = tuple(ContextItem("chunk", text, (cid,)) for cid, text in hits)
+        return Recall("\n".join(f"- {text}" for _, text in hits), items, {"retrieved": len(hits)})
+
+    def native_answer(self, query: str, recall: Recall) -> Answer:
         context = (
-            Message("system", ANSWER_SYSTEM_PROMPT.format(chunks="\n".join(f"- {c}" for c in chunks) or "(none)")),
+            Message("system", ANSWER_SYSTEM_PROMPT.format(chunks=recall.text or "(none)")),
             Message("user", query),
         )
         comp = self.llm.answerer.chat(context)
-        return Answer(comp.text, context, meta={"retrieved": len(chunks)})
+        return Answer(comp.text, context, meta=recall.meta, items=recall.items)
 
     def snapshot(self, directory: Path) -> None:
         self.index.save(directory / "index")

@@ -62,7 +62,7 @@ import numpy as np
 
 from inmind_exp.llm import JSONReplyError
 from inmind_exp.records import Answer, Message, Session
-from systems.base import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
+from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
 
 PROMPT_VERSION = "xmemory-v1"
 

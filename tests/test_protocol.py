@@ -8,7 +8,7 @@ from inmind_exp.embed import MiniLMEncoder
 from inmind_exp.judges import exact_target_recall
 from inmind_exp.protocol import InjectionSpec, inject, injection_session_index, run_task
 from inmind_exp.records import Answer, Message, Session, Task, Trace, Turn
-from systems.base import SYSTEMS
+from inmind_exp.memory import SYSTEMS
 from tests.conftest import make_trace
 
 TASK = Task(id="t1", domain="health_wellness", user_message="I have a tree nut allergy.",
@@ -69,7 +69,7 @@ def test_exact_target_recall_folds_case_and_space():
 def test_ingestion_order_and_naive_isolation(models, tmp_path):
     """Prefix, injected session, then the rest in order; the indirect query never sees the naive exchange."""
     seen: list[str] = []
-    from systems.base import MemorySystem
+    from inmind_exp.memory import MemorySystem
 
     class Recorder(MemorySystem):
         def __init__(self, llm, encoder, workdir, **p):

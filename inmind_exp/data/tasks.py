@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from inmind_exp.data.errors import DataError, Problem
@@ -10,6 +11,9 @@ from inmind_exp.records import DOMAINS, ORIGINS, Task
 
 REQUIRED_TEXT = ("id", "domain", "user_message", "assistant_message", "naive_query", "query", "explanation")
 BUNDLED_TASKS = Path(__file__).parent / "bundled" / "tasks.jsonl"
+#: A task id: 1-128 characters, letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit. Ids name
+#: tasks in ledgers, records and MLflow; no path is ever built from one, but the pattern keeps them inert anyway.
+TASK_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def load_tasks(path: str | Path | None = None, limit: int | None = None) -> list[Task]:
@@ -62,6 +66,10 @@ def _check_task(obj: dict, path: str, lineno: int) -> list[Problem]:
             problems.append(Problem(path, lineno, key, f"must be a string, got {type(obj[key]).__name__}"))
         elif not obj[key].strip():
             problems.append(Problem(path, lineno, key, "empty text"))
+    tid = obj.get("id")
+    if isinstance(tid, str) and tid.strip() and not TASK_ID_PATTERN.fullmatch(tid):
+        problems.append(Problem(path, lineno, "id", f"invalid id {tid[:80]!r}: ids are 1-128 letters, digits, '.', "
+                                                    f"'_' or '-', starting with a letter or digit"))
     domain = obj.get("domain")
     if isinstance(domain, str) and domain.strip() and domain not in DOMAINS:
         problems.append(Problem(path, lineno, "domain", f"unknown domain {domain!r}; expected one of {', '.join(DOMAINS)}"))

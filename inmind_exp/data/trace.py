@@ -48,7 +48,7 @@ def load_trace(path: str | Path | None = None, index: int = 0) -> Trace:
     for si, (raw, sid, date) in enumerate(zip(sessions_raw, ids, dates)):
         turns, probs = _turns(raw, p, f"{where}.haystack_sessions[{si}]")
         problems.extend(probs)
-        sessions.append(Session(id=str(sid), date=str(date), turns=turns))
+        sessions.append(Session(id=str(sid), date=str(date), turns=turns).with_turn_ids())
     if problems:
         raise DataError(problems)
     trace_id = str(inst.get("question_id", f"{path.stem}#{index}"))

@@ -114,7 +114,9 @@ class LLMClient:
         stop: Sequence[str] | None = None,
         sample: int = 0,
     ) -> Completion:
-        """One chat completion; parameters left as ``...`` take the role's configured defaults."""
+        """One chat completion; parameters left as ``...`` take the role's configured defaults. On a ``reasoning``
+        endpoint temperature, top_p and logprobs are never sent (the completion's ``logprobs`` is then None: callers
+        that gate on logprobs fall back and record it)."""
         ep = self.endpoint
         params: dict[str, Any] = {
             "temperature": ep.temperature if temperature is ... else temperature,
@@ -128,6 +130,10 @@ class LLMClient:
             "top_logprobs": top_logprobs if logprobs else None,
             "stop": list(stop) if stop else None,
         }
+        if ep.reasoning:  # what reasoning-model APIs refuse with HTTP 400; logprobs come back as None
+            for k in ("temperature", "top_p", "logprobs", "top_logprobs", "max_tokens"):
+                params.pop(k, None)
+            params["max_completion_tokens"] = ep.max_tokens if max_tokens is ... else max_tokens
         params = {k: v for k, v in params.items() if v is not None}
         wire = [m.to_openai() for m in messages]
         key = cache_key(

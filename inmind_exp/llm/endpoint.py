@@ -33,6 +33,8 @@ class Endpoint:
     top_p: float | None = None
     max_tokens: int | None = 512
     max_tokens_param: str = "max_tokens"
+    #: a reasoning model: no temperature, top_p or logprobs are sent, and the limit goes as max_completion_tokens
+    reasoning: bool = False
     seed: int | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
 

@@ -12,7 +12,7 @@ from inmind_exp.embed import MiniLMEncoder
 from inmind_exp.llm import LLMCallError
 from inmind_exp.records import Session, Turn
 from systems.a_mem import AMem, consolidated_document, note_document, raw_memory_line
-from systems.base import SYSTEMS
+from inmind_exp.memory import SYSTEMS
 from tests.fake_openai import Fault
 
 ANALYZE = "Content to analyse:"

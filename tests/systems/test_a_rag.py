@@ -14,7 +14,7 @@ import yaml
 from inmind_exp.embed import Encoder, MiniLMEncoder
 from inmind_exp.records import Session, Turn
 from systems.a_rag import ARAG, FORCE_ANSWER_PROMPT, split_sentences
-from systems.base import SYSTEMS
+from inmind_exp.memory import SYSTEMS
 from tests.fake_openai import ToolCalls
 
 SYSTEM_MARK = "earlier conversations with this user"  # in the agent's system prompt

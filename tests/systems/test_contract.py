@@ -10,7 +10,7 @@ import pytest
 
 from inmind_exp.embed import MiniLMEncoder
 from inmind_exp.records import Answer, Message
-from systems.base import SYSTEMS
+from inmind_exp.memory import SYSTEMS
 from tests.conftest import make_trace
 
 ALL = SYSTEMS.names()

@@ -15,7 +15,7 @@ import yaml
 from inmind_exp.embed import Encoder, MiniLMEncoder
 from inmind_exp.llm import LLMCallError
 from inmind_exp.records import Session, Turn
-from systems.base import SYSTEMS
+from inmind_exp.memory import SYSTEMS
 from systems.hipporag2 import (FILTER_SYSTEM, NER_SYSTEM, TRIPLE_SYSTEM, HippoRAG2, close_truncated_json, fact_text,
                                mdhash_id, min_max, personalized_pagerank)
 from tests.conftest import make_trace

@@ -13,7 +13,7 @@ import yaml
 from inmind_exp.embed import MiniLMEncoder
 from inmind_exp.llm import LLMCallError
 from inmind_exp.records import Session, Turn
-from systems.base import SYSTEMS
+from inmind_exp.memory import SYSTEMS
 from systems.mem0 import Mem0
 from tests.conftest import make_trace
 from tests.fake_openai import Fault

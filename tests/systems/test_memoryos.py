@@ -11,7 +11,7 @@ import pytest
 import systems.memoryos as mos
 from inmind_exp.embed import MiniLMEncoder
 from inmind_exp.records import Session, Turn
-from systems.base import SYSTEMS
+from inmind_exp.memory import SYSTEMS
 from tests.conftest import make_trace
 
 CONT = mos.CONTINUITY_SYSTEM_PROMPT[:45]

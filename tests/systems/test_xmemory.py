@@ -12,7 +12,7 @@ import yaml
 
 from inmind_exp.embed import MiniLMEncoder
 from inmind_exp.records import Session, Turn
-from systems.base import SYSTEMS
+from inmind_exp.memory import SYSTEMS
 from systems.xmemory import XMemory
 from tests.conftest import make_trace
 

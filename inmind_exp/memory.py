@@ -3,20 +3,38 @@
 A system instance is one user's memory for one task. The protocol builds it fresh (or restores it from the
 shared prefix snapshot), feeds it sessions in order, then asks it queries. Systems never retry, cache or count
 tokens: they call ``llm.memory`` (their internal calls) and ``llm.answerer`` (the answer) from ``inmind_exp.llm``.
+
+The answerer is a controlled factor (``answer=shared|native``): a system ``recall``s what it would show the
+answerer (its own rendering plus the items, with provenance); in ``shared`` mode every system's recall is answered
+by the one neutral prompt of ``inmind_exp.answering``, in ``native`` mode by the system's upstream answer prompt.
+Systems register in ``systems/`` with ``@SYSTEMS.register("name")``; this core module never imports them except
+through the registry's discovery.
 """
 
 from __future__ import annotations
 
 import abc
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from inmind_exp.embed import Encoder
 from inmind_exp.llm import Models
-from inmind_exp.records import Answer, Session, Turn
+from inmind_exp.records import Answer, ContextItem, Fault, Session, Turn
 from inmind_exp.registry import Registry
+
+ANSWER_MODES: tuple[str, ...] = ("shared", "native")
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What a system puts in front of the answerer for one query: its rendering (``text``) of the retrieved
+    ``items`` (each with the turn ids it derives from), plus diagnostics for the record (``meta``)."""
+
+    text: str
+    items: tuple[ContextItem, ...]
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -44,21 +62,53 @@ class MemorySystem(abc.ABC):
     evaluates_naive: ClassVar[bool] = True
     cost: ClassVar[CallProfile] = CallProfile()
 
-    def __init__(self, llm: Models, encoder: Encoder | None, workdir: Path, **params: Any) -> None:
+    def __init__(self, llm: Models, encoder: Encoder | None, workdir: Path, *, answer_mode: str = "shared",
+                 **params: Any) -> None:
         self.llm = llm
         self.encoder = encoder
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
+        if answer_mode not in ANSWER_MODES:
+            raise TypeError(f"system {self.name!r}: answer_mode must be one of {', '.join(ANSWER_MODES)}, got {answer_mode!r}")
+        self.answer_mode = answer_mode
+        #: faults since the protocol last collected them (not part of the snapshot)
+        self.faults: list[Fault] = []
         if params:
             raise TypeError(f"system {self.name!r}: unknown parameter(s) {', '.join(sorted(params))}")
 
     @abc.abstractmethod
     def ingest_session(self, session: Session) -> None:
-        """Write one session (in trace order) into memory."""
+        """Write one session (in trace order) into memory; every stored item keeps the ids of its source turns."""
 
-    @abc.abstractmethod
+    def recall(self, query: str) -> Recall:
+        """What this system shows the answerer for ``query``: its rendering and the items with provenance."""
+        raise NotImplementedError(f"system {self.name!r} does not implement recall()")
+
+    def native_answer(self, query: str, recall: Recall) -> Answer:
+        """Answer with the system's upstream answer prompt (``answer=native``); defaults to the shared prompt."""
+        from inmind_exp.answering import shared_answer
+
+        return shared_answer(self.llm.answerer, query, recall)
+
     def answer(self, query: str) -> Answer:
-        """Answer a query from memory; ``Answer.context`` is exactly the message list the answerer saw."""
+        """Answer a query from memory; ``Answer.context`` is exactly the message list the answerer saw and
+        ``Answer.items`` the memory items in it. Systems whose retrieval is part of the answerer (an agent loop)
+        override this."""
+        from inmind_exp.answering import shared_answer
+
+        recall = self.recall(query)
+        if self.answer_mode == "native":
+            return self.native_answer(query, recall)
+        return shared_answer(self.llm.answerer, query, recall)
+
+    def fault(self, kind: str, where: str, detail: str = "", turns: tuple[str, ...] | list[str] = ()) -> None:
+        """Count a fallback on the task record (see ``records.Fault``); never raises."""
+        self.faults.append(Fault(kind=kind, where=where, detail=str(detail)[:500], turns=tuple(turns)))
+
+    def take_faults(self) -> list[Fault]:
+        """The faults recorded since the last call (the protocol collects them phase by phase)."""
+        out, self.faults = self.faults, []
+        return out
 
     @abc.abstractmethod
     def snapshot(self, directory: Path) -> None:
