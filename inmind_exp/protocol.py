@@ -55,7 +55,7 @@ def injection_session_index(trace: Trace, spec: InjectionSpec) -> int:
 
 def inject(trace: Trace, task: Task, session_index: int) -> tuple[Session, ...]:
     """The trace's sessions with the task's (user, assistant) fact pair appended to session ``session_index``."""
-    sessions = list(trace.sessions)
+    sessions = [s.with_turn_ids() for s in trace.sessions]
     s = sessions[session_index]
     pair = (Turn("user", task.user_message, injected=True, id=FACT_TURN_ID),
             Turn("assistant", task.assistant_message, injected=True, id=FACT_REPLY_TURN_ID))
@@ -67,7 +67,7 @@ def build_prefix(make_system: SystemFactory, trace: Trace, session_index: int, w
     """Ingest the sessions before the injection point once and snapshot them for every task to restore."""
     system = make_system(workdir)
     for s in trace.sessions[:session_index]:
-        system.ingest_session(s)
+        system.ingest_session(s.with_turn_ids())
     system.snapshot(snapshot_dir)
 
 
