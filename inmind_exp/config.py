@@ -107,6 +107,8 @@ class LLMConf:
     backoff_max_s: float = 60.0
     roles: RolesConf = field(default_factory=RolesConf)
     prices: Dict[str, PriceConf] = field(default_factory=dict)
+    #: how many tasks a run takes when dataset.limit is not given: small for the embedded model only (null: all)
+    default_task_limit: Optional[int] = None
 
 
 @dataclass
