@@ -460,15 +460,10 @@ def run_config(cfg: DictConfig, root: Path, job_dir: Path, parent_key: str | Non
           f"{plan.session_index + 1}/{len(plan.trace.sessions)}", flush=True)
 
     tracker = session.tracker(cfg)
-    parent_id = None
-    if parent_key:
-        parent_id, _ = tracker.get_or_create_run(parent_key, parent_name, {"inmind.kind": "sweep"})
+    parent_id = tracker.open_sweep_run(parent_key, root) if parent_key else None  # MLflow layout: inmind_exp/tracking.py
     run_key = C.identity_hash({"root": str(root.resolve()), "config": plan.config_hash})
-    run_id, created = tracker.get_or_create_run(
-        run_key, plan.name, {"inmind.kind": "config", "inmind.config_hash": plan.config_hash, "inmind.system": plan.system_name},
-        parent_id=parent_id,
-    )
-    tracker.log_params(run_id, {**C.flatten_params(cfg), "inmind.config_hash": plan.config_hash})
+    run_id = tracker.open_config_run(plan, C.flatten_params(cfg), run_key, parent_id,
+                                     Path(cfg.dataset.path) if cfg.dataset.path else BUNDLED_TASKS)
     status = "FINISHED"
     records: dict[str, TaskRecord] = {t.id: plan.done[t.id] for t in plan.tasks if t.id in plan.done}
     try:
@@ -485,15 +480,16 @@ def run_config(cfg: DictConfig, root: Path, job_dir: Path, parent_key: str | Non
     finally:
         ordered = [records[t.id] for t in plan.tasks if t.id in records]
         metrics = compute(ordered)
-        _write_outputs(plan, ordered, metrics, tracker, run_id)
+        shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
         tracker.finish(run_id, status)
         if parent_id:
+            tracker.add_to_sweep(parent_id, run_id, shown)
             tracker.finish(parent_id, status)
     print(_progress(plan, records, len(plan.tasks), t0), flush=True)
     return RunResult(plan, ordered, metrics, run_id, time.perf_counter() - t0)
 
 
-def _write_outputs(plan: Plan, records: list[TaskRecord], metrics: RunMetrics, tracker: Any, run_id: str) -> None:
+def _write_outputs(plan: Plan, records: list[TaskRecord], metrics: RunMetrics, tracker: Any, run_id: str) -> dict[str, float]:
     plan.job_dir.mkdir(parents=True, exist_ok=True)
     rec_path = plan.job_dir / "records.jsonl"
     write_jsonl(rec_path, (r.to_dict() for r in records))
@@ -506,8 +502,7 @@ def _write_outputs(plan: Plan, records: list[TaskRecord], metrics: RunMetrics, t
     cost = cost_usd(metrics.usage, prices, {r: e.model for r, e in plan.endpoints.items()})
     if cost is not None:
         flat["cost_usd"] = cost
-    tracker.log_metrics(run_id, flat, step=len(records))
-    tracker.log_artifacts(run_id, [rec_path, cfg_path, table_path])
+    return tracker.log_config_results(run_id, flat, records, [rec_path, cfg_path, table_path])
 
 
 def _execute(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], session: Session, t0: float) -> None:

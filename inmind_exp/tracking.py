@@ -1,13 +1,22 @@
 """MLflow logging through one writer (the driver): a parent run per sweep, one child run per configuration, found
 again by tags on resume so a rerun never duplicates a run. The only module that imports mlflow.
+
+The layout answers "which system is better?" in the MLflow UI without setup: the experiment is a classic (non-GenAI)
+one so it opens on its runs; metrics are logged once at step 0 (one bar per run in the chart view); the coordinates
+of a configuration (system, embedding, injection, models, answer mode) are tags; params hold only what changes a
+result (the full config is the ``config.yaml`` artifact); per-task records are an MLflow table (per-sample view);
+the task file is the run's dataset input; the sweep parent is named after its overrides and carries the combined
+results table.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
@@ -16,6 +25,33 @@ from mlflow.entities import Metric, Param, RunTag  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+#: Experiment tag the MLflow 3 UI reads to choose its layout; "custom_model_development" opens the runs table
+#: (an untagged experiment may be inferred as GenAI and open on the traces overview).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+#: Flattened-config keys logged as params: what changes a result (see ``inmind_exp.config.result_identity``) plus
+#: the coordinates ``analysis.load.RunConfig`` reads. Everything else (server threads, timeouts, cluster, tracking,
+#: prices, paths of caches) stays in the ``config.yaml`` artifact.
+RESULT_PARAM_PREFIXES = ("system.", "answer.mode", "run.judge_attempts")
+RESULT_PARAM_KEYS = (
+    "embedding.name", "embedding.kind", "embedding.model", "embedding.dim",
+    "injection.name", "injection.user_turn", "injection.fraction",
+    "llm.name", "llm.provider", "llm.base_url", "llm.model", "llm.temperature", "llm.top_p", "llm.max_tokens", "llm.seed",
+    "llm.reasoning", "dataset.path", "dataset.limit", "trace.path", "trace.index",
+)
+RESULT_ROLE_FIELDS = ("model", "base_url", "temperature", "top_p", "max_tokens", "seed")
+
+#: Rate metrics are percentages: two decimals are all a reader can use (n=125 moves a rate in steps of 0.8).
+METRIC_DECIMALS = 2
+COST_DECIMALS = 4
+
+#: Keys already spelled out in a run's label (system/embedding/injection/llm[/answer]): not repeated in its name.
+LABEL_KEYS = ("system", "embedding", "injection", "llm", "answer")
+#: Sweep-level overrides that do not tell configurations apart (paths, limits, tracking, cluster, hydra).
+SWEEP_NAME_SKIP = ("hydra.", "tracking.", "cluster", "run.", "dataset.path", "trace.path", "llm.base_url",
+                   "embedding.base_url", "llm.model_path", "dry_run")
 
 
 def provenance_tags() -> dict[str, str]:
@@ -46,8 +82,136 @@ def artifact_location(uri: str) -> str | None:
     return None
 
 
+# -- what a configuration run shows ---------------------------------------------------------------------------------
+
+def result_params(flat_cfg: Mapping[str, str], config_hash: str) -> dict[str, str]:
+    """The params worth comparing across runs: result-changing keys only, nulls dropped."""
+    def wanted(k: str) -> bool:
+        if k in RESULT_PARAM_KEYS or k.startswith(RESULT_PARAM_PREFIXES):
+            return True
+        parts = k.split(".")
+        return len(parts) == 4 and parts[:2] == ["llm", "roles"] and parts[3] in RESULT_ROLE_FIELDS
+
+    out = {k: v for k, v in flat_cfg.items() if wanted(k) and v not in ("None", "null", "")}
+    out["inmind.config_hash"] = config_hash
+    return out
+
+
+def config_tags(plan: Any) -> dict[str, str]:
+    """Tags for filtering and grouping in the runs table: the configuration's coordinates and models.
+
+    ``plan`` is a ``runner.Plan`` (duck-typed: name, config_hash, system_name, answer_mode, endpoints, cfg,
+    session_index, trace).
+    """
+    cfg = plan.cfg
+    inj = cfg.injection
+    point = f"turn{inj.user_turn}" if inj.user_turn is not None else f"{inj.fraction:.0%} of user turns"
+    tags = {
+        "inmind.kind": "config",
+        "inmind.config_hash": plan.config_hash,
+        "inmind.label": plan.name,
+        "inmind.system": plan.system_name,
+        "inmind.embedding": str(cfg.embedding.name),
+        "inmind.injection": str(inj.name),
+        "inmind.injection_point": f"{point} (session {plan.session_index + 1}/{len(plan.trace.sessions)})",
+        "inmind.llm": str(cfg.llm.name),
+        "inmind.answer_mode": str(plan.answer_mode),
+    }
+    for role, ep in sorted(plan.endpoints.items()):
+        tags[f"inmind.{role}_model"] = str(ep.model)
+    return tags
+
+
+def sweep_overrides(root: Path) -> list[str]:
+    """The command-line overrides of the sweep rooted at ``root`` (Hydra writes them to ``multirun.yaml``)."""
+    f = Path(root) / "multirun.yaml"
+    if not f.is_file():
+        return []
+    try:
+        import yaml
+
+        doc = yaml.safe_load(f.read_text()) or {}
+        return [str(o) for o in (((doc.get("hydra") or {}).get("overrides") or {}).get("task") or [])]
+    except Exception:  # noqa: BLE001  (a name is cosmetic: never fail a run over it)
+        return []
+
+
+def _split(override: str) -> tuple[str, str]:
+    key, _, value = override.partition("=")
+    return key.lstrip("+~"), value
+
+
+def swept_keys(overrides: Iterable[str]) -> list[str]:
+    """Keys the sweep varies (``key=a,b``), in command-line order."""
+    return [k for k, v in map(_split, overrides) if "," in v and not v.startswith(("[", "{"))]
+
+
+def run_name(label: str, flat_cfg: Mapping[str, str], overrides: Iterable[str]) -> str:
+    """The label, plus ``key=value`` for every swept key the label does not already show, so runs that differ only
+    in, say, the judge model or a system parameter never share a name (``.../openai judge.model=gpt-4o``)."""
+    extra = []
+    for k in swept_keys(overrides):
+        if k in LABEL_KEYS or k == "injection.name":
+            continue  # a config group or name: already part of the label
+        v = flat_cfg.get(k)
+        if v is not None:
+            short = k.removeprefix("llm.roles.").removeprefix("system.params.")
+            extra.append(f"{short}={v}")
+    return label + (" " + " ".join(extra) if extra else "")
+
+
+def sweep_name(root: Path, overrides: Iterable[str]) -> str:
+    """``sweep <dir>: system=a,b embedding=x,y`` (path-like and bookkeeping overrides left out)."""
+    shown = [o for o in overrides if not _split(o)[0].startswith(SWEEP_NAME_SKIP)]
+    return f"sweep {Path(root).name}" + (f": {' '.join(shown)}" if shown else "")
+
+
+def display_metrics(flat: Mapping[str, float]) -> dict[str, float]:
+    """Metric values as the runs table should show them: percentages to two decimals, cost to four."""
+    out = {}
+    for k, v in flat.items():
+        if isinstance(v, float) and math.isnan(v):
+            continue
+        digits = COST_DECIMALS if k.startswith("cost") else METRIC_DECIMALS
+        out[k] = round(float(v), digits)
+    return out
+
+
+def records_table(records: Iterable[Any]) -> dict[str, list[Any]]:
+    """One row per task for MLflow's per-sample table view: the queries, answers, verdicts and errors."""
+    cols: dict[str, list[Any]] = {k: [] for k in (
+        "task_id", "domain", "naive_query", "naive_answer", "query", "answer", "naive", "target_recall",
+        "target_recall_exact", "target_recall_provenance", "application", "answer_only", "faults", "error")}
+    for r in records:
+        naive, indirect = r.naive, r.indirect
+
+        def last_user(a: Any) -> str:
+            users = [m.content or "" for m in (a.context if a is not None else ()) if m.role == "user"]
+            return users[-1] if users else ""
+
+        def verdict(name: str) -> Any:
+            v = r.verdicts.get(name)
+            return None if v is None else (v.score if v.error is None else "error")
+
+        cols["task_id"].append(r.task_id)
+        cols["domain"].append(r.domain)
+        cols["naive_query"].append(last_user(naive))
+        cols["naive_answer"].append(naive.text if naive else "")
+        cols["query"].append(last_user(indirect))
+        cols["answer"].append(indirect.text if indirect else "")
+        cols["naive"].append(verdict("naive"))
+        cols["target_recall"].append(verdict("target_recall"))
+        cols["target_recall_exact"].append(r.target_recall_exact)
+        cols["target_recall_provenance"].append(r.target_recall_provenance)
+        cols["application"].append(verdict("application"))
+        cols["answer_only"].append(verdict("answer_only"))
+        cols["faults"].append(", ".join(f"{k}×{n}" for k, n in r.fault_counts().items()))
+        cols["error"].append(r.error or "")
+    return cols
+
+
 class Tracker:
-    """Creates or finds runs by their ``inmind.key`` tag and logs params, metrics and artifacts."""
+    """Creates or finds runs by their ``inmind.key`` tag and logs params, metrics, tables and artifacts."""
 
     def __init__(self, uri: str, experiment: str):
         self.uri = uri
@@ -55,9 +219,14 @@ class Tracker:
         self.client = MlflowClient(tracking_uri=uri)
         exp = self.client.get_experiment_by_name(experiment)
         if exp is None:
-            self.experiment_id = self.client.create_experiment(experiment, artifact_location=artifact_location(uri))
+            self.experiment_id = self.client.create_experiment(
+                experiment, artifact_location=artifact_location(uri), tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
         else:
             self.experiment_id = exp.experiment_id
+            if EXPERIMENT_KIND_TAG not in exp.tags:  # experiments made before the tag existed
+                self.client.set_experiment_tag(self.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        #: per sweep parent run: configuration name -> its flat metrics, for the combined table
+        self._sweep_rows: dict[str, dict[str, dict[str, float]]] = {}
 
     def find_run(self, key: str) -> str | None:
         runs = self.client.search_runs(
@@ -74,9 +243,92 @@ class Tracker:
         if run_id is None:
             run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
             return run.info.run_id, True
-        self.client.update_run(run_id, status="RUNNING")
+        self.client.update_run(run_id, status="RUNNING", name=name)
         self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in all_tags.items()])
         return run_id, False
+
+    # -- the sweep parent -------------------------------------------------------------------------------------------
+
+    def open_sweep_run(self, key: str, root: Path) -> str:
+        """The sweep's parent run, named after its overrides, with the overrides as params."""
+        overrides = sweep_overrides(root)
+        run_id, _ = self.get_or_create_run(key, sweep_name(root, overrides), {"inmind.kind": "sweep",
+                                                                               "inmind.sweep_dir": str(root)})
+        self.log_params(run_id, {f"sweep.{k}": v for k, v in map(_split, overrides)
+                                 if not k.startswith(("hydra.", "tracking."))})
+        return run_id
+
+    def add_to_sweep(self, parent_id: str, run_id: str, flat: Mapping[str, float]) -> None:
+        """Add one finished configuration run to the parent's combined results (``results.md`` and an MLflow table),
+        so the parent is complete whenever the sweep stops, without running ``analysis report``."""
+        from inmind_exp.metrics import METRICS
+
+        name = self.client.get_run(run_id).info.run_name
+        rows = self._sweep_rows.setdefault(parent_id, {})
+        rows[name] = dict(flat)
+        cols = ["configuration", "n_tasks", "n_errors", *[m for m in METRICS], "delta_recall_naive",
+                "delta_application_recall", "delta_application_naive", "cost_usd"]
+        table: dict[str, list[Any]] = {c: [] for c in cols}
+        for n, m in sorted(rows.items()):
+            table["configuration"].append(n)
+            for c in cols[1:]:
+                v = m.get(c)
+                table[c].append(None if v is None else round(v, COST_DECIMALS if c == "cost_usd" else METRIC_DECIMALS))
+        self._replace_table(parent_id, table, "results_table.json")
+        md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        for i in range(len(table["configuration"])):
+            md.append("| " + " | ".join("" if table[c][i] is None else str(table[c][i]) for c in cols) + " |")
+        self.log_text(parent_id, "\n".join(md) + "\n", "results.md")
+        summary = {"n_configs": float(len(rows))}
+        apps = [(m["application"], n) for n, m in rows.items() if "application" in m]
+        if apps:
+            summary["best_application"] = max(apps)[0]
+        self.log_metrics(parent_id, summary)
+
+    # -- a configuration run ----------------------------------------------------------------------------------------
+
+    def open_config_run(self, plan: Any, flat_cfg: Mapping[str, str], key: str, parent_id: str | None,
+                        dataset_path: Path | None = None) -> str:
+        """The configuration's run: named by its label and swept keys, tagged, with result-changing params and the
+        task file as its dataset input."""
+        overrides = sweep_overrides(plan.root) if parent_id else []
+        run_id, created = self.get_or_create_run(key, run_name(plan.name, flat_cfg, overrides), config_tags(plan),
+                                                 parent_id=parent_id)
+        self.log_params(run_id, result_params(flat_cfg, plan.config_hash))
+        if created and dataset_path is not None:
+            self.log_dataset(run_id, plan.tasks, dataset_path)
+        return run_id
+
+    def log_config_results(self, run_id: str, flat: Mapping[str, float], records: list[Any],
+                           artifacts: list[Path]) -> dict[str, float]:
+        """Metrics at step 0 (one value per run: bar charts, sortable columns), per-task table, artifacts."""
+        shown = display_metrics(flat)
+        self.log_metrics(run_id, shown, step=0)
+        if records:
+            self._replace_table(run_id, records_table(records), "records_table.json")
+        self.log_artifacts(run_id, artifacts)
+        return shown
+
+    def log_dataset(self, run_id: str, tasks: list[Any], path: Path) -> None:
+        """The task set as the run's dataset input (name, digest, source, schema) in the UI's Datasets column."""
+        try:
+            import pandas as pd
+            import warnings
+
+            from mlflow.data.pandas_dataset import from_pandas
+            from mlflow.entities import DatasetInput, InputTag
+
+            df = pd.DataFrame([{k: v for k, v in t.to_dict().items() if isinstance(v, (str, int, float)) or v is None}
+                               for t in tasks])
+            with warnings.catch_warnings():  # "source can be interpreted in multiple ways": both are local files
+                warnings.simplefilter("ignore", UserWarning)
+                ds = from_pandas(df, source=str(Path(path).resolve()), name=Path(path).stem)
+            self.client.log_inputs(run_id, datasets=[DatasetInput(
+                ds._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", "eval")])])
+        except Exception as e:  # noqa: BLE001  (the dataset input is a convenience; the run is what matters)
+            print(f"[inmind] MLflow: dataset input not logged ({type(e).__name__}: {e})", flush=True)
+
+    # -- primitives -------------------------------------------------------------------------------------------------
 
     def log_params(self, run_id: str, params: dict[str, str]) -> None:
         existing = self.client.get_run(run_id).data.params
@@ -84,9 +336,7 @@ class Tracker:
         for i in range(0, len(fresh), 100):
             self.client.log_batch(run_id, params=fresh[i : i + 100])
 
-    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int = 0) -> None:
-        import time
-
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
         ts = int(time.time() * 1000)
         items = [Metric(k, float(v), ts, step) for k, v in sorted(metrics.items())]
         for i in range(0, len(items), 500):
@@ -96,6 +346,20 @@ class Tracker:
         for p in paths:
             if p.exists():
                 self.client.log_artifact(run_id, str(p))
+
+    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
+        self.client.log_text(run_id, text, artifact_file)
+
+    def _replace_table(self, run_id: str, data: dict[str, list[Any]], artifact_file: str) -> None:
+        """``log_table`` appends to an existing file; a resumed run must replace it, so delete the old one first."""
+        try:
+            if any(f.path == artifact_file for f in self.client.list_artifacts(run_id)):
+                from mlflow.tracking.artifact_utils import get_artifact_repository
+
+                get_artifact_repository(self.client.get_run(run_id).info.artifact_uri).delete_artifacts(artifact_file)
+        except Exception:  # noqa: BLE001  (a store that cannot delete keeps appending; the JSONL is authoritative)
+            pass
+        self.client.log_table(run_id, data=data, artifact_file=artifact_file)
 
     def finish(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status=status)
