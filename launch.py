@@ -2,7 +2,7 @@
 
     python launch.py                                   # default run on the embedded local LLM
     python launch.py -m system=backbone,naive_rag embedding=minilm,bm25
-    python launch.py dry_run=true -m system=a_mem,mem0  # estimated calls and tokens, nothing runs
+    python launch.py -m dry_run=true system=a_mem,mem0  # estimated calls and tokens, nothing runs
 """
 
 from __future__ import annotations

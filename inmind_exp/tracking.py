@@ -11,6 +11,7 @@ results table.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -46,6 +47,32 @@ RESULT_ROLE_FIELDS = ("model", "base_url", "temperature", "top_p", "max_tokens",
 #: Rate metrics are percentages: two decimals are all a reader can use (n=125 moves a rate in steps of 0.8).
 METRIC_DECIMALS = 2
 COST_DECIMALS = 4
+
+#: A saved runs-table view stored on the experiment (the MLflow UI's "share view" tag): Table 1's columns shown,
+#: sorted by application. Open it with ``#/experiments/<id>/runs?viewStateShareKey=inmind-table``.
+VIEW_KEY = "inmind-table"
+VIEW_TAG_PREFIX = "mlflow.sharedViewState."
+VIEW_METRICS = ("application", "target_recall", "naive", "answer_only", "target_recall_exact", "delta_application_recall",
+                "n_tasks", "n_errors", "cost_usd")
+#: the chart view of the saved view shows Table 1's rates and deltas first (a regex over metric names; the search box
+#: shows it, clear it for every metric)
+VIEW_CHARTS = "^(application|target_recall|naive|answer_only|target_recall_exact|delta_.*)$"
+VIEW_TAGS = ("inmind.system", "inmind.embedding", "inmind.injection", "inmind.answerer_model", "inmind.judge_model")
+
+
+def runs_view_state() -> dict[str, Any]:
+    """The saved view: search facets and UI state in the shape the MLflow 3 experiment page shares."""
+    cols = [f"metrics.`{m}`" for m in VIEW_METRICS] + [f"tags.`{t}`" for t in VIEW_TAGS]
+    return {"searchFilter": "", "orderByKey": "metrics.`application`", "orderByAsc": False, "startTime": "ALL",
+            "lifecycleFilter": "Active", "datasetsFilter": [], "modelVersionFilter": "All Runs",
+            "selectedColumns": cols, "runsHiddenMode": "SHOW_ALL", "groupBy": None, "useGroupedValuesInCharts": True,
+            "hideEmptyCharts": True, "chartsSearchFilter": VIEW_CHARTS}
+
+
+def runs_view_url(base: str, experiment_id: str) -> str:
+    """The UI address of the saved runs view, e.g. ``runs_view_url("http://127.0.0.1:5000", "1")``."""
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
+
 
 #: Keys already spelled out in a run's label (system/embedding/injection/llm[/answer]): not repeated in its name.
 LABEL_KEYS = ("system", "embedding", "injection", "llm", "answer")
@@ -225,6 +252,8 @@ class Tracker:
             self.experiment_id = exp.experiment_id
             if EXPERIMENT_KIND_TAG not in exp.tags:  # experiments made before the tag existed
                 self.client.set_experiment_tag(self.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        self.client.set_experiment_tag(self.experiment_id, VIEW_TAG_PREFIX + VIEW_KEY,
+                                       json.dumps(runs_view_state(), sort_keys=True))
         #: per sweep parent run: configuration name -> its flat metrics, for the combined table
         self._sweep_rows: dict[str, dict[str, dict[str, float]]] = {}
 

@@ -1,0 +1,166 @@
+"""Screenshots of the MLflow UI for the README: run a 3-system sweep against the fake OpenAI-compatible server, start
+``mlflow ui`` on its SQLite store and photograph the runs list, the chart view and the compare view with headless
+Chromium. The numbers in the pictures come from the fake server (deterministic pseudo-random verdicts): they show
+the layout, not any system's quality.
+
+    python docs/screenshots.py [--out docs/img] [--keep DIR]
+
+Needs Chromium (Debian: ``apt-get install -y chromium``). Takes about two minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from inmind_exp.fake_openai import FakeOpenAI  # noqa: E402
+from inmind_exp.tracking import runs_view_url  # noqa: E402
+from tests.launch_helpers import write_small_data  # noqa: E402
+
+SYSTEMS = ("backbone", "naive_rag", "always_in_state")
+EXPERIMENT = "inmind"
+#: window size per picture: wide enough for Table 1's columns beside the runs; the compare page is tall (its
+#: metric and param tables are below the plots)
+WINDOWS = {"mlflow_runs.png": (2000, 560), "mlflow_charts.png": (2000, 1000), "mlflow_compare.png": (1600, 2000)}
+#: Chrome flags for a reproducible, offline, headless capture (no first-run UI, no background network, no GPU).
+CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--hide-scrollbars", "--force-device-scale-factor=1")
+
+
+def fake_verdict(body: dict) -> dict:
+    """A judge verdict that differs by system and task but is the same on every run (hash of the prompt)."""
+    text = json.dumps(body.get("messages", []), sort_keys=True)
+    h = int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+    return {"score": int(h % 3 != 0), "reason": "fake verdict (screenshot data)"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_sweep(work: Path, base_url: str, n_tasks: int) -> None:
+    tasks, trace = write_small_data(work / "data", n_tasks=n_tasks, n_sessions=21)
+    cmd = [sys.executable, str(REPO / "launch.py"), "-m", f"system={','.join(SYSTEMS)}", "embedding=bm25",
+           "llm=vllm", f"llm.base_url={base_url}", "llm.model=Qwen/Qwen2.5-7B-Instruct", f"dataset.path={tasks}",
+           "dataset.limit=null", f"trace.path={trace}", f"tracking.uri=sqlite:///{work / 'mlflow.db'}",
+           f"tracking.experiment={EXPERIMENT}", f"hydra.sweep.dir={work / 'multirun'}",
+           f"run.cache_dir={work / 'cache'}", "cluster.workers=2", "cluster.num_cpus=2"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+           "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
+    p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=1200)
+    if p.returncode != 0:
+        sys.exit(f"sweep failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+
+
+def start_ui(work: Path, port: int) -> subprocess.Popen:
+    mlflow = Path(sys.executable).with_name("mlflow")
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
+    proc = subprocess.Popen([str(mlflow), "ui", "--backend-store-uri", f"sqlite:///{work / 'mlflow.db'}",
+                             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                            cwd=work, env=env, stdout=open(work / "mlflow_ui.log", "w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"mlflow ui exited: {(work / 'mlflow_ui.log').read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(1)
+    proc.terminate()
+    sys.exit("mlflow ui did not answer /health within 180 s")
+
+
+def screenshot(chrome: str, url: str, out: Path, profile: Path, budget_ms: int, window: tuple[int, int]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [chrome, *CHROME_FLAGS, f"--user-data-dir={profile}", f"--window-size={window[0]},{window[1]}",
+           f"--virtual-time-budget={budget_ms}", f"--screenshot={out}", url]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0 or not out.is_file():
+        sys.exit(f"chromium failed on {url}: {p.stderr[-2000:]}")
+    if "/#/experiments/" in url:
+        crop_assistant_panel(out)
+    print(f"[screenshots] {out} <- {url}", flush=True)
+
+
+def crop_assistant_panel(png: Path) -> None:
+    """Cut off the right-hand "MLflow Assistant" panel that MLflow 3 opens on a fresh browser profile (its open
+    state lives in the browser's local storage, which a command-line capture cannot set)."""
+    from PIL import Image
+
+    with Image.open(png) as im:
+        w, h = im.size
+        px = im.convert("RGB").load()
+        # the panel is separated by a light vertical gap: find the rightmost column in the right third that is
+        # background-coloured from top to bottom
+        for x in range(int(w * 0.6), int(w * 0.9)):
+            column = [px[x, y] for y in range(60, h - 60, 20)]
+            if all(c == column[0] for c in column) and x > 0:
+                im.crop((0, 0, x, h)).save(png, optimize=True)
+                return
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=REPO / "docs" / "img")
+    ap.add_argument("--keep", type=Path, help="work directory to keep and reuse (default: a temporary one, removed)")
+    ap.add_argument("--tasks", type=int, default=6)
+    ap.add_argument("--budget-ms", type=int, default=20000, help="Chromium virtual time for the page to render")
+    args = ap.parse_args()
+    chrome = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if not chrome:
+        sys.exit("no Chromium found: apt-get install -y chromium")
+    work = args.keep or Path(tempfile.mkdtemp(prefix="inmind-shots-"))
+    work.mkdir(parents=True, exist_ok=True)
+    if not (args.keep and (work / "mlflow.db").is_file()):  # --keep DIR with a finished sweep: photograph only
+        with FakeOpenAI(rules=[('"score"', fake_verdict)]) as fake:
+            run_sweep(work, fake.base_url, args.tasks)
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{work / 'mlflow.db'}")
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    runs = client.search_runs([exp.experiment_id], filter_string="tags.`inmind.kind` = 'config'")
+    run_ids = sorted(r.info.run_id for r in runs)
+    port = free_port()
+    ui = start_ui(work, port)
+    base = f"http://127.0.0.1:{port}/#/experiments/{exp.experiment_id}"
+    view = runs_view_url(f"http://127.0.0.1:{port}", exp.experiment_id)
+    pages = {
+        "mlflow_runs.png": view,
+        "mlflow_charts.png": f"{view}&compareRunsMode=CHART",
+        "mlflow_compare.png": (f"http://127.0.0.1:{port}/#/compare-runs?runs={json.dumps(run_ids)}"
+                               f"&experiments={json.dumps([exp.experiment_id])}"),
+    }
+    try:
+        with tempfile.TemporaryDirectory(prefix="inmind-chrome-") as profile:
+            for name, url in pages.items():
+                screenshot(chrome, url.replace(" ", ""), args.out / name, Path(profile), args.budget_ms, WINDOWS[name])
+    finally:
+        os.killpg(ui.pid, 15)
+        ui.wait(30)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
