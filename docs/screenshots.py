@@ -34,7 +34,7 @@ SYSTEMS = ("backbone", "naive_rag", "always_in_state")
 EXPERIMENT = "inmind"
 #: window size per picture: wide enough for Table 1's columns beside the runs; the compare page is tall (its
 #: metric and param tables are below the plots)
-WINDOWS = {"mlflow_runs.png": (2000, 560), "mlflow_charts.png": (2000, 1000), "mlflow_compare.png": (1600, 2000)}
+WINDOWS = {"mlflow_runs.png": (2400, 560), "mlflow_charts.png": (2000, 1000), "mlflow_compare.png": (1600, 2000)}
 #: Chrome flags for a reproducible, offline, headless capture (no first-run UI, no background network, no GPU).
 CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -98,7 +98,17 @@ def screenshot(chrome: str, url: str, out: Path, profile: Path, budget_ms: int, 
         sys.exit(f"chromium failed on {url}: {p.stderr[-2000:]}")
     if "/#/experiments/" in url:
         crop_assistant_panel(out)
+    shrink_png(out)
     print(f"[screenshots] {out} <- {url}", flush=True)
+
+
+def shrink_png(png: Path) -> None:
+    """A 256-colour palette keeps the committed pictures small (UI screenshots have few colours)."""
+    from PIL import Image
+
+    with Image.open(png) as im:
+        small = im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    small.save(png, optimize=True)
 
 
 def crop_assistant_panel(png: Path) -> None:

@@ -254,8 +254,6 @@ class Tracker:
                 self.client.set_experiment_tag(self.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         self.client.set_experiment_tag(self.experiment_id, VIEW_TAG_PREFIX + VIEW_KEY,
                                        json.dumps(runs_view_state(), sort_keys=True))
-        #: per sweep parent run: configuration name -> its flat metrics, for the combined table
-        self._sweep_rows: dict[str, dict[str, dict[str, float]]] = {}
 
     def find_run(self, key: str) -> str | None:
         runs = self.client.search_runs(
@@ -288,13 +286,17 @@ class Tracker:
         return run_id
 
     def add_to_sweep(self, parent_id: str, run_id: str, flat: Mapping[str, float]) -> None:
-        """Add one finished configuration run to the parent's combined results (``results.md`` and an MLflow table),
-        so the parent is complete whenever the sweep stops, without running ``analysis report``."""
+        """Refresh the parent's combined results (``results.md`` and the MLflow table ``results_table.json``) from all
+        its configuration runs, after ``run_id`` finished with metrics ``flat``: the parent is complete whenever the
+        sweep stops, resumed or not, without running ``analysis report``."""
         from inmind_exp.metrics import METRICS
 
-        name = self.client.get_run(run_id).info.run_name
-        rows = self._sweep_rows.setdefault(parent_id, {})
-        rows[name] = dict(flat)
+        rows: dict[str, Mapping[str, float]] = {}
+        children = self.client.search_runs(
+            [self.experiment_id], max_results=5000,
+            filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}' and tags.`inmind.kind` = 'config'")
+        for child in children:
+            rows[child.info.run_name] = flat if child.info.run_id == run_id else child.data.metrics
         cols = ["configuration", "n_tasks", "n_errors", *[m for m in METRICS], "delta_recall_naive",
                 "delta_application_recall", "delta_application_naive", "cost_usd"]
         table: dict[str, list[Any]] = {c: [] for c in cols}
@@ -308,11 +310,7 @@ class Tracker:
         for i in range(len(table["configuration"])):
             md.append("| " + " | ".join("" if table[c][i] is None else str(table[c][i]) for c in cols) + " |")
         self.log_text(parent_id, "\n".join(md) + "\n", "results.md")
-        summary = {"n_configs": float(len(rows))}
-        apps = [(m["application"], n) for n, m in rows.items() if "application" in m]
-        if apps:
-            summary["best_application"] = max(apps)[0]
-        self.log_metrics(parent_id, summary)
+        self.log_metrics(parent_id, {"n_configs": float(len(rows))})
 
     # -- a configuration run ----------------------------------------------------------------------------------------
 
