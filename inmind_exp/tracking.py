@@ -124,24 +124,27 @@ def result_params(flat_cfg: Mapping[str, str], config_hash: str) -> dict[str, st
     return out
 
 
-def config_tags(plan: Any) -> dict[str, str]:
+def config_tags(plan: Any, flat_cfg: Mapping[str, str]) -> dict[str, str]:
     """Tags for filtering and grouping in the runs table: the configuration's coordinates and models.
 
-    ``plan`` is a ``runner.Plan`` (duck-typed: name, config_hash, system_name, answer_mode, endpoints, cfg,
-    session_index, trace).
+    ``plan`` is the run's plan (duck-typed: name, config_hash, system_name, answer_mode, endpoints, session_index,
+    trace); ``flat_cfg`` its flattened config.
     """
-    cfg = plan.cfg
-    inj = cfg.injection
-    point = f"turn{inj.user_turn}" if inj.user_turn is not None else f"{inj.fraction:.0%} of user turns"
+    def get(k: str) -> str | None:
+        v = flat_cfg.get(k)
+        return None if v in (None, "None", "null", "") else str(v)
+
+    turn, fraction = get("injection.user_turn"), get("injection.fraction")
+    point = f"turn{turn}" if turn is not None else f"{float(fraction or 0):.0%} of user turns"
     tags = {
         "inmind.kind": "config",
         "inmind.config_hash": plan.config_hash,
         "inmind.label": plan.name,
         "inmind.system": plan.system_name,
-        "inmind.embedding": str(cfg.embedding.name),
-        "inmind.injection": str(inj.name),
+        "inmind.embedding": get("embedding.name") or "?",
+        "inmind.injection": get("injection.name") or "?",
         "inmind.injection_point": f"{point} (session {plan.session_index + 1}/{len(plan.trace.sessions)})",
-        "inmind.llm": str(cfg.llm.name),
+        "inmind.llm": get("llm.name") or "?",
         "inmind.answer_mode": str(plan.answer_mode),
     }
     for role, ep in sorted(plan.endpoints.items()):
@@ -319,7 +322,7 @@ class Tracker:
         """The configuration's run: named by its label and swept keys, tagged, with result-changing params and the
         task file as its dataset input."""
         overrides = sweep_overrides(plan.root) if parent_id else []
-        run_id, created = self.get_or_create_run(key, run_name(plan.name, flat_cfg, overrides), config_tags(plan),
+        run_id, created = self.get_or_create_run(key, run_name(plan.name, flat_cfg, overrides), config_tags(plan, flat_cfg),
                                                  parent_id=parent_id)
         self.log_params(run_id, result_params(flat_cfg, plan.config_hash))
         if created and dataset_path is not None:
