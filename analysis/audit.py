@@ -29,7 +29,7 @@ import pandas as pd
 from inmind_exp.metrics import METRICS
 from inmind_exp.records import Answer
 
-from analysis.compare import outcome
+from analysis.compare import verdict_outcome
 from analysis.load import LoadError, Run, find_run
 from analysis.stats import cohen_kappa, wilson_interval
 from analysis.tables import METRIC_TITLES, Table
@@ -112,7 +112,7 @@ def audit_human(labels: Sequence[HumanLabel], runs: Sequence[Run]) -> Table:
                 if rec is None:
                     unmatched += 1
                     continue
-                v = outcome(rec, judge)
+                v = verdict_outcome(rec, judge)
                 if v is None:
                     errored += 1
                     continue
@@ -182,7 +182,7 @@ def judge_agreement(pairs: Sequence[tuple[Run, Run]]) -> Table:
                 if not same:
                     differ += 1
                     continue
-                x, y = outcome(a, judge), outcome(b, judge)
+                x, y = verdict_outcome(a, judge), verdict_outcome(b, judge)
                 if x is None or y is None:
                     errored += 1
                     continue
