@@ -96,6 +96,8 @@ class Comparison:
 
     def summary(self) -> str:
         ex = ", ".join(f"{v} {k}" for k, v in self.excluded.items() if v) or "none"
+        if not self.n:
+            return f"{self.metric}: no shared task with a measured value in both runs; excluded: {ex}"
         return (f"{self.metric}: {self.a} {self.rate_a:.1f}% vs {self.b} {self.rate_b:.1f}% on {self.n} paired tasks; "
                 f"difference {self.diff:+.1f} pp, 95% paired bootstrap [{self.ci_low:+.1f}, {self.ci_high:+.1f}]; "
                 f"discordant {self.a_only} (A only) / {self.b_only} (B only), exact McNemar p = {self.p_mcnemar:.4g}; "

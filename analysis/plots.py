@@ -188,7 +188,8 @@ def embedding_comparison(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 
                 a, b = groups[k][0], groups[k][1]
                 c = compare(b, a, metric, n_boot=n_boot, seed=seed)
                 if c.n:
-                    ax.text(i, top + 3, f"Δ{c.diff:+.1f}{FLAG if c.degenerate else ''}\np={fmt_p(c.p_mcnemar)}", ha="center", fontsize=6)
+                    mark = FLAG if c.degenerate else ""
+                    ax.text(i, top + 3, f"Δ{c.diff:+.1f}{mark}\np={fmt_p(c.p_mcnemar)}", ha="center", fontsize=6)
         ax.set_xticks(range(len(keys)), names, rotation=30, ha="right")
         ax.set_title(METRIC_TITLES[metric])
         ax.set_ylim(0, min(105.0, max(10.0, top + 15)))

@@ -123,7 +123,8 @@ def to_markdown(df: pd.DataFrame) -> str:
 
 _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
         "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "Δ": r"$\Delta$", "−": "$-$",
-        "–": "--", "—": "---", "κ": r"$\kappa$", "×": r"$\times$", "→": r"$\to$", "≤": r"$\le$", "*": r"$^{*}$"}
+        "–": "--", "—": "---", "κ": r"$\kappa$", "×": r"$\times$", "→": r"$\to$", "≤": r"$\le$",
+        "*": r"$^{*}$", "†": r"$^{\dagger}$", "…": r"\ldots{}"}
 
 
 def tex_escape(text: object) -> str:
@@ -162,7 +163,8 @@ def _fault_cells(run: Run) -> tuple[dict[str, object], str, str]:
     fault counting (``load.FAULT_SCHEMA``)."""
     fm = run.fault_metrics
     if fm is None:
-        return {"memory_fault_rate": math.nan, "fact_write_fault_rate": math.nan, "fault_measured_tasks": 0}, "–", "–"
+        cols = {"memory_fault_rate": math.nan, "fact_write_fault_rate": math.nan, "fault_measured_tasks": 0}
+        return cols, "–", "–"
     cols: dict[str, object] = {
         "memory_fault_rate": fm.memory_fault_rate, "memory_fault_tasks": fm.fault_tasks,
         "fact_write_fault_rate": fm.fact_write_fault_rate, "fact_write_fault_tasks": fm.fact_write_fault_tasks,

@@ -38,7 +38,8 @@ def test_report_from_an_mlflow_experiment(store, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "| mem0/minilm/middle/openai | 40 | 2 |" in proc.stdout and parent in proc.stdout
 
-    tables = {"table1", "judge_self_audit", "table2", "pairwise_application", "pairwise_application_matrix", "pairwise_target_recall",
+    tables = {"table1", "judge_self_audit", "table2", "pairwise_application", "pairwise_application_matrix",
+              "pairwise_target_recall",
               "pairwise_target_recall_matrix", "by_domain_application", "by_domain_target_recall",
               "by_injection_application", "by_injection_target_recall", "by_embedding", "audit_human"}
     for name in tables:

@@ -12,9 +12,8 @@ import pytest
 from analysis import plots
 from analysis.__main__ import main
 from analysis.caveats import FLAG, MIN_N, degenerate, resolvable_gap_pp, small_sample_warning, wilson_halfwidth_pp
-from analysis.load import EMBEDDING_FREE
+from analysis.load import EMBEDDING_FREE, RunSet
 from analysis.report import build, warnings
-from analysis.load import RunSet
 from analysis.tables import by_embedding, embedding_free_repeats, embedding_groups, retrieval_leaders, table1, table2
 from tests.analysis.conftest import build_runs
 from tests.analysis.fixtures import SPECS, Spec, fixture_records, make_records
@@ -57,6 +56,7 @@ def test_a_tiny_sweep_is_reported_with_warnings_ties_and_flags(tmp_path):
     delta = next(r for r in rows.index if r.startswith("Δ paired"))
     assert rows.loc[delta, "Application"].startswith(f"+100.0 [+100.0, +100.0]{FLAG} p=")  # the example
     assert t2.items and "Tie for best retrieval" in t2.items[0]
+    assert r"+100.0 [+100.0, +100.0]$^{\dagger}$" in t2.latex().replace("$-$", "-")
 
     rep = build(RunSet(runs=runs, origin="fixture"), tmp_path / "r", n_boot=200)
     md = rep.markdown.read_text()
@@ -119,7 +119,8 @@ def test_embedding_free_list_matches_the_system_classes():
     assert free == set(EMBEDDING_FREE)
 
 
-@pytest.mark.parametrize("uri", ["sqlite:///mlflow.db", "sqlite:///{tmp}/sub/mlflow.db", "mlruns", "file://{tmp}/mlruns"])
+@pytest.mark.parametrize("uri", ["sqlite:///mlflow.db", "sqlite:///{tmp}/sub/mlflow.db", "mlruns",
+                                 "file://{tmp}/mlruns"])
 def test_report_in_a_folder_without_a_store_creates_nothing(tmp_path, monkeypatch, capsys, uri):
     monkeypatch.chdir(tmp_path)
     uri = uri.format(tmp=tmp_path)
