@@ -93,8 +93,9 @@ def app_vs_recall(runs: Sequence[Run]) -> Figure:
         shown.append((run, x, y))
     for group in label_clusters([(x, y) for _, x, y in shown]):
         _, x, y = shown[group[0]]
-        ax.annotate(",".join(str(i + 1) for i in group), (x, y), fontsize=7, xytext=(4, 4),
-                    textcoords="offset points")
+        left = x > 90  # near the right edge: label to the left of the point so it stays inside the axes
+        ax.annotate(",".join(str(i + 1) for i in group), (x, y), fontsize=7, xytext=(-4 if left else 4, 4),
+                    textcoords="offset points", ha="right" if left else "left", annotation_clip=False)
     key = "\n".join(f"{i + 1}  {run.label}" for i, (run, _, _) in enumerate(shown))
     ax.text(1.03, 1.0, key, transform=ax.transAxes, fontsize=6, va="top", ha="left", family="monospace")
     ax.plot([0, 100], [0, 100], ls=":", c="grey", lw=1)

@@ -86,6 +86,12 @@ def fmt_diff_ci(c: Comparison) -> str:
     return f"{fmt_delta(c.diff)} [{fmt_delta(c.ci_low)}, {fmt_delta(c.ci_high)}]{FLAG if c.degenerate else ''}"
 
 
+def flag_note(*frames: pd.DataFrame) -> str:
+    """``caveats.FLAG_NOTE`` (with a leading space) when some cell of ``frames`` carries the flag, else ""."""
+    flagged = any(FLAG in str(v) for df in frames for v in df.to_numpy().ravel())
+    return f" {FLAG_NOTE}" if flagged else ""
+
+
 def _rate_cells(m: RunMetrics) -> dict[str, str]:
     """Display cells for every rate of a run: "pct [lo, hi]", or "–" where nothing was measured."""
     return {METRIC_TITLES[k]: fmt_rate(m.rates[k].pct, *m.rates[k].ci, m.rates[k].n) if m.rates[k].n else "–"
@@ -209,10 +215,11 @@ def table1(runs: Sequence[Run]) -> Table:
         if m.excluded:
             reasons = ", ".join(f"{t} ({left_out_reason(run.by_task[t])})" for t in m.excluded)
             items.append(f"{run.label}: left out of every rate: {reasons}")
+    shown = pd.DataFrame(display)
     return Table(
         "table1",
         "Table 1: results (%) per configuration with Wilson 95% intervals; Δ columns in percentage points",
-        pd.DataFrame(data), pd.DataFrame(display),
+        pd.DataFrame(data), shown,
         note=("Naive = direct recall (judge); Target recall (judge) = answer-blind judge of the indirect context; "
               "Target recall (verbatim, lower bound) = the fact turn's text appears verbatim in that context (misses "
               "paraphrased memories); Target recall (provenance, upper bound) = an item derived from the fact turn is "
@@ -223,7 +230,7 @@ def table1(runs: Sequence[Run]) -> Table:
               "judge errors on target recall (verdict 1 with provenance 0 / verdict 0 with verbatim 1), task ids in "
               "the judge-audit table. memory faults: tasks with at least one memory-system fallback; fact-write "
               "faults: tasks with a fallback while writing the injected exchange. '–': not measured (the backbone "
-              f"has no naive query; older records carry no provenance or faults). {FLAG_NOTE}"),
+              f"has no naive query; older records carry no provenance or faults).{flag_note(shown)}"),
         items=tuple(items),
     )
 
@@ -332,13 +339,14 @@ def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | 
             data.append(_comparison_row(c, role="always_in_state vs best retrieval"))
             delta[METRIC_TITLES[k]] = f"{fmt_diff_ci(c)} p={fmt_p(c.p_mcnemar)}" if c.n else "–"
         display.append(delta)
+    shown = pd.DataFrame(display)
     return Table(
         "table2",
         "Table 2: always-in-state against the best retrieval configuration (%), with the paired difference",
-        pd.DataFrame(data), pd.DataFrame(display),
+        pd.DataFrame(data), shown,
         note=("Best retrieval = highest Application (then target recall) among query-time configurations (same "
               "injection and LLM when available); a tie is named as one. Δ row: paired difference in points with its "
-              f"95% paired bootstrap interval and exact McNemar p. {EXCLUSION_NOTE} {FLAG_NOTE}"),
+              f"95% paired bootstrap interval and exact McNemar p. {EXCLUSION_NOTE}{flag_note(shown)}"),
         items=tuple(items),
     )
 
@@ -370,7 +378,7 @@ def pairwise(runs: Sequence[Run], metric: str = "application", n_boot: int = 10_
     } for c, h, q in zip(comps, p_holm, p_bh)])
     title = METRIC_TITLES[metric]
     note = (f"{len(comps)} pairs; Holm controls the family-wise error over all of them, BH the false discovery rate. "
-            f"{EXCLUSION_NOTE} {FLAG_NOTE}")
+            f"{EXCLUSION_NOTE}{flag_note(display)}")
     long = Table(f"pairwise_{metric}", f"Paired comparisons of {title}: all pairs of configurations", data,
                  display if len(display) else pd.DataFrame(columns=["A", "B"]), note=note)
     labels = [r.label for r in runs]
@@ -499,9 +507,10 @@ def by_embedding(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Ta
                 row[f"Δ {title} [95% CI]"] = fmt_diff_ci(c)
                 row[f"p ({title})"] = fmt_p(c.p_mcnemar)
             display.append(row)
+    shown = pd.DataFrame(display)
     return Table("by_embedding", "Embedding comparison per system (Section 4.5): paired change in points",
-                 pd.DataFrame(data), pd.DataFrame(display),
+                 pd.DataFrame(data), shown,
                  note=("Rates over the tasks valid in both runs; exact McNemar p, not adjusted. Only systems that use "
                        "an embedding are compared" + (f" ({', '.join(repeats)} use none: their runs under different "
                                                       "embeddings repeat one configuration)" if repeats else "")
-                       + f". {EXCLUSION_NOTE} {FLAG_NOTE}"))
+                       + f". {EXCLUSION_NOTE}{flag_note(shown)}"))
