@@ -129,3 +129,21 @@ def test_report_in_a_folder_without_a_store_creates_nothing(tmp_path, monkeypatc
         err = capsys.readouterr().err
         assert "no MLflow" in err and "--sweep-dir" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no mlflow.db, no mlruns/, no report
+
+
+def test_the_report_command_prints_the_warnings(tmp_path, capsys):
+    import yaml
+
+    from inmind_exp.records import write_jsonl
+    from tests.analysis.fixtures import config_dict
+
+    for spec in (ZERO_A, ZERO_B, STATE):
+        job = tmp_path / "sweep" / spec.system
+        write_jsonl(job / "records.jsonl", make_records(spec, n=2))
+        (job / "config.yaml").write_text(yaml.safe_dump(config_dict(spec)))
+    assert main(["report", "--sweep-dir", str(tmp_path / "sweep"), "--out", str(tmp_path / "out"),
+                 "--n-boot", "200"]) == 0
+    captured = capsys.readouterr()
+    assert "[analysis] WARNING: Small samples: 3 of 3 configuration(s)" in captured.err
+    assert "[analysis] WARNING: Tie: no single best retrieval configuration" in captured.err
+    assert f"100.0 [34.2, 100.0]{FLAG}" in captured.out  # Table 1 on stdout carries the flags

@@ -12,7 +12,8 @@ from inmind_exp.metrics import METRICS, compute
 from inmind_exp.records import write_jsonl
 
 from analysis import plots
-from analysis.compare import compare, outcome
+from analysis.caveats import FLAG, FLAG_NOTE
+from analysis.compare import compare, not_applicable, outcome
 from analysis.load import find_run, load_sweep_dir
 from analysis.tables import (best_retrieval, by_domain, by_embedding, by_injection, embedding_groups,
                              judge_self_audit, pairwise, table1, table2)
@@ -62,6 +63,7 @@ def test_table1_matches_metrics_and_renders(runs, tmp_path):
     assert md.count("\n") == 5
     assert "| Target recall (verbatim, lower bound) | Target recall (provenance, upper bound) |" in md
     assert "provenance is" not in md and "upper bound" in t.note and "lower bound" in t.note
+    assert FLAG not in md and FLAG_NOTE not in t.note  # n=38-40 here: no interval is degenerate, so no † and no note
     assert r"\toprule" in t.latex() and r"always\_in\_state" in t.latex() and "$\\Delta$" in t.latex()
     md_path, tex_path, csv_path = t.write(tmp_path)
     text = md_path.read_text()
@@ -149,6 +151,7 @@ def test_compare_pairs_tasks_and_excludes_errored_verdicts(runs):
     naive = compare(runs[0], a, "naive", n_boot=1000)  # the backbone has no naive query
     assert naive.n == 0 and math.isnan(naive.p_mcnemar)
     assert (naive.excluded["not applicable"], naive.excluded["error in B"]) == (38, 2)  # errors counted first
+    assert not_applicable(runs[0].records[0], "naive") and not not_applicable(a.by_task["t003"], "naive")
     assert "excluded: 2 error in A" in c.summary()
 
 
