@@ -332,7 +332,7 @@ def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | 
         if len(leaders) > 1:
             items.append(f"Tie for best retrieval against {state.label}: {', '.join(r.label for r in leaders)} "
                          f"share application {best.metrics.rates['application'].pct:.1f}% and the same target recall; "
-                         f"the comparison uses {best.label}, and would be the same question for the others.")
+                         f"the Δ row uses {best.label} (first by name); the others are in the paired comparisons.")
         delta = {"Row": f"Δ paired ({state.config.system} − {best.config.system})", "n": ""}
         for k in METRICS:
             c = compare(state, best, k, n_boot=n_boot, seed=seed)
