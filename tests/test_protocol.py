@@ -6,8 +6,8 @@ import pytest
 
 from inmind_exp.embed import MiniLMEncoder
 from inmind_exp.judges import exact_target_recall
-from inmind_exp.protocol import InjectionSpec, inject, injection_session_index, run_task
-from inmind_exp.records import Answer, Message, Session, Task, Trace, Turn
+from inmind_exp.protocol import inject, injection_session_index, run_task
+from inmind_exp.records import Answer, InjectionSpec, Message, Session, Task, Trace, Turn
 from inmind_exp.memory import SYSTEMS
 from tests.conftest import make_trace
 
@@ -53,10 +53,11 @@ def test_inject_appends_pair_at_end_of_session_and_keeps_order():
     sessions = inject(t, TASK, 2)
     assert [s.id for s in sessions] == ["s0", "s1", "s2", "s3"]
     s2 = sessions[2]
-    assert s2.turns[:-2] == t.sessions[2].turns
+    assert s2.turns[:-2] == t.sessions[2].with_turn_ids().turns  # every ingested turn carries an id
+    assert [x.id for x in s2.turns[:2]] == ["s2#0", "s2#1"]
     assert (s2.turns[-2].role, s2.turns[-2].content, s2.turns[-2].injected) == ("user", TASK.user_message, True)
     assert (s2.turns[-1].role, s2.turns[-1].content) == ("assistant", TASK.assistant_message)
-    assert sessions[1] == t.sessions[1] and sessions[3] == t.sessions[3]
+    assert sessions[1] == t.sessions[1].with_turn_ids() and sessions[3] == t.sessions[3].with_turn_ids()
     assert t.sessions[2].turns[-1].content == "s2 a3"  # the original trace is untouched
 
 
