@@ -4,12 +4,13 @@ again by tags on resume so a rerun never duplicates a run. The only module that 
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+from inmind_exp import env
+
+env.apply(env.MLFLOW)
 
 import mlflow  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
