@@ -609,3 +609,20 @@ def test_hipporag_is_an_alias_with_the_same_config_and_result_identity(repo_root
     assert alias.system.name == "hipporag2" and SYSTEMS.get(alias.system.name) is HippoRAG2
     ids = [identity_hash(result_identity(c, {}, "dataset", "trace")) for c in (alias, canonical, other)]
     assert ids[0] == ids[1] != ids[2]
+
+
+def test_reasoning_endpoint_gets_no_refused_parameter(fake, tmp_path, encoder):
+    from inmind_exp.llm import CallCache, Models
+    from tests.conftest import fake_endpoints
+
+    models = Models.build(fake_endpoints(fake.base_url, reasoning=True), CallCache(tmp_path / "cache"))
+    protocol_script(fake)
+    mem = HippoRAG2(models, encoder, tmp_path / "w", answer_mode="native")
+    for s in make_trace(n_sessions=2, user_turns_per_session=1).sessions:
+        mem.ingest_session(s)
+    assert mem.answer("How do I care for tomato plants?").text == "done"
+    bodies = fake.chat_requests()
+    assert {kind(b) for b in bodies} == {"ner", "triples", "filter", "qa"}
+    for b in bodies:
+        assert not {"temperature", "top_p", "max_tokens", "logprobs", "top_logprobs"} & set(b)
+        assert b["max_completion_tokens"] == 256

@@ -439,3 +439,19 @@ def test_shared_and_native_answer_prompts(fake, models, tmp_path):
         "timeframe of the question")
     # both modes put the same items in front of the answerer
     assert shared.items == native.items and shared.items
+
+
+def test_reasoning_endpoint_gets_no_refused_parameter(fake, tmp_path):
+    from inmind_exp.llm import CallCache, Models
+    from tests.conftest import fake_endpoints
+
+    models = Models.build(fake_endpoints(fake.base_url, reasoning=True), CallCache(tmp_path / "cache"))
+    script_write_path(fake)
+    s = build(models, tmp_path / "w", short_term_capacity=1, mid_term_heat_threshold=2.0, answer_mode="native")
+    s.ingest_session(make_trace(1, 3).sessions[0])
+    s.answer("How do I stake tomato plants?")
+    bodies = fake.chat_requests()
+    assert len(bodies) >= 8 and s.profile == PROFILE_TEXT and s.take_faults() == []
+    for b in bodies:
+        assert not {"temperature", "top_p", "max_tokens", "logprobs", "top_logprobs"} & set(b)
+        assert b["max_completion_tokens"] == 256
