@@ -626,3 +626,37 @@ def test_reasoning_endpoint_gets_no_refused_parameter(fake, tmp_path, encoder):
     for b in bodies:
         assert not {"temperature", "top_p", "max_tokens", "logprobs", "top_logprobs"} & set(b)
         assert b["max_completion_tokens"] == 256
+
+
+def test_no_prompt_piece_is_close_to_a_bundled_task(encoder, repo_root):
+    """Every paragraph of every prompt (and each filter demonstration) stays below MiniLM cosine 0.40 to every
+    bundled task's fact, queries and explanation; the one-shot this replaced (an asthma inhaler) scored 0.47."""
+    import systems.hipporag2 as mod
+
+    tasks = [json.loads(line) for line in (repo_root / "inmind_exp/data/bundled/tasks.jsonl").read_text().splitlines()
+             if line.strip()]
+    task_vecs = encoder.encode([t[k] for t in tasks for k in ("user_message", "naive_query", "query", "explanation")])
+    prompts = [v for k, v in vars(mod).items() if k.isupper() and isinstance(v, str) and len(v) > 40]
+    prompts += [q + " " + json.dumps(before) for q, before, _ in mod.FILTER_DEMOS]
+    pieces = [p for text in prompts for p in text.split("\n\n") if len(p.strip()) > 30]
+    assert len(pieces) > 25
+    assert float((encoder.encode(pieces) @ task_vecs.T).max()) < 0.40
+    old_one_shot = ("2023/05/14 (Sun) 09:12\nuser: My daughter Lena starts at Brookfield Elementary in September, so "
+                    "we are moving to Portland at the end of June. Her pediatrician, Dr. Okafor, told us to keep her "
+                    "Flovent inhaler within reach during the drive because of her asthma.")
+    assert float((encoder.encode([old_one_shot]) @ task_vecs.T).max()) > 0.40  # the check can fail
+
+
+def test_old_snapshot_without_provenance_loads_with_empty_sources(fake, models, tmp_path, encoder):
+    tomato_script(fake)
+    a = HippoRAG2(models, encoder, tmp_path / "a")
+    a.ingest_session(make_trace(n_sessions=1, user_turns_per_session=1).sessions[0])
+    a.snapshot(tmp_path / "snap")
+    state = json.loads((tmp_path / "snap" / "state.json").read_text())
+    del state["passage_sources"], state["fact_passages"]
+    (tmp_path / "snap" / "state.json").write_text(json.dumps(state))
+    b = HippoRAG2(models, encoder, tmp_path / "b")
+    b.restore(tmp_path / "snap")
+    got, want = b.recall("tomato plants"), a.recall("tomato plants")
+    assert [it.text for it in got.items] == [it.text for it in want.items] and len(got.items) == 2
+    assert all(it.sources == () for it in got.items) and all(it.sources for it in want.items)
