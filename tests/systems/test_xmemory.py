@@ -361,7 +361,7 @@ from inmind_exp.protocol import run_task  # noqa: E402
 from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Task  # noqa: E402
 from systems.xmemory import ANSWER_PROMPT_VERSION  # noqa: E402
 from tests.conftest import fake_endpoints  # noqa: E402
-from tests.fake_openai import Fault  # noqa: E402
+from tests.systems.test_reasoning_endpoint import reasoning_refusal  # noqa: E402
 
 BEES = "I keep two beehives on the flat roof of my apartment building."
 BEE_FACT = "The user keeps two beehives on the roof of their apartment building."
@@ -525,16 +525,6 @@ def test_shared_and_native_answer_prompts(fake, models, tmp_path, encoder):
     assert native.items == shared.items
     (req,) = requests_with(fake, "less than 5-8 words")
     assert req["max_tokens"] == 64 and req["temperature"] == 0.0  # upstream's generation settings
-
-
-def reasoning_refusal(body: dict):
-    """What a reasoning API (GPT-5-mini) refuses with HTTP 400."""
-    bad = [k for k in ("max_tokens", "logprobs", "top_logprobs") if k in body]
-    bad += [k for k in ("temperature", "top_p") if k in body and body[k] != 1]
-    if bad:
-        return Fault(400, body={"error": {"message": f"Unsupported parameter(s): {', '.join(bad)}",
-                                          "type": "invalid_request_error"}})
-    return None
 
 
 def test_reasoning_endpoint_memory_calls_work_and_the_gate_falls_back(tmp_path, encoder):
