@@ -58,7 +58,10 @@ Deliberate deviations:
 - An endpoint failure (``LLMCallError``) propagates instead of upstream's ``break`` / "Error: ..." answer.
 - Sampling (temperature, max_tokens) is the answerer role's configuration, not upstream's fixed 0.0 / 16384.
 - The system prompt adds one sentence saying the corpus is the user's earlier conversations and what a chunk is;
-  prompt and tool descriptions are otherwise upstream's in our own words, with the same structure and outputs.
+  prompt and tool descriptions are otherwise upstream's in our own words, with the same structure and outputs, and
+  keyword_search's examples are upstream's own (Einstein, Tesla, Andorra ...) except one: upstream's "how does the
+  stock market work" → "stock market", "trading" became "how do ocean tides work" → "tides", "lunar gravity",
+  because a bundled task concerns a stock-market fund.
 - Tool arguments are coerced where upstream would misbehave: a bare string for ``keywords`` / ``chunk_ids`` becomes a
   one-item list (upstream iterates its characters), list items become strings, ``top_k`` may be an integral number
   or numeric string, null means the default, and a negative ``top_k`` means 0. Unexpected arguments, missing required
@@ -86,7 +89,8 @@ if TYPE_CHECKING:
     from inmind_exp.llm import LLMClient, Models
 
 PROMPT_VERSION = "a_rag-v2"
-NATIVE_ANSWER_VERSION = "a_rag-native-agent-a44de6b"  # upstream's loop: its final reply (or forced answer) is the answer
+#: upstream's loop: its own final reply (or the forced answer) is the answer
+NATIVE_ANSWER_VERSION = "a_rag-native-agent-a44de6b"
 CHUNK_UNITS = ("exchange", "session", "turn")
 SENTENCE_SPLIT = re.compile(r"[.!?\n]+")  # build_index.split_sentences and KeywordSearchTool._split_sentences
 MIN_SENTENCE_CHARS = 10  # build_index keeps sentences longer than this
@@ -130,15 +134,15 @@ KEYWORD_SEARCH_DESCRIPTION = """Find document chunks by exact, case-insensitive 
 IMPORTANT: keywords are matched literally in the text. Use SHORT, SPECIFIC terms (1-3 words at most). Each keyword is matched on its own.
 
 Examples of GOOD keywords:
-  - Names of entities: "Marie Curie", "Toyota", "Kenya", "Rust"
-  - Technical terms: "mitochondria", "compound interest"
-  - Key concepts: "remote work", "interest rates"
+  - Names of entities: "Albert Einstein", "Tesla", "Python", "Argentina"
+  - Technical terms: "photosynthesis", "quantum mechanics"
+  - Key concepts: "climate change", "GDP growth"
 
 Examples of BAD keywords (DO NOT use):
-  - Long phrases: "the scientist who discovered radium" → use "Marie Curie" instead
-  - Questions: "when did the Berlin Wall fall" → use "Berlin Wall", "1989" instead
-  - Descriptions: "the country north of the United States" → use "Canada" instead
-  - Full sentences: "how does a mortgage work" → use "mortgage", "interest rate" instead
+  - Long phrases: "the person who invented the telephone" → use "Alexander Bell" instead
+  - Questions: "when did World War 2 start" → use "World War 2", "1939" instead
+  - Descriptions: "the country between France and Spain" → use "Andorra" instead
+  - Full sentences: "how do ocean tides work" → use "tides", "lunar gravity" instead
 
 RETURNS: shortened snippets marked with "..." showing where the keywords occur. They help you spot relevant chunks, but you MUST call read_chunk to get the full text before answering."""
 
@@ -180,7 +184,7 @@ def tool_schemas(default_top_k: int, max_top_k: int) -> list[dict[str, Any]]:
             "parameters": {"type": "object", "properties": {
                 "keywords": {"type": "array", "items": {"type": "string"},
                              "description": "Keywords to search for, each 1-3 words at most "
-                                            "(e.g., ['Curie', 'radioactivity', '1903'])."},
+                                            "(e.g., ['Einstein', 'relativity theory', '1905'])."},
                 "top_k": dict(top_k),
             }, "required": ["keywords"]},
         }},

@@ -471,10 +471,12 @@ class XMemory(MemorySystem):
         try:
             obj, _ = self.llm.memory.chat_json([Message("user", prompt)], temperature=0.1)
         except JSONReplyError as e:
-            self.fault("malformed_reply", "boundary", f"no JSON object; no boundary (upstream's default): {e.raw}", turns)
+            self.fault("malformed_reply", "boundary", f"no JSON object; no boundary (upstream's default): {e.raw}",
+                       turns)
             return False, ""
         if "should_end" not in obj:
-            self.fault("malformed_reply", "boundary", f"no 'should_end'; no boundary (upstream's default): {obj}", turns)
+            self.fault("malformed_reply", "boundary", f"no 'should_end'; no boundary (upstream's default): {obj}",
+                       turns)
         end = obj.get("should_end", False)
         end = end if isinstance(end, bool) else str(end).strip().lower() == "true"
         return end, str(obj.get("reason") or "LLM boundary detection")
@@ -559,8 +561,8 @@ class XMemory(MemorySystem):
                        turns)
             obj = {"statements": []}
         if not isinstance(obj.get("statements"), list):
-            self.fault("malformed_reply", "facts", f"no 'statements' list; no facts from this episode (upstream): {obj}",
-                       turns)
+            self.fault("malformed_reply", "facts",
+                       f"no 'statements' list; no facts from this episode (upstream): {obj}", turns)
         statements = _statements(obj)
         if not statements:
             return

@@ -478,7 +478,7 @@ def test_tool_call_written_as_text_is_a_fault_and_marks_the_answer(fake, models,
         ToolCalls([("get_current_time", {})]) if is_probe(b) else
         text if b.get("tools") else {"score": 1, "reason": "fake"} if b.get("response_format") else "Shared."))
     assert rec.error is None
-    assert rec.indirect.meta["stop_reason"] == "tool_call_as_text" and rec.naive.meta["stop_reason"] == "tool_call_as_text"
+    assert rec.indirect.meta["stop_reason"] == rec.naive.meta["stop_reason"] == "tool_call_as_text"
     assert rec.fault_counts() == {"tool_call_as_text": 2}
     assert {f.phase for f in rec.faults} == {"naive", "indirect"} and not rec.fact_write_fault
     assert text[:20] in rec.faults[0].detail

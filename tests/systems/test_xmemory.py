@@ -490,7 +490,8 @@ def test_snapshot_restore_keeps_provenance_and_old_snapshots_load(fake, models, 
     other.restore(tmp_path / "snap")
     assert other.st.semantics == mem.st.semantics and other.st.episodes == mem.st.episodes
     assert other.st.buffer == mem.st.buffer
-    assert [t["summary_sources"] for t in other.st.themes.values()] == [t["summary_sources"] for t in mem.st.themes.values()]
+    assert ([t["summary_sources"] for t in other.st.themes.values()]
+            == [t["summary_sources"] for t in mem.st.themes.values()])
     assert other.recall(QUERY).items == mem.recall(QUERY).items
     # a snapshot written before provenance existed loads with empty sources
     import json
