@@ -5,7 +5,8 @@ Replies come from ``rules``: ``(substring, reply)`` pairs matched against the te
 where ``reply`` is a string, a dict (sent as JSON text), a ``ToolCalls`` list, or a callable taking the request body.
 Unmatched JSON-mode requests get the default verdict ``{"score": 1, "reason": "fake"}``; an unmatched request that
 forces a tool call (``tool_choice`` ``"required"`` or a named function) calls that tool (or the first one) with ``{}``,
-as a real server must; others get ``"fake answer"``. A ``validator`` (a callable taking the chat request body and
+as a real server must, and so does one whose last user message names one of the offered tools (an instruction-
+following model asked to use it); others get ``"fake answer"``. A ``validator`` (a callable taking the chat request body and
 returning a ``Fault`` or None) refuses requests before any rule is consulted, e.g. what a reasoning API refuses.
 """
 
@@ -52,7 +53,8 @@ def hashed_embedding(text: str, dim: int = 64) -> list[float]:
 
 
 def _forced_tool(body: dict[str, Any]) -> str | None:
-    """The tool a request forces (``tool_choice`` "required" → the first tool, or the named function), else None."""
+    """The tool a request forces (``tool_choice`` "required" → the first tool, or the named function) or whose last
+    user message names it, else None."""
     tools, choice = body.get("tools") or [], body.get("tool_choice")
     if not tools:
         return None
@@ -60,6 +62,13 @@ def _forced_tool(body: dict[str, Any]) -> str | None:
         return str((tools[0].get("function") or {}).get("name", ""))
     if isinstance(choice, dict) and choice.get("type") == "function":
         return str((choice.get("function") or {}).get("name", ""))
+    if choice in (None, "auto"):
+        users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+        last = str(users[-1].get("content") or "") if users else ""
+        for t in tools:
+            name = str((t.get("function") or {}).get("name", ""))
+            if name and name in last:
+                return name
     return None
 
 
