@@ -40,8 +40,11 @@ chunk's turns). Provenance on write: each chunk keeps the turn id of each of its
 and each indexed sentence the turn id of its line; snapshots keep both (older ones load with empty sources).
 
 Tool calls must be structured. ``a_rag_tool_support(client)`` probes an endpoint once per process (a tiny request
-offering one trivial tool with ``tool_choice="required"``; the result is kept per endpoint identity, and the
-request goes through the client so the call cache answers it in later processes). ``ARAG.preflight(models)`` (for
+offering one trivial tool with ``tool_choice="auto"``, as the loop asks, and a prompt that needs it; the result is
+kept per endpoint identity, and the request goes through the client so the call cache answers it in later
+processes). Measured on the embedded Qwen2.5-Coder-1.5B: llama-cpp-python's server without a chat format writes the
+call as fenced JSON text (probe false, A-RAG refuses), with ``--chat_format chatml-function-calling`` it returns a
+structured call (probe true); a forced named choice would have passed on both, and "required" gets HTTP 500 there. ``ARAG.preflight(models)`` (for
 the runner, before any task) and ``answer`` raise ``ToolSupportError`` naming the answerer's base_url and model
 when the endpoint returns no structured tool call. A reply that writes a tool call as text (``<tools>{...}</tools>``,
 ``<tool_call>``, ``<function=...>``, a JSON object with "name" and "arguments", ``keyword_search(...)``) but makes
@@ -222,6 +225,10 @@ PROBE_TOOL = {"type": "function", "function": {
     "name": "get_current_time", "description": "Return the current date and time.",
     "parameters": {"type": "object", "properties": {}, "required": []}}}
 PROBE_MESSAGES = (Message("user", "What time is it? Call the get_current_time tool to find out."),)
+#: "auto", as the agent loop asks: a forced choice proves nothing about the loop (llama-cpp-python without a
+#: function-calling chat format grammar-forces a named choice into a structured call, yet writes calls as text under
+#: "auto"), and its chatml-function-calling handler rejects "required" with an HTTP 500
+PROBE_TOOL_CHOICE = "auto"
 _TOOL_SUPPORT: dict[str, bool] = {}  # endpoint identity -> probe result, once per process
 _TOOL_SUPPORT_LOCK = threading.Lock()
 
@@ -231,15 +238,16 @@ class ToolSupportError(EndpointError):
 
 
 def a_rag_tool_support(client: "LLMClient") -> bool:
-    """Whether ``client``'s endpoint returns structured tool calls: one tiny request offering one trivial tool with
-    ``tool_choice="required"``; true if the reply calls it in the ``tool_calls`` field. The result is kept per
+    """Whether ``client``'s endpoint returns structured tool calls: one tiny request offering one trivial tool, with
+    ``tool_choice="auto"`` (as the loop) and a prompt that asks for it; true if the reply calls it in the
+    ``tool_calls`` field (a call written as text is no support). The result is kept per
     endpoint identity for the process, and the request goes through the client, so its call cache answers it for
     every later process of the run."""
     key = client.endpoint.identity
     with _TOOL_SUPPORT_LOCK:
         if key in _TOOL_SUPPORT:
             return _TOOL_SUPPORT[key]
-    comp = client.chat(PROBE_MESSAGES, tools=[PROBE_TOOL], tool_choice="required")
+    comp = client.chat(PROBE_MESSAGES, tools=[PROBE_TOOL], tool_choice=PROBE_TOOL_CHOICE)
     ok = any((tc.get("function") or {}).get("name") == PROBE_TOOL["function"]["name"] for tc in comp.tool_calls)
     with _TOOL_SUPPORT_LOCK:
         _TOOL_SUPPORT[key] = ok
@@ -252,8 +260,9 @@ def require_tool_support(client: "LLMClient") -> None:
         ep = client.endpoint
         raise ToolSupportError(
             f"a_rag: the {ep.role} endpoint {ep.base_url} (model {ep.model}) returned no structured tool call when "
-            f"one was required; A-RAG's agent loop needs tool calls in the API's tool_calls field (serve the model "
-            f"with a tool-call chat format, or leave a_rag out of the sweep)")
+            f"asked to call a tool; A-RAG's agent loop needs tool calls in the API's tool_calls field (serve the "
+            f"model with a tool-call chat format, e.g. llama-cpp-python's chatml-function-calling, or leave a_rag "
+            f"out of the sweep)")
 
 
 def clear_tool_support_cache() -> None:

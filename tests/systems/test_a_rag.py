@@ -504,7 +504,8 @@ def test_endpoint_without_tool_calls_is_refused_naming_it(fake, models, encoder,
     fake.add_rule("", "I cannot call tools, but it is noon.")  # every reply is text, the probe's too
     assert a_rag_tool_support(models.answerer) is False
     (probe,) = fake.chat_requests()
-    assert probe["tool_choice"] == "required" and probe["tools"] == [PROBE_TOOL]
+    assert probe["tool_choice"] == "auto" and probe["tools"] == [PROBE_TOOL]
+    assert "get_current_time" in probe["messages"][-1]["content"]
     assert a_rag_tool_support(models.answerer) is False and len(fake.chat_requests()) == 1  # once per process
     with pytest.raises(ToolSupportError, match=re.escape(f"{fake.base_url} (model fake-model)")):
         ARAG.preflight(models)
@@ -518,8 +519,16 @@ def test_endpoint_without_tool_calls_is_refused_naming_it(fake, models, encoder,
 
 
 def test_endpoint_with_tool_calls_passes_the_probe(fake, models):
-    assert a_rag_tool_support(models.answerer) is True  # the fake calls the required tool
+    assert a_rag_tool_support(models.answerer) is True  # the fake calls the tool the prompt names
     ARAG.preflight(models)
+
+
+def test_a_tool_call_written_as_text_fails_the_probe(fake, models):
+    """What the embedded model does on llama-cpp-python's server without a function-calling chat format."""
+    fake.add_rule("get_current_time", '```json\n{\n  "name": "get_current_time",\n  "arguments": {}\n}\n```')
+    assert a_rag_tool_support(models.answerer) is False
+    with pytest.raises(ToolSupportError, match="fake-model"):
+        ARAG.preflight(models)
 
 
 def test_snapshot_restore_keeps_provenance(fake, models, encoder, tmp_path):
