@@ -44,13 +44,13 @@ offering one trivial tool with ``tool_choice="auto"``, as the loop asks, and a p
 kept per endpoint identity, and the request goes through the client so the call cache answers it in later
 processes). Measured on the embedded Qwen2.5-Coder-1.5B: llama-cpp-python's server without a chat format writes the
 call as fenced JSON text (probe false, A-RAG refuses), with ``--chat_format chatml-function-calling`` it returns a
-structured call (probe true); a forced named choice would have passed on both, and "required" gets HTTP 500 there. ``ARAG.preflight(models)`` (for
-the runner, before any task) and ``answer`` raise ``ToolSupportError`` naming the answerer's base_url and model
-when the endpoint returns no structured tool call. A reply that writes a tool call as text (``<tools>{...}</tools>``,
-``<tool_call>``, ``<function=...>``, a JSON object with "name" and "arguments", ``keyword_search(...)``) but makes
-no structured call is recorded as a ``tool_call_as_text`` fault and the answer is marked with
-``stop_reason: tool_call_as_text``; a tool call with arguments that are not JSON, an unknown tool or arguments the
-tool cannot run with is a ``bad_tool_call`` fault (the model still gets upstream's error message).
+structured call (probe true); a forced named choice would have passed on both, and "required" gets HTTP 500 there.
+``ARAG.preflight(models)`` (for the runner, before any task) and ``answer`` raise ``ToolSupportError`` naming the
+answerer's base_url and model when the endpoint returns no structured tool call. A reply that writes a tool call as
+text (``<tools>{...}</tools>``, ``<tool_call>``, ``<function=...>``, a JSON object with "name" and "arguments",
+``keyword_search(...)``) but makes no structured call is recorded as a ``tool_call_as_text`` fault and the answer
+is marked with ``stop_reason: tool_call_as_text``; a tool call with arguments that are not JSON, an unknown tool
+or arguments the tool cannot run with is a ``bad_tool_call`` fault (the model still gets upstream's error message).
 
 Deliberate deviations:
 - The token budget counts the prompt tokens the endpoint reported for the latest call (tool schemas included)
@@ -70,6 +70,9 @@ Deliberate deviations:
   or numeric string, null means the default, and a negative ``top_k`` means 0. Unexpected arguments, missing required
   ones, arguments that are not JSON (parsed as ``{}`` as upstream) and unknown tools give an error tool message.
 - Semantic ties are broken by sentence order (stable sort); no retrieved-token counts are logged.
+- A reply that writes a tool call as text still ends the loop as upstream's would, but is a fault and marked; upstream
+  would return it as an ordinary answer. In ``shared`` mode a loop that hits a limit gets no forced answer (the
+  shared prompt answers instead).
 """
 
 from __future__ import annotations
