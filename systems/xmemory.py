@@ -62,7 +62,8 @@ Deliberate deviations:
 - Buffer 20 / min episode 1 message follow evaluation/locomo/config.json (the run config); src/config.py says 25 / 2.
 - The fact search score is chroma's default (squared L2 on unit vectors): score = 1 - |a-b|^2 = 2cos - 1.
 - Upstream's duplicate-fact filter (cosine > 1.0) never fires and is omitted; so is the networkx graph, which the
-  adaptive read path never reads. JSON failures fall back as upstream (no boundary, no facts, the fallback episode).
+  adaptive read path never reads. JSON failures fall back as upstream (no boundary, no facts, the fallback episode)
+  and are recorded as faults.
 - Memory calls take the role's max_tokens (upstream 8192) except theme summaries (256) and gate probes (20).
 - The gate runs on the answerer (the reader, as upstream; ``gate_role: memory`` moves it) through the API's token
   logprobs, with its prompt as one chat message, instead of a raw-text HF generation with a prefix KV cache. When the
