@@ -5,9 +5,10 @@ Replies come from ``rules``: ``(substring, reply)`` pairs matched against the te
 where ``reply`` is a string, a dict (sent as JSON text), a ``ToolCalls`` list, or a callable taking the request body.
 Unmatched JSON-mode requests get the default verdict ``{"score": 1, "reason": "fake"}``; an unmatched request that
 forces a tool call (``tool_choice`` ``"required"`` or a named function) calls that tool (or the first one) with ``{}``,
-as a real server must, and so does one whose last user message names one of the offered tools (an instruction-
-following model asked to use it); others get ``"fake answer"``. A ``validator`` (a callable taking the chat request body and
-returning a ``Fault`` or None) refuses requests before any rule is consulted, e.g. what a reasoning API refuses.
+as a real server must, and so does one whose last user message names one of the offered tools (an
+instruction-following model asked to use it); others get ``"fake answer"``. A ``validator`` (a callable taking the
+chat request body and returning a ``Fault`` or None) refuses requests before any rule is consulted, e.g. what a
+reasoning API refuses.
 """
 
 from __future__ import annotations
