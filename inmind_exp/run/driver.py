@@ -91,6 +91,7 @@ def _execute(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], 
     if plan.local is not None:
         plan = plan.bind(res.local_base_url(plan.local, plan.cluster.address, plan.root / "logs"))
     res.preflight(plan.endpoints.values(), plan.embedding)
+    res.system_preflight(plan)
     ledger = Ledger(plan.ledger_path)
 
     def report(rec: TaskRecord) -> None:

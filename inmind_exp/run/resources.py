@@ -25,6 +25,7 @@ class Resources:
         self.local_server: Any = None
         self.trackers: dict[tuple[str, str], Any] = {}
         self.checked: set[tuple[str, str]] = set()
+        self.systems_checked: set[tuple[str, ...]] = set()
         self._executor: Any = None
 
     @classmethod
@@ -78,3 +79,12 @@ class Resources:
         if todo:
             check_endpoints(todo)
             self.checked.update((e.base_url, e.model) for e in todo)
+
+    def system_preflight(self, plan: Any) -> None:
+        """The system's own check of its endpoints (``MemorySystem.preflight``), once per system and endpoints."""
+        from inmind_exp.llm import CallCache, Models
+
+        key = (plan.system_name, *sorted(e.identity for e in plan.endpoints.values()))
+        if key not in self.systems_checked:
+            plan.system_cls.preflight(Models.build(dict(plan.endpoints), CallCache(plan.run.cache_dir)))
+            self.systems_checked.add(key)
