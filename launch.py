@@ -7,15 +7,12 @@
 
 from __future__ import annotations
 
-import logging
-import os
-import sys
+from inmind_exp import env
 
-for _k, _v in {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-               "MLFLOW_LOGGING_LEVEL": "WARNING",
-               "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}.items():
-    os.environ.setdefault(_k, _v)
+env.apply(env.DRIVER)
 
+import logging  # noqa: E402
+import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import hydra  # noqa: E402
@@ -24,39 +21,54 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from inmind_exp.config import register_configs  # noqa: E402
-from inmind_exp.data import DataError  # noqa: E402
-from inmind_exp.llm import EndpointError  # noqa: E402
-from inmind_exp.llm.local_server import LocalModelError  # noqa: E402
+from inmind_exp.errors import InmindError  # noqa: E402
 from inmind_exp.metrics import results_table  # noqa: E402
-from inmind_exp.runner import PlanError, plan_config, print_estimate, run_config  # noqa: E402
+from inmind_exp.run import plan_config, print_estimate, run_plan  # noqa: E402
 
 register_configs()
 _ROWS: list = []
 
 
+def configure_logging() -> None:
+    """The project's messages go to the console as plain lines and, with Hydra's format, to the job's log file
+    (``launch.log``); third-party clients only warn (mlflow: ``MLFLOW_LOGGING_LEVEL``)."""
+    for noisy in ("httpx", "httpx2", "openai", "urllib3", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    ours = logging.getLogger("inmind_exp")
+    ours.setLevel(logging.INFO)
+    ours.propagate = False
+    for h in list(ours.handlers):
+        ours.removeHandler(h)
+    console = logging.StreamHandler(sys.stdout)
+    console.setFormatter(logging.Formatter("%(message)s"))
+    ours.addHandler(console)
+    for h in logging.getLogger().handlers:  # Hydra's file handler(s), so launch.log keeps the same messages
+        if isinstance(h, logging.FileHandler):
+            ours.addHandler(h)
+
+
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
-    for noisy in ("httpx", "httpx2", "openai", "urllib3", "filelock"):  # mlflow: MLFLOW_LOGGING_LEVEL above
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    configure_logging()
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     root = Path(hc.sweep.dir if multirun else hc.run.dir).resolve()
     job_dir = Path(hc.runtime.output_dir)
     try:
+        plan = plan_config(cfg, root, job_dir)
         if cfg.dry_run:
-            print_estimate(plan_config(cfg, root, job_dir), cfg.run.retry_errors)
+            print_estimate(plan)
             return None
-        result = run_config(cfg, root, job_dir, parent_key=f"sweep:{root}" if multirun else None,
-                            parent_name=f"sweep {root.name}")
-    except (DataError, PlanError, EndpointError, LocalModelError) as e:
+        result = run_plan(plan, parent_key=f"sweep:{root}" if multirun else None, parent_name=f"sweep {root.name}")
+    except InmindError as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
     except KeyboardInterrupt:
-        sys.exit(130)  # the runner has said what is saved and how to resume
+        sys.exit(130)  # the driver has said what is saved and how to resume
     _ROWS.append((result.plan.name, result.metrics))
     print("\n" + results_table(_ROWS) + "\n", flush=True)
-    print(f"records: {job_dir / 'records.jsonl'}  |  MLflow run {result.run_id} in {cfg.tracking.uri} "
-          f"(experiment {cfg.tracking.experiment})", flush=True)
+    print(f"records: {job_dir / 'records.jsonl'}  |  MLflow run {result.run_id} in {plan.tracking.uri} "
+          f"(experiment {plan.tracking.experiment})", flush=True)
     return result.metrics.rates["application"].pct
 
 

@@ -46,6 +46,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     runset = _load(args)
     rep = build(runset, args.out, labels=args.labels, n_boot=args.n_boot, seed=args.seed)
     print(rep.tables["table1"].markdown())
+    for w in rep.warnings:
+        print(f"\n[analysis] WARNING: {w}", file=sys.stderr)
     print(f"\n[analysis] {len(runset.runs)} configurations; {len(rep.files)} files in {rep.out}; "
           f"report: {rep.html}")
     for s in runset.skipped:

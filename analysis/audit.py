@@ -1,5 +1,5 @@
 """Judge audit (paper Appendix 14.2): agreement of each judge with human labels, and agreement between two judge
-models over the same records.
+models over the same records. (The label-free audit against the judge-free bounds is ``tables.judge_self_audit``.)
 
 Human-label file: JSONL, one gold judgment per line::
 
@@ -8,8 +8,9 @@ Human-label file: JSONL, one gold judgment per line::
 
 * ``run`` names the configuration: a run label as in Table 1, an MLflow run id, or a config hash (a unique prefix
   of an id or hash is enough); ``config_hash`` may be given instead of ``run``.
-* ``judge`` is one of ``naive``, ``target_recall``, ``application``, ``answer_only`` (or ``target_recall_exact``
-  to audit the judge-free exact recall); ``label`` is the expert's 0/1 under that judge's rubric.
+* ``judge`` is one of ``naive``, ``target_recall``, ``application``, ``answer_only`` (or a judge-free metric:
+  ``target_recall_exact`` (verbatim), ``target_recall_provenance``, ``naive_recall_provenance``); ``label`` is the
+  expert's 0/1 under that judge's rubric. Each judgment is audited on its own verdict, whatever the task's others.
 * ``annotator`` and ``note`` are optional; with several annotators each gets its own rows.
 
 A false positive is a judge score of 1 where the expert says 0; a false negative a 0 where the expert says 1.
@@ -29,7 +30,7 @@ import pandas as pd
 from inmind_exp.metrics import METRICS
 from inmind_exp.records import Answer
 
-from analysis.compare import outcome
+from analysis.compare import verdict_outcome
 from analysis.load import LoadError, Run, find_run
 from analysis.stats import cohen_kappa, wilson_interval
 from analysis.tables import METRIC_TITLES, Table
@@ -112,7 +113,7 @@ def audit_human(labels: Sequence[HumanLabel], runs: Sequence[Run]) -> Table:
                 if rec is None:
                     unmatched += 1
                     continue
-                v = outcome(rec, judge)
+                v = verdict_outcome(rec, judge)
                 if v is None:
                     errored += 1
                     continue
@@ -182,7 +183,7 @@ def judge_agreement(pairs: Sequence[tuple[Run, Run]]) -> Table:
                 if not same:
                     differ += 1
                     continue
-                x, y = outcome(a, judge), outcome(b, judge)
+                x, y = verdict_outcome(a, judge), verdict_outcome(b, judge)
                 if x is None or y is None:
                     errored += 1
                     continue

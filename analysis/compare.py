@@ -1,8 +1,9 @@
 """Paired comparison of two runs on the tasks both answered: the 2×2 table, exact McNemar, a paired bootstrap
 interval of the difference, and an account of every task left out.
 
-A task enters the paired test only when both runs have a valid verdict for it. An errored (or missing) verdict
-excludes that task from the test and is counted under ``excluded``; it is never scored as 0.
+Rates are paired as in ``inmind_exp.metrics``: a task counts only if it ran and *every* verdict it got is valid
+(``metrics.valid``), so all rates of a row, the Δ columns and the paired tests use the same tasks. A task enters a
+paired test only when it is valid in both runs; the others are counted under ``excluded``, never scored as 0.
 """
 
 from __future__ import annotations
@@ -10,33 +11,49 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from inmind_exp.metrics import METRICS
+from inmind_exp.metrics import METRICS, rate, valid
 from inmind_exp.records import TaskRecord
 
+from analysis.caveats import FLAG, degenerate
 from analysis.load import Run
 from analysis.stats import discordant, mcnemar_exact, paired_bootstrap_ci
 
-EXCLUSION_NOTE = ("Paired tests use only tasks with a valid verdict in both runs; a task whose verdict errored in "
-                  "either run is excluded from that test (counted under 'excluded'), never scored as 0.")
+EXCLUSION_NOTE = ("Rates and paired tests are paired: a task that failed or got any errored verdict is left out of "
+                  "every rate of its row, and a paired test uses only tasks valid in both runs (the others are "
+                  "counted under 'excluded'); an errored task is never scored as 0.")
 
 
 def outcome(record: TaskRecord, metric: str) -> int | None:
-    """The 0/1 outcome of one task for ``metric``, or None when it errored or does not apply.
+    """The task's paired 0/1 for ``metric``: None when the task is left out (it failed or any verdict errored) or
+    the metric does not apply (the backbone's naive query, provenance from a system that reports no items).
 
-    Mirrors ``inmind_exp.metrics``: exact recall needs an indirect answer; a judge counts only with a valid verdict.
+    It is ``inmind_exp.metrics.rate`` over this one task, so it can never disagree with Table 1.
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {', '.join(METRICS)}")
-    if metric == "target_recall_exact":
-        return record.target_recall_exact if record.indirect is not None else None
-    verdict = record.verdicts.get(metric)
-    return int(verdict.score) if verdict is not None and verdict.ok else None  # type: ignore[arg-type]
+    r = rate([record], metric)
+    return r.successes if r.n else None
+
+
+#: Metrics measured without a judge (fields of the task record rather than verdicts).
+JUDGE_FREE: tuple[str, ...] = ("target_recall_exact", "target_recall_provenance", "naive_recall_provenance")
+
+
+def verdict_outcome(record: TaskRecord, metric: str) -> int | None:
+    """One verdict on its own, for judge audits: the judge's valid 0/1 whatever the task's other verdicts (or the
+    judge-free value); None when that verdict errored, the task did not run, or the metric was not measured."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {', '.join(METRICS)}")
+    if metric in JUDGE_FREE:
+        return getattr(record, metric) if record.indirect is not None else None
+    v = record.verdicts.get(metric)
+    return int(v.score) if v is not None and v.ok else None  # type: ignore[arg-type]
 
 
 def not_applicable(record: TaskRecord, metric: str) -> bool:
-    """True for the backbone's naive query, which is not evaluated (not an error)."""
-    return (metric == "naive" and "naive" not in record.verdicts and record.naive is None
-            and record.indirect is not None and record.error is None)
+    """True for a valid task on which ``metric`` is not measured (not an error): the backbone's naive query, or
+    provenance from a system (or an older record) that reports no items."""
+    return valid(record) and outcome(record, metric) is None
 
 
 @dataclass(frozen=True)
@@ -69,15 +86,23 @@ class Comparison:
         return 100.0 * (self.a_only - self.b_only) / self.n if self.n else math.nan
 
     @property
+    def degenerate(self) -> bool:
+        """The bootstrap interval has zero width or spans more than ``caveats.WIDE_PP`` points."""
+        return degenerate(self.ci_low, self.ci_high, self.n)
+
+    @property
     def n_excluded(self) -> int:
         return sum(self.excluded.values())
 
     def summary(self) -> str:
         ex = ", ".join(f"{v} {k}" for k, v in self.excluded.items() if v) or "none"
+        if not self.n:
+            return f"{self.metric}: no shared task with a measured value in both runs; excluded: {ex}"
         return (f"{self.metric}: {self.a} {self.rate_a:.1f}% vs {self.b} {self.rate_b:.1f}% on {self.n} paired tasks; "
                 f"difference {self.diff:+.1f} pp, 95% paired bootstrap [{self.ci_low:+.1f}, {self.ci_high:+.1f}]; "
                 f"discordant {self.a_only} (A only) / {self.b_only} (B only), exact McNemar p = {self.p_mcnemar:.4g}; "
-                f"excluded: {ex}")
+                f"excluded: {ex}"
+                + (f"; {FLAG} degenerate interval (n={self.n}): not a finding" if self.degenerate else ""))
 
 
 def compare(run_a: Run, run_b: Run, metric: str = "application", n_boot: int = 10_000, seed: int = 0) -> Comparison:
@@ -94,16 +119,15 @@ def compare(run_a: Run, run_b: Run, metric: str = "application", n_boot: int = 1
         if tid not in ta:
             excluded["only in B"] += 1
             continue
-        x, y = outcome(ta[tid], metric), outcome(tb[tid], metric)
+        ra, rb = ta[tid], tb[tid]
+        if not valid(ra) or not valid(rb):
+            key = ("error in both" if not valid(ra) and not valid(rb) else
+                   "error in A" if not valid(ra) else "error in B")
+            excluded[key] += 1
+            continue
+        x, y = outcome(ra, metric), outcome(rb, metric)
         if x is None or y is None:
-            if not_applicable(ta[tid], metric) or not_applicable(tb[tid], metric):
-                excluded["not applicable"] += 1
-            elif x is None and y is None:
-                excluded["error in both"] += 1
-            elif x is None:
-                excluded["error in A"] += 1
-            else:
-                excluded["error in B"] += 1
+            excluded["not applicable"] += 1
             continue
         xs.append(x)
         ys.append(y)

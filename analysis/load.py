@@ -23,6 +23,13 @@ from inmind_exp.records import TaskRecord, read_jsonl
 SYSTEM_ORDER: dict[str, int] = {"backbone": 0, "naive_rag": 1, "always_in_state": 99}
 NON_RETRIEVAL: frozenset[str] = frozenset({"backbone", "always_in_state"})
 EMBEDDING_ORDER: dict[str, int] = {"minilm": 0, "emb3": 1, "bm25": 2}
+#: Systems whose results do not depend on the embedding: their ``MemorySystem.embeddings`` accepts ``"none"``.
+#: The analysis never imports ``systems/``, so the list lives here, in one place; tests/analysis checks it against
+#: the registry's class attributes.
+EMBEDDING_FREE: frozenset[str] = frozenset({"backbone", "always_in_state"})
+#: The task-record schema that added provenance recall, memory faults and the fact-write flag; older records
+#: did not measure them (shown as "–", never as 0).
+FAULT_SCHEMA = 2
 
 
 class LoadError(ValueError):
@@ -70,6 +77,11 @@ class RunConfig:
     def is_retrieval(self) -> bool:
         return self.system not in NON_RETRIEVAL
 
+    @property
+    def uses_embedding(self) -> bool:
+        """False for systems whose results cannot depend on the embedding (they accept ``embedding=none``)."""
+        return self.system not in EMBEDDING_FREE
+
     def sort_key(self) -> tuple[Any, ...]:
         return (SYSTEM_ORDER.get(self.system, 50), self.system, EMBEDDING_ORDER.get(self.embedding, 9), self.embedding,
                 self.injection, self.llm, self.judge_model)
@@ -91,6 +103,14 @@ class Run:
     @cached_property
     def metrics(self) -> RunMetrics:
         return compute(list(self.records))
+
+    @cached_property
+    def fault_metrics(self) -> RunMetrics | None:
+        """Metrics over the records that measured memory faults (schema >= ``FAULT_SCHEMA``); None when none did."""
+        measured = [r for r in self.records if r.schema_version >= FAULT_SCHEMA]
+        if not measured:
+            return None
+        return self.metrics if len(measured) == len(self.records) else compute(measured)
 
     @cached_property
     def by_task(self) -> dict[str, TaskRecord]:
@@ -230,8 +250,28 @@ def load_sweep_dir(path: Path | str) -> RunSet:
     return RunSet(runs=make_runs(items), origin=f"sweep directory {root}", skipped=tuple(skipped))
 
 
+def check_store(tracking_uri: str) -> None:
+    """Refuse a local tracking store that does not exist: MLflow would silently create an empty one (an empty
+    ``mlflow.db`` in whatever folder the command ran from). Remote (``http(s)://``, ``databricks``) URIs pass."""
+    hint = "give --tracking-uri sqlite:///PATH/TO/mlflow.db, or --sweep-dir DIR to read the records on disk"
+    if tracking_uri.startswith("sqlite:"):
+        db = tracking_uri.split(":///", 1)[1] if ":///" in tracking_uri else ""
+        if db in ("", ":memory:"):
+            raise LoadError(f"tracking URI {tracking_uri} names no database file; {hint}")
+        path = Path(db).expanduser()
+        if not path.is_file():
+            raise LoadError(f"no MLflow database at {path.resolve()} (tracking URI {tracking_uri}); {hint}")
+    elif tracking_uri.startswith("file:") or "://" not in tracking_uri:
+        path = Path(tracking_uri.split("file://", 1)[-1] if tracking_uri.startswith("file:") else tracking_uri)
+        if not path.expanduser().is_dir():
+            raise LoadError(f"no MLflow file store at {path.expanduser().resolve()} (tracking URI {tracking_uri}); "
+                            f"{hint}")
+
+
 def load_experiment(experiment: str, tracking_uri: str) -> RunSet:
-    """Every config run of an MLflow experiment with its ``records.jsonl`` artifact and flattened-config params."""
+    """Every config run of an MLflow experiment with its ``records.jsonl`` artifact and flattened-config params.
+    The store must exist (``check_store``); nothing is created."""
+    check_store(tracking_uri)
     from inmind_exp import tracking
 
     client = tracking.MlflowClient(tracking_uri=tracking_uri)

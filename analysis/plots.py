@@ -17,6 +17,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from inmind_exp.records import DOMAINS  # noqa: E402
 
+from analysis.caveats import FLAG  # noqa: E402
 from analysis.compare import compare, outcome  # noqa: E402
 from analysis.load import EMBEDDING_ORDER, Run  # noqa: E402
 from analysis.tables import METRIC_TITLES, embedding_groups, fmt_p  # noqa: E402
@@ -53,11 +54,35 @@ def _colours(runs: Sequence[Run]) -> dict[str, tuple[float, ...]]:
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 
 
+#: Points closer than this (percentage points on both axes) share one label instead of overprinting.
+LABEL_TOLERANCE = 3.0
+
+
+def label_clusters(points: Sequence[tuple[float, float]], tol: float = LABEL_TOLERANCE) -> list[list[int]]:
+    """Indices of ``points`` grouped so that points within ``tol`` of a group's first point share one label
+    (greedy, in order); coinciding points always end up in the same group."""
+    groups: list[list[int]] = []
+    for i, (x, y) in enumerate(points):
+        for g in groups:
+            gx, gy = points[g[0]]
+            if abs(x - gx) <= tol and abs(y - gy) <= tol:
+                g.append(i)
+                break
+        else:
+            groups.append([i])
+    return groups
+
+
 def app_vs_recall(runs: Sequence[Run]) -> Figure:
-    """Application against answer-blind target recall per configuration, with Wilson 95% bars on both axes."""
+    """Application against answer-blind target recall per configuration, with Wilson 95% bars on both axes.
+
+    Points are numbered and the numbers explained in a key beside the axes; points that coincide (or nearly) get
+    one combined number label ("1,3"), so labels never overprint however many configurations tie.
+    """
     colours = _colours(runs)
     embeddings = list(dict.fromkeys(r.config.embedding for r in runs))
     fig, ax = plt.subplots(figsize=(6.5, 5.0))
+    shown: list[tuple[Run, float, float]] = []
     for run in runs:
         x, xm, xp = _err(run.metrics.rates["target_recall"])
         y, ym, yp = _err(run.metrics.rates["application"])
@@ -65,9 +90,16 @@ def app_vs_recall(runs: Sequence[Run]) -> Figure:
             continue
         ax.errorbar(x, y, xerr=[[xm], [xp]], yerr=[[ym], [yp]], fmt=_MARKERS[embeddings.index(run.config.embedding)
                     % len(_MARKERS)], color=colours[run.config.system], capsize=2, ms=6, alpha=0.9, lw=1)
-        ax.annotate(run.label, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        shown.append((run, x, y))
+    for group in label_clusters([(x, y) for _, x, y in shown]):
+        _, x, y = shown[group[0]]
+        left = x > 90  # near the right edge: label to the left of the point so it stays inside the axes
+        ax.annotate(",".join(str(i + 1) for i in group), (x, y), fontsize=7, xytext=(-4 if left else 4, 4),
+                    textcoords="offset points", ha="right" if left else "left", annotation_clip=False)
+    key = "\n".join(f"{i + 1}  {run.label}" for i, (run, _, _) in enumerate(shown))
+    ax.text(1.03, 1.0, key, transform=ax.transAxes, fontsize=6, va="top", ha="left", family="monospace")
     ax.plot([0, 100], [0, 100], ls=":", c="grey", lw=1)
-    ax.set(xlim=(-2, 102), ylim=(-2, 102), xlabel="Target recall (judge), %", ylabel="Application, %",
+    ax.set(xlim=(-2, 102), ylim=(-2, 102), xlabel=f"{METRIC_TITLES['target_recall']}, %", ylabel="Application, %",
            title="Application vs. target recall (Wilson 95% intervals)")
     handles = [plt.Line2D([], [], color=c, marker="o", ls="", label=s) for s, c in colours.items()]
     handles += [plt.Line2D([], [], color="k", marker=_MARKERS[i % len(_MARKERS)], ls="", label=e)
@@ -124,7 +156,8 @@ def domain_heatmap(runs: Sequence[Run], metric: str = "application") -> Figure:
 
 def embedding_comparison(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Figure | None:
     """Per system, target recall and application under each embedding (Section 4.5: MiniLM vs emb3), with Wilson
-    bars; the application panel notes the paired exact McNemar p between the first two embeddings."""
+    bars; the application panel notes the paired exact McNemar p between the first two embeddings. Only systems
+    that use an embedding appear (``tables.embedding_groups``); None when there are none to compare."""
     groups = embedding_groups(runs)
     if not groups:
         return None
@@ -156,7 +189,8 @@ def embedding_comparison(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 
                 a, b = groups[k][0], groups[k][1]
                 c = compare(b, a, metric, n_boot=n_boot, seed=seed)
                 if c.n:
-                    ax.text(i, top + 3, f"Δ{c.diff:+.1f}\np={fmt_p(c.p_mcnemar)}", ha="center", fontsize=6)
+                    mark = FLAG if c.degenerate else ""
+                    ax.text(i, top + 3, f"Δ{c.diff:+.1f}{mark}\np={fmt_p(c.p_mcnemar)}", ha="center", fontsize=6)
         ax.set_xticks(range(len(keys)), names, rotation=30, ha="right")
         ax.set_title(METRIC_TITLES[metric])
         ax.set_ylim(0, min(105.0, max(10.0, top + 15)))

@@ -13,9 +13,11 @@ from pathlib import Path
 
 from analysis import plots
 from analysis.audit import audit_human, judge_agreement, judge_pairs, read_labels
+from analysis.caveats import FLAG_NOTE, MIN_N, n_range, resolvable_gap_pp, small_sample_warning, wilson_halfwidth_pp
 from analysis.compare import EXCLUSION_NOTE
-from analysis.load import RunSet
-from analysis.tables import Table, best_retrieval, by_domain, by_embedding, by_injection, pairwise, table1, table2
+from analysis.load import Run, RunSet
+from analysis.tables import (Table, by_domain, by_embedding, by_injection, embedding_free_repeats,
+                             judge_self_audit, pairwise, retrieval_leaders, table1, table2)
 
 PAIRED_METRICS: tuple[str, ...] = ("application", "target_recall")
 ARTIFACT_DIR = "analysis"
@@ -29,6 +31,7 @@ class Report:
     tables: dict[str, Table] = field(default_factory=dict)
     figures: dict[str, list[Path]] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -44,11 +47,13 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
     """Compute every table and plot of ``runset`` and write them, the digest and the HTML report under ``out``."""
     out = Path(out)
     runs = list(runset.runs)
-    rep = Report(out=out, html=out / "report.html", markdown=out / "report.md")
+    rep = Report(out=out, html=out / "report.html", markdown=out / "report.md", warnings=warnings(runset))
     sections: list[Section] = []
 
     t1 = table1(runs)
     sections.append(Section("Table 1: all configurations", (t1,)))
+    sections.append(Section("Judge audit without labels: the judge against the judge-free bounds",
+                            (judge_self_audit(runs),)))
     t2 = table2(runs, n_boot=n_boot, seed=seed)
     if t2 is not None:
         sections.append(Section("Table 2: always-in-state against the best retrieval configuration", (t2,)))
@@ -79,8 +84,9 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
     pairs = judge_pairs(runs)
     if pairs:
         audit_tables.append(judge_agreement(pairs))
-    sections.append(Section("Judge audit", tuple(audit_tables), text="" if audit_tables else (
-        "No human labels given (--labels FILE) and no pair of runs differing only in the judge model.")))
+    sections.append(Section("Judge audit against human labels and other judge models", tuple(audit_tables),
+                            text="" if audit_tables else ("No human labels given (--labels FILE) and no pair of runs "
+                                                          "differing only in the judge model.")))
 
     for sec in sections:
         for t in sec.tables:
@@ -93,16 +99,59 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
     return rep
 
 
-def _methods(n_boot: int, seed: int) -> list[str]:
+def valid_sizes(runs: list[Run]) -> list[tuple[str, int]]:
+    """Per run, the tasks that count towards its rates (paired: ran, and every verdict valid)."""
+    return [(r.label, r.metrics.n_tasks - len(r.metrics.excluded)) for r in runs]
+
+
+def warnings(runset: RunSet) -> list[str]:
+    """What a reader must see before the numbers: too few tasks, a tie at the top, repeated embedding-free runs."""
+    runs = list(runset.runs)
+    out = []
+    small = small_sample_warning(valid_sizes(runs))
+    if small:
+        out.append(small)
+    leaders = retrieval_leaders(runs)
+    if len(leaders) > 1:
+        app = leaders[0].metrics.rates["application"].pct
+        out.append(f"Tie: no single best retrieval configuration; {', '.join(r.label for r in leaders)} share "
+                   f"application {app:.1f}% and the same target recall.")
+    repeats = embedding_free_repeats(runs)
+    if repeats:
+        out.append(f"{', '.join(repeats)} use(s) no embedding but ran under several embeddings: those runs repeat one "
+                   "configuration (differences between them are run-to-run noise) and are left out of the embedding "
+                   "comparison.")
+    return out
+
+
+def _methods(runs: list[Run], n_boot: int, seed: int) -> list[str]:
+    sizes = [n for _, n in valid_sizes(runs)]
+    n_text = n_range(sizes)
+    smallest = min((n for n in sizes if n), default=0)
+    resolution = (f"With n={n_text} valid tasks per configuration, a Wilson interval at 50% is about "
+                  f"±{wilson_halfwidth_pp(smallest):.1f} points and two separate rates must differ by about "
+                  f"{min(resolvable_gap_pp(smallest), 100.0):.0f} points to be told apart"
+                  if smallest else "No configuration has a valid task, so nothing can be told apart")
     return [
-        "Rates are percentages of valid verdicts with Wilson 95% score intervals; errored verdicts are excluded "
-        "from n and counted, never scored as 0.",
-        "Two separate Wilson intervals at n=125 cannot resolve gaps under about ten points; whether a difference is "
-        "real is answered by the paired test on the same tasks: the exact McNemar test (binomial test on the "
-        f"discordant tasks) and a percentile paired bootstrap interval of the difference ({n_boot} resamples of "
-        f"tasks, seed {seed}).",
+        "Rates are percentages with Wilson 95% score intervals. Every rate of a row is over the same tasks: a task "
+        "that failed or got any errored verdict is left out of all of them and listed under Table 1, never scored "
+        "as 0.",
+        "Target recall is measured three ways. The judge reads the indirect context answer-blind. Two judge-free "
+        "bounds need no model: provenance (an item derived from the injected fact turn reached the answerer) is an "
+        "upper bound, because an item an LLM rewrote from the fact (a profile, a summary, the always-in-state file) "
+        "may have lost it; verbatim (the fact turn's text appears in the context) is a lower bound, because a "
+        "system that stores a paraphrase scores 0 by construction. A judge verdict above the upper bound or below "
+        "the lower bound is certainly wrong; those tasks are listed in the label-free judge audit.",
+        f"{resolution}; whether a difference is real is answered by the paired test on the same tasks: the exact "
+        "McNemar test (binomial test on the discordant tasks) and a percentile paired bootstrap interval of the "
+        f"difference ({n_boot} resamples of tasks, seed {seed}).",
+        f"Below n={MIN_N} valid tasks per configuration the report warns at the top; a ranking at such n is an "
+        f"anecdote. {FLAG_NOTE} A tie at the top is reported as a tie.",
         "Across all pairs of configurations, p-values are adjusted with Holm (family-wise error) and "
         "Benjamini–Hochberg (false discovery rate); '*' marks Holm-adjusted p < 0.05.",
+        "Memory faults: tasks on which the memory system fell back (malformed or empty reply, unparsed tool call, "
+        "empty extraction ...), and separately those with a fallback while writing the injected exchange; a "
+        "system keeps its upstream behaviour but the fault is counted, never hidden.",
         EXCLUSION_NOTE,
     ]
 
@@ -110,12 +159,22 @@ def _methods(n_boot: int, seed: int) -> list[str]:
 def _headline(runset: RunSet) -> list[str]:
     runs = list(runset.runs)
     lines = [f"{len(runs)} configuration(s) from {runset.origin}; "
-             f"{sum(r.metrics.n_tasks for r in runs)} task records, {sum(r.metrics.n_errors for r in runs)} errored."]
-    best = best_retrieval(runs)
-    if best is not None:
-        a = best.metrics.rates["application"]
-        lines.append(f"Best retrieval configuration by application: {best.label} ({a.pct:.1f}%, "
-                     f"Wilson [{a.ci[0]:.1f}, {a.ci[1]:.1f}]).")
+             f"{sum(r.metrics.n_tasks for r in runs)} task records, {sum(r.metrics.n_errors for r in runs)} failed, "
+             f"{sum(len(r.metrics.excluded) for r in runs)} left out of the rates (failed or an errored verdict)."]
+    leaders = retrieval_leaders(runs)
+    if leaders:
+        a = leaders[0].metrics.rates["application"]
+        names = ", ".join(r.label for r in leaders)
+        if a.successes == 0:
+            lines.append(f"No retrieval configuration applied the fact on any task (application 0% for {names}); "
+                         "there is no best retrieval configuration.")
+        elif len(leaders) > 1:
+            lines.append(f"Highest application among retrieval configurations: a tie between {names} "
+                         f"({a.pct:.1f}%).")
+        else:
+            lines.append(f"Highest application among retrieval configurations: {names} ({a.pct:.1f}%, "
+                         f"Wilson [{a.ci[0]:.1f}, {a.ci[1]:.1f}], n={a.n}); whether it beats the others is in the "
+                         "paired comparisons.")
     for r in runs:
         if r.config.system in ("backbone", "always_in_state"):
             a = r.metrics.rates["application"]
@@ -126,15 +185,18 @@ def _headline(runset: RunSet) -> list[str]:
 
 
 def _markdown(runset: RunSet, sections: list[Section], n_boot: int, seed: int) -> str:
-    parts = ["# InMind analysis report", "", *[f"- {x}" for x in _headline(runset)], ""]
+    parts = ["# InMind analysis report", ""]
+    parts += [f"> **Warning.** {w}\n" for w in warnings(runset)]
+    parts += [*[f"- {x}" for x in _headline(runset)], ""]
     for sec in sections:
         parts += [f"## {sec.title}", ""]
         if sec.text:
             parts += [sec.text, ""]
         for t in sec.tables:
-            parts += [f"**{t.caption}**", "", t.markdown(), ""] + ([t.note, ""] if t.note else [])
+            notes = t.notes_markdown()
+            parts += [f"**{t.caption}**", "", t.markdown(), ""] + ([notes, ""] if notes else [])
         parts += [f"![{f}](plots/{f}.png)" for f in sec.figures] + ([""] if sec.figures else [])
-    parts += ["## Methods", "", *[f"- {x}" for x in _methods(n_boot, seed)], ""]
+    parts += ["## Methods", "", *[f"- {x}" for x in _methods(list(runset.runs), n_boot, seed)], ""]
     return "\n".join(parts)
 
 
@@ -149,6 +211,8 @@ table.t tr:nth-child(even){background:#f7f7f7}
 .cap{font-weight:600;margin-top:1.2em}.note{color:#555;font-size:.85em;max-width:1100px}
 .scroll{overflow-x:auto}figure{margin:1em 0}img{max-width:100%;border:1px solid #eee}
 details summary{cursor:pointer;color:#225;margin:.5em 0}
+.warn{background:#fff4e0;border-left:4px solid #e08a00;padding:.5em 1em;margin:.6em 0}
+ul.items{font-size:.85em;color:#333}
 """
 
 
@@ -156,6 +220,8 @@ def _html_table(t: Table, collapsed: bool = False) -> str:
     body = t.display.to_html(index=False, escape=True, border=0, classes="t", na_rep="–")
     inner = (f'<div class="cap">{html.escape(t.caption)}</div><div class="scroll">{body}</div>'
              + (f'<p class="note">{html.escape(t.note)}</p>' if t.note else "")
+             + ('<ul class="items">' + "".join(f"<li>{html.escape(x)}</li>" for x in t.items) + "</ul>"
+                if t.items else "")
              + f'<p class="note">Files: tables/{t.name}.csv, .md, .tex</p>')
     if collapsed:
         return f"<details><summary>{html.escape(t.caption)}</summary>{inner}</details>"
@@ -166,7 +232,9 @@ def _html(runset: RunSet, sections: list[Section], rep: Report, n_boot: int, see
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>InMind analysis report</title>",
              f"<style>{_CSS}</style></head><body>", "<h1>InMind analysis report</h1>",
-             f"<p class='note'>Generated {now} from {html.escape(runset.origin)}.</p><ul>"]
+             f"<p class='note'>Generated {now} from {html.escape(runset.origin)}.</p>"]
+    parts += [f"<div class='warn'><b>Warning.</b> {html.escape(w)}</div>" for w in warnings(runset)]
+    parts.append("<ul>")
     parts += [f"<li>{html.escape(x)}</li>" for x in _headline(runset)] + ["</ul>"]
     for sec in sections:
         parts.append(f"<h2>{html.escape(sec.title)}</h2>")
@@ -179,7 +247,8 @@ def _html(runset: RunSet, sections: list[Section], rep: Report, n_boot: int, see
             b64 = base64.b64encode(png.read_bytes()).decode("ascii")
             parts.append(f"<figure><img alt='{html.escape(name)}' src='data:image/png;base64,{b64}'>"
                          f"<figcaption class='note'>plots/{name}.png, plots/{name}.svg</figcaption></figure>")
-    parts.append("<h2>Methods</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in _methods(n_boot, seed))
+    methods = _methods(list(runset.runs), n_boot, seed)
+    parts.append("<h2>Methods</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in methods)
                  + "</ul></body></html>")
     return "\n".join(parts)
 

@@ -1,8 +1,10 @@
 """Paired statistics for comparing two configurations on the same tasks: exact McNemar, a paired bootstrap interval
 of the difference, Holm and Benjamini–Hochberg adjustment, and Cohen's κ. Pure functions over 0/1 outcomes.
 
-Two separate Wilson intervals at n=125 are about ±8.6 points wide at p=0.5, so they cannot resolve gaps under about
-ten points; the paired test uses the fact that both configurations answered the *same* tasks.
+Two separate Wilson intervals at n=125 are about ±8.6 points wide at p=0.5, and two independent rates must differ by
+about 12 points to be told apart (``caveats.resolvable_gap_pp``); the paired test uses the fact that both
+configurations answered the *same* tasks. Each function is tested against the reference implementation researchers
+use (statsmodels, scikit-learn, ``scipy.stats.bootstrap``) in tests/analysis/test_stats.py.
 """
 
 from __future__ import annotations

@@ -14,26 +14,24 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from inmind_exp.metrics import METRICS, Rate, RunMetrics
-from inmind_exp.records import DOMAINS
+from inmind_exp.metrics import LABELS, METRICS, Rate, RunMetrics
+from inmind_exp.records import DOMAINS, TaskRecord
 
+from analysis.caveats import FLAG, FLAG_NOTE, flag
 from analysis.compare import EXCLUSION_NOTE, Comparison, compare, outcome
 from analysis.load import EMBEDDING_ORDER, Run
-from analysis.stats import benjamini_hochberg, holm
+from analysis.stats import benjamini_hochberg, cohen_kappa, holm
 
-METRIC_TITLES: dict[str, str] = {
-    "naive": "Naive",
-    "target_recall": "Target Recall (judge)",
-    "target_recall_exact": "Target Recall (exact)",
-    "application": "Application",
-    "answer_only": "Answer-only",
-}
+#: Column titles: ``inmind_exp.metrics.LABELS`` (the verbatim metric keeps its key ``target_recall_exact`` for old
+#: runs but is labelled a lower bound; provenance an upper bound).
+METRIC_TITLES: dict[str, str] = dict(LABELS)
 DELTA_TITLES: dict[str, str] = {
     "delta_recall_naive": "Δ Recall−Naive",
     "delta_application_recall": "Δ Application−Recall",
     "delta_application_naive": "Δ Application−Naive",
 }
-SHORT: dict[str, str] = {"naive": "N", "target_recall": "TR", "target_recall_exact": "TRx", "application": "App",
+SHORT: dict[str, str] = {"naive": "N", "target_recall": "TR", "target_recall_exact": "TRv",
+                         "target_recall_provenance": "TRp", "naive_recall_provenance": "NRp", "application": "App",
                          "answer_only": "AO"}
 ALPHA = 0.05
 
@@ -47,9 +45,18 @@ class Table:
     data: pd.DataFrame
     display: pd.DataFrame
     note: str = ""
+    #: facts listed under the note, one per line (e.g. the tasks left out of a row and why)
+    items: tuple[str, ...] = ()
 
     def markdown(self) -> str:
         return to_markdown(self.display)
+
+    def notes_markdown(self) -> str:
+        """The note and the listed items as Markdown (empty when there are none)."""
+        parts = [self.note] if self.note else []
+        if self.items:
+            parts.append("\n".join(f"- {x}" for x in self.items))
+        return "\n\n".join(parts)
 
     def latex(self) -> str:
         return to_latex(self.display, self.caption, f"tab:{self.name}")
@@ -57,7 +64,8 @@ class Table:
     def write(self, directory: Path) -> list[Path]:
         directory.mkdir(parents=True, exist_ok=True)
         paths = [directory / f"{self.name}.{ext}" for ext in ("md", "tex", "csv")]
-        note = f"\n\n{self.note}" if self.note else ""
+        notes = self.notes_markdown()
+        note = f"\n\n{notes}" if notes else ""
         paths[0].write_text(f"**{self.caption}**\n\n{self.markdown()}{note}\n", encoding="utf-8")
         paths[1].write_text(self.latex() + "\n", encoding="utf-8")
         self.data.to_csv(paths[2], index=False)
@@ -66,13 +74,28 @@ class Table:
 
 # -- formatting ---------------------------------------------------------------------------------------------------
 
-def fmt_rate(pct: float, lo: float, hi: float) -> str:
-    return "–" if math.isnan(pct) else f"{pct:.1f} [{lo:.1f}, {hi:.1f}]"
+def fmt_rate(pct: float, lo: float, hi: float, n: int = 0) -> str:
+    """"pct [lo, hi]" with ``caveats.FLAG`` when the interval is uninformative for ``n`` tasks; "–" for NaN."""
+    return "–" if math.isnan(pct) else f"{pct:.1f} [{lo:.1f}, {hi:.1f}]{flag(lo, hi, n)}"
+
+
+def fmt_diff_ci(c: Comparison) -> str:
+    """A paired difference with its bootstrap interval, flagged when the interval is degenerate; "–" if n = 0."""
+    if not c.n:
+        return "–"
+    return f"{fmt_delta(c.diff)} [{fmt_delta(c.ci_low)}, {fmt_delta(c.ci_high)}]{FLAG if c.degenerate else ''}"
+
+
+def flag_note(*frames: pd.DataFrame) -> str:
+    """``caveats.FLAG_NOTE`` (with a leading space) when some cell of ``frames`` carries the flag, else ""."""
+    flagged = any(FLAG in str(v) for df in frames for v in df.to_numpy().ravel())
+    return f" {FLAG_NOTE}" if flagged else ""
 
 
 def _rate_cells(m: RunMetrics) -> dict[str, str]:
-    """Display cells for the five rates of a run: "pct [lo, hi]", or "–" where nothing was evaluated."""
-    return {METRIC_TITLES[k]: fmt_rate(m.rates[k].pct, *m.rates[k].ci) if m.rates[k].n else "–" for k in METRICS}
+    """Display cells for every rate of a run: "pct [lo, hi]", or "–" where nothing was measured."""
+    return {METRIC_TITLES[k]: fmt_rate(m.rates[k].pct, *m.rates[k].ci, m.rates[k].n) if m.rates[k].n else "–"
+            for k in METRICS}
 
 
 def fmt_delta(v: float) -> str:
@@ -106,7 +129,8 @@ def to_markdown(df: pd.DataFrame) -> str:
 
 _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
         "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "Δ": r"$\Delta$", "−": "$-$",
-        "–": "--", "—": "---", "κ": r"$\kappa$", "×": r"$\times$", "→": r"$\to$", "≤": r"$\le$", "*": r"$^{*}$"}
+        "–": "--", "—": "---", "κ": r"$\kappa$", "×": r"$\times$", "→": r"$\to$", "≤": r"$\le$",
+        "*": r"$^{*}$", "†": r"$^{\dagger}$", "…": r"\ldots{}"}
 
 
 def tex_escape(text: object) -> str:
@@ -132,52 +156,158 @@ def _rate_cols(prefix: str, r: Rate) -> dict[str, float]:
             f"{prefix}_n": r.n, f"{prefix}_errors": r.errors}
 
 
+def left_out_reason(record: TaskRecord) -> str:
+    """Why a task is left out of every rate of its row: the run failed, or which verdicts errored."""
+    if record.error is not None or record.indirect is None:
+        return "task failed"
+    bad = sorted(k for k, v in record.verdicts.items() if not v.ok)
+    return f"{', '.join(bad)} verdict errored"
+
+
+def _fault_cells(run: Run) -> tuple[dict[str, object], str, str]:
+    """CSV columns and the two display cells (memory faults, fact-write faults); "–" for records that predate
+    fault counting (``load.FAULT_SCHEMA``)."""
+    fm = run.fault_metrics
+    if fm is None:
+        cols = {"memory_fault_rate": math.nan, "fact_write_fault_rate": math.nan, "fault_measured_tasks": 0}
+        return cols, "–", "–"
+    cols: dict[str, object] = {
+        "memory_fault_rate": fm.memory_fault_rate, "memory_fault_tasks": fm.fault_tasks,
+        "fact_write_fault_rate": fm.fact_write_fault_rate, "fact_write_fault_tasks": fm.fact_write_fault_tasks,
+        "fault_measured_tasks": fm.n_ran, **{f"faults_{k}": v for k, v in fm.faults_by_kind.items()}}
+    return cols, fmt_count(fm.fault_tasks, fm.n_ran), fmt_count(fm.fact_write_fault_tasks, fm.n_ran)
+
+
+def _audit_cell(m: RunMetrics) -> str:
+    """"FP / FN" of the judge-free audit; a side is "–" when its bound was not measured on any task."""
+    fp = str(len(m.audit.false_positives)) if m.rates["target_recall_provenance"].n else "–"
+    fn = str(len(m.audit.false_negatives)) if m.rates["target_recall_exact"].n else "–"
+    return f"{fp} / {fn}"
+
+
 def table1(runs: Sequence[Run]) -> Table:
-    """Table 1 for every run: the five rates with Wilson 95% intervals and the three Δ columns (Section 4.2)."""
-    data, display = [], []
+    """Table 1 for every run: every rate with its Wilson 95% interval over the same (paired) tasks, the three Δ
+    columns (Section 4.2), the judge's certain errors against the judge-free bounds, and memory-fault rates."""
+    data, display, items = [], [], []
     for run in runs:
         m, c = run.metrics, run.config
         row: dict[str, object] = {
             "configuration": run.label, "system": c.system, "embedding": c.embedding, "injection": c.injection,
             "llm": c.llm, "answerer_model": c.answerer_model, "judge_model": c.judge_model,
             "config_hash": c.config_hash, "run_id": run.run_id or "", "status": run.status,
-            "n_tasks": m.n_tasks, "n_errors": m.n_errors,
+            "n_tasks": m.n_tasks, "n_errors": m.n_errors, "n_left_out": len(m.excluded),
+            "left_out_tasks": ";".join(m.excluded),
         }
         for k in METRICS:
             row.update(_rate_cols(k, m.rates[k]))
         row.update(m.deltas)
+        row.update({"judge_audited": m.audit.checked, "judge_false_positives": len(m.audit.false_positives),
+                    "judge_false_negatives": len(m.audit.false_negatives),
+                    "judge_false_positive_tasks": ";".join(m.audit.false_positives),
+                    "judge_false_negative_tasks": ";".join(m.audit.false_negatives)})
+        fault_cols, faults, fact_faults = _fault_cells(run)
+        row.update(fault_cols)
         data.append(row)
-        disp = {"Configuration": run.label, "n": str(m.n_tasks), "err": str(m.n_errors), **_rate_cells(m)}
+        disp = {"Configuration": run.label, "n": str(m.n_tasks), "left out": str(len(m.excluded)), **_rate_cells(m)}
         disp.update({DELTA_TITLES[k]: fmt_delta(v) for k, v in m.deltas.items()})
-        disp["verdict errors"] = ", ".join(f"{SHORT[k]} {m.rates[k].errors}" for k in METRICS if m.rates[k].errors)
+        disp.update({"judge FP / FN": _audit_cell(m), "memory faults": faults, "fact-write faults": fact_faults})
         display.append(disp)
+        if m.excluded:
+            reasons = ", ".join(f"{t} ({left_out_reason(run.by_task[t])})" for t in m.excluded)
+            items.append(f"{run.label}: left out of every rate: {reasons}")
+    shown = pd.DataFrame(display)
     return Table(
         "table1",
         "Table 1: results (%) per configuration with Wilson 95% intervals; Δ columns in percentage points",
+        pd.DataFrame(data), shown,
+        note=("Naive = direct recall (judge); Target recall (judge) = answer-blind judge of the indirect context; "
+              "Target recall (verbatim, lower bound) = the fact turn's text appears verbatim in that context (misses "
+              "paraphrased memories); Target recall (provenance, upper bound) = an item derived from the fact turn is "
+              "in that context (it may have lost the fact when an LLM rewrote it); Naive recall (provenance) the same "
+              "for the direct query; Application = context-aware indirect judge; Answer-only = indirect answer judged "
+              "without context. Every rate of a row is over the same tasks: a task that failed or got any errored "
+              "verdict is left out of all of them ('left out', listed below), never scored 0. judge FP / FN: certain "
+              "judge errors on target recall (verdict 1 with provenance 0 / verdict 0 with verbatim 1), task ids in "
+              "the judge-audit table. memory faults: tasks with at least one memory-system fallback; fact-write "
+              "faults: tasks with a fallback while writing the injected exchange. '–': not measured (the backbone "
+              f"has no naive query; older records carry no provenance or faults).{flag_note(shown)}"),
+        items=tuple(items),
+    )
+
+
+# -- the judge audited against the judge-free bounds ----------------------------------------------------------------
+
+def _ids(ids: Sequence[str], limit: int = 20) -> str:
+    if not ids:
+        return ""
+    shown = ", ".join(ids[:limit])
+    return shown + (f", … (+{len(ids) - limit}; all in the CSV)" if len(ids) > limit else "")
+
+
+def judge_self_audit(runs: Sequence[Run]) -> Table:
+    """Per run, the target-recall judge against the two judge-free bounds, without human labels (``metrics.
+    judge_audit``): a verdict of 1 where provenance is 0 is a certain false positive, a 0 where the verbatim metric
+    is 1 a certain false negative; with the task ids, and the judge's agreement with provenance."""
+    data, display = [], []
+    for run in runs:
+        m = run.metrics
+        prov_n, verb_n = m.rates["target_recall_provenance"].n, m.rates["target_recall_exact"].n
+        pairs = [(o, p) for o, p in ((outcome(r, "target_recall"), outcome(r, "target_recall_provenance"))
+                                      for r in run.records) if o is not None and p is not None]
+        agree = sum(1 for o, p in pairs if o == p)
+        kappa = cohen_kappa([o for o, _ in pairs], [p for _, p in pairs]) if pairs else math.nan
+        fp, fn = m.audit.false_positives, m.audit.false_negatives
+        data.append({"configuration": run.label, "audited": m.audit.checked, "provenance_measured": prov_n,
+                     "verbatim_measured": verb_n, "false_positives": len(fp) if prov_n else math.nan,
+                     "false_negatives": len(fn) if verb_n else math.nan, "false_positive_tasks": ";".join(fp),
+                     "false_negative_tasks": ";".join(fn), "agreement_with_provenance_n": len(pairs),
+                     "agreement_with_provenance": 100.0 * agree / len(pairs) if pairs else math.nan,
+                     "kappa_with_provenance": kappa})
+        display.append({
+            "Configuration": run.label, "audited": str(m.audit.checked),
+            "certain FP (judge 1, provenance 0)": str(len(fp)) if prov_n else "– (no provenance)",
+            "FP tasks": _ids(fp),
+            "certain FN (judge 0, verbatim 1)": str(len(fn)) if verb_n else "– (no verbatim)",
+            "FN tasks": _ids(fn),
+            "judge = provenance": (f"{100.0 * agree / len(pairs):.1f} ({agree}/{len(pairs)}), κ "
+                                   f"{'–' if math.isnan(kappa) else f'{kappa:.2f}'}") if pairs else "–",
+        })
+    return Table(
+        "judge_self_audit", "Judge audit without human labels: target-recall verdicts against the judge-free bounds",
         pd.DataFrame(data), pd.DataFrame(display),
-        note=("Naive = direct recall; Target Recall = answer-blind judge (exact: the fact turn's text in the context); "
-              "Application = context-aware indirect judge; Answer-only = indirect answer judged without context. "
-              "err: tasks that failed; verdict errors: errored verdicts per metric (N, TR, TRx, App, AO), excluded "
-              "from that rate's n, never scored 0 (counts in the CSV's `*_errors`). '–': not evaluated (the backbone "
-              "has no naive query)."),
+        note=("Provenance (an item derived from the fact turn reached the answerer) is an upper bound on recall and "
+              "the verbatim match a lower bound, so a judge verdict of 1 with provenance 0 is certainly wrong (false "
+              "positive) and a verdict of 0 with the fact's text verbatim in the context is certainly wrong (false "
+              "negative). Errors between the bounds are not caught here: that needs human labels (--labels). "
+              "audited: tasks with a valid target-recall verdict (paired: left-out tasks excluded). '–': that bound "
+              "was not measured for this run (older records, or a system that reports no items)."),
     )
 
 
 # -- Table 2 ------------------------------------------------------------------------------------------------------
 
-def best_retrieval(runs: Sequence[Run], like: Run | None = None) -> Run | None:
-    """The retrieval configuration with the highest application (then target recall), preferring the same
-    injection and LLM as ``like`` when any such run exists."""
+def _leader_key(r: Run) -> tuple[float, float]:
+    app, tr = r.metrics.rates["application"], r.metrics.rates["target_recall"]
+    return (app.pct, tr.pct if tr.n else -1.0)
+
+
+def retrieval_leaders(runs: Sequence[Run], like: Run | None = None) -> list[Run]:
+    """The retrieval configurations sharing the highest application (then target recall), preferring the same
+    injection and LLM as ``like`` when any such run exists. More than one is a tie, and is reported as one."""
     pool = [r for r in runs if r.config.is_retrieval and r.metrics.rates["application"].n]
     if like is not None:
         same = [r for r in pool if (r.config.injection, r.config.llm) == (like.config.injection, like.config.llm)]
         pool = same or pool
+    if not pool:
+        return []
+    top = max(_leader_key(r) for r in pool)
+    return sorted((r for r in pool if _leader_key(r) == top), key=lambda r: r.label)
 
-    def key(r: Run) -> tuple[float, float, str]:
-        app, tr = r.metrics.rates["application"], r.metrics.rates["target_recall"]
-        return (app.pct, tr.pct if tr.n else -1.0, r.label)
 
-    return max(pool, key=key, default=None)
+def best_retrieval(runs: Sequence[Run], like: Run | None = None) -> Run | None:
+    """The first of ``retrieval_leaders`` by label (deterministic under a tie; callers say when it is one)."""
+    leaders = retrieval_leaders(runs, like)
+    return leaders[0] if leaders else None
 
 
 def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | None:
@@ -186,7 +316,7 @@ def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | 
     states = [r for r in runs if r.config.system == "always_in_state"]
     if not states or best_retrieval(runs) is None:
         return None
-    data, display = [], []
+    data, display, items = [], [], []
 
     def rate_row(role: str, run: Run) -> dict[str, str]:
         return {"Row": f"{role}: {run.label}", "n": str(run.metrics.n_tasks), **_rate_cells(run.metrics)}
@@ -194,24 +324,30 @@ def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | 
     for backbone in (r for r in runs if r.config.system == "backbone"):
         display.append(rate_row("Backbone (in context)", backbone))
     for state in states:
-        best = best_retrieval(runs, like=state)
-        assert best is not None
+        leaders = retrieval_leaders(runs, like=state)
+        best = leaders[0]
         display.append(rate_row("Always-in-state", state))
-        display.append(rate_row("Best retrieval", best))
+        role = "Best retrieval" if len(leaders) == 1 else f"Best retrieval (tie of {len(leaders)}, first by name)"
+        display.append(rate_row(role, best))
+        if len(leaders) > 1:
+            items.append(f"Tie for best retrieval against {state.label}: {', '.join(r.label for r in leaders)} "
+                         f"share application {best.metrics.rates['application'].pct:.1f}% and the same target recall; "
+                         f"the Δ row uses {best.label} (first by name); the others are in the paired comparisons.")
         delta = {"Row": f"Δ paired ({state.config.system} − {best.config.system})", "n": ""}
         for k in METRICS:
             c = compare(state, best, k, n_boot=n_boot, seed=seed)
             data.append(_comparison_row(c, role="always_in_state vs best retrieval"))
-            delta[METRIC_TITLES[k]] = (f"{fmt_delta(c.diff)} [{fmt_delta(c.ci_low)}, {fmt_delta(c.ci_high)}] "
-                                       f"p={fmt_p(c.p_mcnemar)}" if c.n else "–")
+            delta[METRIC_TITLES[k]] = f"{fmt_diff_ci(c)} p={fmt_p(c.p_mcnemar)}" if c.n else "–"
         display.append(delta)
+    shown = pd.DataFrame(display)
     return Table(
         "table2",
         "Table 2: always-in-state against the best retrieval configuration (%), with the paired difference",
-        pd.DataFrame(data), pd.DataFrame(display),
-        note=("Best retrieval = highest Application among query-time configurations (same injection and LLM when "
-              "available). Δ row: paired difference in points with its 95% paired bootstrap interval and exact "
-              "McNemar p. " + EXCLUSION_NOTE),
+        pd.DataFrame(data), shown,
+        note=("Best retrieval = highest Application (then target recall) among query-time configurations (same "
+              "injection and LLM when available); a tie is named as one. Δ row: paired difference in points with its "
+              f"95% paired bootstrap interval and exact McNemar p. {EXCLUSION_NOTE}{flag_note(shown)}"),
+        items=tuple(items),
     )
 
 
@@ -236,13 +372,13 @@ def pairwise(runs: Sequence[Run], metric: str = "application", n_boot: int = 10_
     display = pd.DataFrame([{
         "A": c.a, "B": c.b, "n": str(c.n), "A %": f"{c.rate_a:.1f}" if c.n else "–",
         "B %": f"{c.rate_b:.1f}" if c.n else "–",
-        "A−B [95% CI]": f"{fmt_delta(c.diff)} [{fmt_delta(c.ci_low)}, {fmt_delta(c.ci_high)}]" if c.n else "–",
+        "A−B [95% CI]": fmt_diff_ci(c),
         "A only / B only": f"{c.a_only} / {c.b_only}", "McNemar p": fmt_p(c.p_mcnemar), "Holm p": fmt_p(h),
         "BH q": fmt_p(q), "excluded": str(c.n_excluded),
     } for c, h, q in zip(comps, p_holm, p_bh)])
     title = METRIC_TITLES[metric]
     note = (f"{len(comps)} pairs; Holm controls the family-wise error over all of them, BH the false discovery rate. "
-            + EXCLUSION_NOTE)
+            f"{EXCLUSION_NOTE}{flag_note(display)}")
     long = Table(f"pairwise_{metric}", f"Paired comparisons of {title}: all pairs of configurations", data,
                  display if len(display) else pd.DataFrame(columns=["A", "B"]), note=note)
     labels = [r.label for r in runs]
@@ -252,8 +388,9 @@ def pairwise(runs: Sequence[Run], metric: str = "application", n_boot: int = 10_
             cells[c.a][c.b] = cells[c.b][c.a] = "–"
             continue
         mark = "*" if h < ALPHA else ""
-        cells[c.a][c.b] = f"{fmt_delta(c.diff)}{mark} ({fmt_p(h)})"
-        cells[c.b][c.a] = f"{fmt_delta(-c.diff)}{mark} ({fmt_p(h)})"
+        dflag = FLAG if c.degenerate else ""
+        cells[c.a][c.b] = f"{fmt_delta(c.diff)}{mark}{dflag} ({fmt_p(h)})"
+        cells[c.b][c.a] = f"{fmt_delta(-c.diff)}{mark}{dflag} ({fmt_p(h)})"
     matrix = pd.DataFrame([{"row − column": lab, **cells[lab]} for lab in labels])
     diffs = {lab: {other: (0.0 if other == lab else math.nan) for other in labels} for lab in labels}
     for c in comps:
@@ -297,7 +434,8 @@ def by_domain(runs: Sequence[Run], metric: str = "application") -> Table:
         display.append(disp)
     return Table(f"by_domain_{metric}", f"{METRIC_TITLES[metric]} by domain: % (successes/valid verdicts)",
                  pd.DataFrame(data), pd.DataFrame(display),
-                 note="Errored verdicts are left out of n and counted in the CSV's `errors` column.")
+                 note=("Tasks left out of the row (failed, or any errored verdict) are not in n; they are counted in "
+                       "the CSV's `errors` column."))
 
 
 def by_injection(runs: Sequence[Run], metric: str = "application") -> Table:
@@ -327,13 +465,25 @@ def by_injection(runs: Sequence[Run], metric: str = "application") -> Table:
 
 
 def embedding_groups(runs: Sequence[Run]) -> dict[str, list[Run]]:
-    """Runs that differ only in the embedding, keyed by system/injection/LLM(/judge); groups of two or more."""
+    """Runs that differ only in the embedding, keyed by system/injection/LLM(/judge); groups of two or more, for
+    systems that use an embedding only (``RunConfig.uses_embedding``)."""
     groups: dict[str, list[Run]] = {}
     for r in runs:
         c = r.config
+        if not c.uses_embedding:
+            continue
         groups.setdefault(f"{c.system}/{c.injection}/{c.llm}/{c.judge_model}", []).append(r)
     return {k: sorted(v, key=lambda r: (EMBEDDING_ORDER.get(r.config.embedding, 9), r.config.embedding))
             for k, v in groups.items() if len({r.config.embedding for r in v}) > 1}
+
+
+def embedding_free_repeats(runs: Sequence[Run]) -> list[str]:
+    """Systems that use no embedding but were run under several embeddings (the same configuration repeated)."""
+    seen: dict[str, set[str]] = {}
+    for r in runs:
+        if not r.config.uses_embedding:
+            seen.setdefault(r.config.system, set()).add(r.config.embedding)
+    return sorted(s for s, embs in seen.items() if len(embs) > 1)
 
 
 def by_embedding(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | None:
@@ -342,6 +492,7 @@ def by_embedding(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Ta
     groups = embedding_groups(runs)
     if not groups:
         return None
+    repeats = embedding_free_repeats(runs)
     data, display = [], []
     for key, members in groups.items():
         base = members[0]
@@ -353,10 +504,13 @@ def by_embedding(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Ta
                 data.append(_comparison_row(c, group=key, change=row["Change"]))
                 title = METRIC_TITLES[metric]
                 row[title] = f"{c.rate_b:.1f} → {c.rate_a:.1f}" if c.n else "–"
-                row[f"Δ {title} [95% CI]"] = (f"{fmt_delta(c.diff)} [{fmt_delta(c.ci_low)}, {fmt_delta(c.ci_high)}]"
-                                               if c.n else "–")
+                row[f"Δ {title} [95% CI]"] = fmt_diff_ci(c)
                 row[f"p ({title})"] = fmt_p(c.p_mcnemar)
             display.append(row)
+    shown = pd.DataFrame(display)
     return Table("by_embedding", "Embedding comparison per system (Section 4.5): paired change in points",
-                 pd.DataFrame(data), pd.DataFrame(display),
-                 note="Rates over the tasks both runs judged validly; exact McNemar p, not adjusted. " + EXCLUSION_NOTE)
+                 pd.DataFrame(data), shown,
+                 note=("Rates over the tasks valid in both runs; exact McNemar p, not adjusted. Only systems that use "
+                       "an embedding are compared" + (f" ({', '.join(repeats)} use none: their runs under different "
+                                                      "embeddings repeat one configuration)" if repeats else "")
+                       + f". {EXCLUSION_NOTE}{flag_note(shown)}"))

@@ -9,23 +9,23 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import re
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from inmind_exp import env
 from inmind_exp.data import load_tasks, load_trace
 from inmind_exp.embed import MiniLMEncoder
 from inmind_exp.fake_openai import FakeOpenAI
 from inmind_exp.llm import CallCache, Endpoint, Models
 from inmind_exp.paths import child_dir
-from inmind_exp.protocol import InjectionSpec, build_prefix, injection_session_index, run_task
-from inmind_exp.records import Usage
+from inmind_exp.protocol import build_prefix, injection_session_index, run_task
+from inmind_exp.records import InjectionSpec, Usage
 from inmind_exp.memory import SYSTEMS
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+env.apply(env.HF)
 
 
 def _words(text: str, n: int) -> list[str]:

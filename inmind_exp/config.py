@@ -16,8 +16,9 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from inmind_exp.embed import EmbeddingSpec
+from inmind_exp.errors import PlanError
 from inmind_exp.llm import ROLES, Endpoint
-from inmind_exp.protocol import InjectionSpec
+from inmind_exp.records import InjectionSpec
 
 
 @dataclass
@@ -251,7 +252,8 @@ def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_dig
                 "max_tokens": e.max_tokens, "seed": e.seed, **({"reasoning": True} if e.reasoning else {})}
 
     emb = OmegaConf.to_container(cfg.embedding, resolve=True)
-    assert isinstance(emb, dict)
+    if not isinstance(emb, dict):
+        raise PlanError(f"embedding: expected a mapping, got {type(emb).__name__}")
     return {
         "system": OmegaConf.to_container(cfg.system, resolve=True),
         "embedding": {k: emb[k] for k in ("name", "kind", "model", "dim")},

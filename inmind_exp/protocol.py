@@ -1,33 +1,24 @@
 """The InMind protocol for one task (paper Section 3.4 and Appendix 16): inject the fact pair into the trace,
 replay it into a memory system, ask the naive and the indirect query from the same post-ingestion state, judge.
 
-Pure Python, no Ray: the runner calls these functions inside actors, and unit tests call them directly.
+Pure Python, no Ray: the task workers (``inmind_exp.run.worker``) call these functions, and unit tests call them directly.
 """
 
 from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from inmind_exp.judges import exact_target_recall, judge_task
 from inmind_exp.llm import LLMCallError, Models
 from inmind_exp.paths import remove_tree
-from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Answer, Fault, Session, Task, TaskRecord, Trace, Turn
+from inmind_exp.records import (FACT_REPLY_TURN_ID, FACT_TURN_ID, Answer, Fault, InjectionSpec, Session, Task, TaskRecord,
+                                Trace, Turn, Usage, Verdict)
 from inmind_exp.memory import MemorySystem
 
 SystemFactory = Callable[[Path], MemorySystem]
-
-
-@dataclass(frozen=True)
-class InjectionSpec:
-    """Where the fact goes: the session holding the ``user_turn``-th user turn (1-based), or a ``fraction`` of them."""
-
-    name: str
-    user_turn: int | None = None
-    fraction: float | None = None
 
 
 def injection_session_index(trace: Trace, spec: InjectionSpec) -> int:
@@ -142,7 +133,7 @@ def run_task(
 ) -> TaskRecord:
     """The whole protocol for one task; an LLM failure anywhere becomes the record's ``error``, never a score.
 
-    ``workdir`` must be a plain child of its parent (the runner names it by a hash of the task id); it is removed
+    ``workdir`` must be a plain child of its parent (the worker names it by a hash of the task id); it is removed
     when the task ends unless ``keep_workdir``.
     """
     if ".." in Path(workdir).parts:
@@ -171,7 +162,31 @@ def run_task(
     finally:
         if not keep_workdir:
             remove_tree(workdir.parent, workdir)
-    usage = models.meter.diff(models.meter.snapshot(), before)
+    return task_record(
+        task, config_hash=config_hash, system_name=system_name, session_index=session_index, naive=naive,
+        indirect=indirect, verdicts=verdicts, exact=exact, usage=models.meter.diff(models.meter.snapshot(), before),
+        latency_s=round(time.perf_counter() - t0, 3), error=error, faults=faults,
+    )
+
+
+def task_record(
+    task: Task,
+    *,
+    config_hash: str,
+    system_name: str,
+    session_index: int,
+    naive: Answer | None = None,
+    indirect: Answer | None = None,
+    verdicts: dict[str, Verdict] | None = None,
+    exact: int | None = None,
+    usage: dict[str, Usage] | None = None,
+    latency_s: float = 0.0,
+    error: str | None = None,
+    attempts: int = 1,
+    faults: list[Fault] | tuple[Fault, ...] = (),
+) -> TaskRecord:
+    """The one way a ``TaskRecord`` is built: the provenance rates and the fact-write fault derive from the answers
+    and faults here, so a finished task and one that never ran carry the same fields."""
     return TaskRecord(
         config_hash=config_hash,
         task_id=task.id,
@@ -180,13 +195,21 @@ def run_task(
         injection_session=session_index,
         naive=naive,
         indirect=indirect,
-        verdicts=verdicts,
+        verdicts=dict(verdicts or {}),
         target_recall_exact=exact,
-        usage=usage,
-        latency_s=round(time.perf_counter() - t0, 3),
+        usage=dict(usage or {}),
+        latency_s=latency_s,
         error=error,
+        attempts=attempts,
         naive_recall_provenance=provenance_recall(naive),
         target_recall_provenance=provenance_recall(indirect),
         faults=tuple(faults),
-        fact_write_fault=fact_write_fault(faults),
+        fact_write_fault=fact_write_fault(list(faults)),
     )
+
+
+def failed_record(task: Task, *, config_hash: str, system_name: str, session_index: int, error: str,
+                  attempts: int) -> TaskRecord:
+    """The record of a task that produced none (its worker died on every attempt): an error, never a score."""
+    return task_record(task, config_hash=config_hash, system_name=system_name, session_index=session_index,
+                       error=error, attempts=attempts)

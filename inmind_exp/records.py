@@ -161,6 +161,15 @@ class Trace:
 
 
 @dataclass(frozen=True)
+class InjectionSpec:
+    """Where the fact goes: the session holding the ``user_turn``-th user turn (1-based), or a ``fraction`` of them."""
+
+    name: str
+    user_turn: int | None = None
+    fraction: float | None = None
+
+
+@dataclass(frozen=True)
 class Message:
     """One chat message exactly as sent to (or returned by) an LLM; tool fields kept for agentic systems."""
 

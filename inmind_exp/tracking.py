@@ -12,14 +12,16 @@ results table.
 from __future__ import annotations
 
 import json
+import logging
 import math
-import os
 import subprocess
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+from inmind_exp import env
+
+env.apply(env.MLFLOW)
 
 import mlflow  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
@@ -356,7 +358,7 @@ class Tracker:
             self.client.log_inputs(run_id, datasets=[DatasetInput(
                 ds._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", "eval")])])
         except Exception as e:  # noqa: BLE001  (the dataset input is a convenience; the run is what matters)
-            print(f"[inmind] MLflow: dataset input not logged ({type(e).__name__}: {e})", flush=True)
+            logging.getLogger(__name__).warning(f"[inmind] MLflow: dataset input not logged ({type(e).__name__}: {e})")
 
     # -- primitives -------------------------------------------------------------------------------------------------
 

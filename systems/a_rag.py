@@ -22,9 +22,35 @@ Read path: upstream's loop. The answerer gets the system prompt and the query, a
 by cosine, grouped by chunk, chunks ranked by their best sentence) and read_chunk (full text; chunks already read in
 this query are marked as such), top_k defaulting to 5 and capped at 20. A reply without tool calls is the answer.
 After ``max_loops`` (15) tool-enabled calls, or when the conversation exceeds ``max_token_budget`` (128k), a user
-message demanding a final answer is appended and the answerer is called once more without tools. ``Answer.context``
-is the whole message list the final call was sent (system prompt, query, assistant tool calls, tool results and,
-if forced, the demand); ``Answer.meta`` records every tool call, every LLM call and why the loop stopped.
+message demanding a final answer is appended and the answerer is called once more without tools. ``Answer.meta``
+records every tool call, every LLM call and why the loop stopped (``stop_reason``: answered, tool_call_as_text,
+max_loops, token_budget).
+
+Answer modes (the answerer of A-RAG is its agent loop, so both modes run the same loop on the answerer endpoint):
+- ``native``: upstream's loop and upstream's final answer: the loop's own reply without tool calls, or the forced
+  answer. ``Answer.context`` is the whole message list the final call was sent (system prompt, query, assistant tool
+  calls, tool results and, if forced, the demand). ``meta['answer_prompt']`` is ``NATIVE_ANSWER_VERSION``.
+- ``shared`` (default): the loop unchanged as retrieval; it stops at the model's own reply (kept in
+  ``meta['agent_answer']``) or at a limit, where no forced answer is asked for. The answer is then the shared prompt
+  of ``inmind_exp.answering`` over everything the tools returned into the loop's context (``recall``: every tool
+  output that returned memory, in order); ``Answer.context`` is the shared prompt's two messages.
+In both modes ``Answer.items`` are everything the tools returned into the context: one ``snippet`` item per chunk a
+search listed (sources: the turns of the sentences shown) and one ``chunk`` item per chunk read in full (sources: the
+chunk's turns). Provenance on write: each chunk keeps the turn id of each of its lines (the date header has none)
+and each indexed sentence the turn id of its line; snapshots keep both (older ones load with empty sources).
+
+Tool calls must be structured. ``a_rag_tool_support(client)`` probes an endpoint once per process (a tiny request
+offering one trivial tool with ``tool_choice="auto"``, as the loop asks, and a prompt that needs it; the result is
+kept per endpoint identity, and the request goes through the client so the call cache answers it in later
+processes). Measured on the embedded Qwen2.5-Coder-1.5B: llama-cpp-python's server without a chat format writes the
+call as fenced JSON text (probe false, A-RAG refuses), with ``--chat_format chatml-function-calling`` it returns a
+structured call (probe true); a forced named choice would have passed on both, and "required" gets HTTP 500 there.
+``ARAG.preflight(models)`` (for the runner, before any task) and ``answer`` raise ``ToolSupportError`` naming the
+answerer's base_url and model when the endpoint returns no structured tool call. A reply that writes a tool call as
+text (``<tools>{...}</tools>``, ``<tool_call>``, ``<function=...>``, a JSON object with "name" and "arguments",
+``keyword_search(...)``) but makes no structured call is recorded as a ``tool_call_as_text`` fault and the answer
+is marked with ``stop_reason: tool_call_as_text``; a tool call with arguments that are not JSON, an unknown tool
+or arguments the tool cannot run with is a ``bad_tool_call`` fault (the model still gets upstream's error message).
 
 Deliberate deviations:
 - The token budget counts the prompt tokens the endpoint reported for the latest call (tool schemas included)
@@ -35,27 +61,42 @@ Deliberate deviations:
 - An endpoint failure (``LLMCallError``) propagates instead of upstream's ``break`` / "Error: ..." answer.
 - Sampling (temperature, max_tokens) is the answerer role's configuration, not upstream's fixed 0.0 / 16384.
 - The system prompt adds one sentence saying the corpus is the user's earlier conversations and what a chunk is;
-  prompt and tool descriptions are otherwise upstream's in our own words, with the same structure and outputs.
+  prompt and tool descriptions are otherwise upstream's in our own words, with the same structure and outputs, and
+  keyword_search's examples are upstream's own (Einstein, Tesla, Andorra ...) except one: upstream's "how does the
+  stock market work" → "stock market", "trading" became "how do ocean tides work" → "tides", "lunar gravity",
+  because a bundled task concerns a stock-market fund.
 - Tool arguments are coerced where upstream would misbehave: a bare string for ``keywords`` / ``chunk_ids`` becomes a
   one-item list (upstream iterates its characters), list items become strings, ``top_k`` may be an integral number
   or numeric string, null means the default, and a negative ``top_k`` means 0. Unexpected arguments, missing required
   ones, arguments that are not JSON (parsed as ``{}`` as upstream) and unknown tools give an error tool message.
 - Semantic ties are broken by sentence order (stable sort); no retrieved-token counts are logged.
+- A reply that writes a tool call as text still ends the loop as upstream's would, but is a fault and marked; upstream
+  would return it as an ordinary answer. In ``shared`` mode a loop that hits a limit gets no forced answer (the
+  shared prompt answers instead).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from inmind_exp.records import Answer, Message, Session, Turn
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, read_json, turn_pairs, write_json
+from inmind_exp.answering import shared_answer
+from inmind_exp.llm import EndpointError
+from inmind_exp.records import Answer, ContextItem, Message, Session, Turn
+from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, turn_pairs, write_json
 
-PROMPT_VERSION = "a_rag-v1"
+if TYPE_CHECKING:
+    from inmind_exp.llm import LLMClient, Models
+
+PROMPT_VERSION = "a_rag-v2"
+#: upstream's loop: its own final reply (or the forced answer) is the answer
+NATIVE_ANSWER_VERSION = "a_rag-native-agent-a44de6b"
 CHUNK_UNITS = ("exchange", "session", "turn")
 SENTENCE_SPLIT = re.compile(r"[.!?\n]+")  # build_index.split_sentences and KeywordSearchTool._split_sentences
 MIN_SENTENCE_CHARS = 10  # build_index keeps sentences longer than this
@@ -99,15 +140,15 @@ KEYWORD_SEARCH_DESCRIPTION = """Find document chunks by exact, case-insensitive 
 IMPORTANT: keywords are matched literally in the text. Use SHORT, SPECIFIC terms (1-3 words at most). Each keyword is matched on its own.
 
 Examples of GOOD keywords:
-  - Names of entities: "Marie Curie", "Toyota", "Kenya", "Rust"
-  - Technical terms: "mitochondria", "compound interest"
-  - Key concepts: "remote work", "interest rates"
+  - Names of entities: "Albert Einstein", "Tesla", "Python", "Argentina"
+  - Technical terms: "photosynthesis", "quantum mechanics"
+  - Key concepts: "climate change", "GDP growth"
 
 Examples of BAD keywords (DO NOT use):
-  - Long phrases: "the scientist who discovered radium" → use "Marie Curie" instead
-  - Questions: "when did the Berlin Wall fall" → use "Berlin Wall", "1989" instead
-  - Descriptions: "the country north of the United States" → use "Canada" instead
-  - Full sentences: "how does a mortgage work" → use "mortgage", "interest rate" instead
+  - Long phrases: "the person who invented the telephone" → use "Alexander Bell" instead
+  - Questions: "when did World War 2 start" → use "World War 2", "1939" instead
+  - Descriptions: "the country between France and Spain" → use "Andorra" instead
+  - Full sentences: "how do ocean tides work" → use "tides", "lunar gravity" instead
 
 RETURNS: shortened snippets marked with "..." showing where the keywords occur. They help you spot relevant chunks, but you MUST call read_chunk to get the full text before answering."""
 
@@ -149,7 +190,7 @@ def tool_schemas(default_top_k: int, max_top_k: int) -> list[dict[str, Any]]:
             "parameters": {"type": "object", "properties": {
                 "keywords": {"type": "array", "items": {"type": "string"},
                              "description": "Keywords to search for, each 1-3 words at most "
-                                            "(e.g., ['Curie', 'radioactivity', '1903'])."},
+                                            "(e.g., ['Einstein', 'relativity theory', '1905'])."},
                 "top_k": dict(top_k),
             }, "required": ["keywords"]},
         }},
@@ -180,6 +221,95 @@ TOOL_PARAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # name -> (
 }
 
 
+# -- tool-call support: the preflight probe and tool calls written as text -------------------------------------------
+
+PROBE_VERSION = "a_rag-tool-probe-v1"
+PROBE_TOOL = {"type": "function", "function": {
+    "name": "get_current_time", "description": "Return the current date and time.",
+    "parameters": {"type": "object", "properties": {}, "required": []}}}
+PROBE_MESSAGES = (Message("user", "What time is it? Call the get_current_time tool to find out."),)
+#: "auto", as the agent loop asks: a forced choice proves nothing about the loop (llama-cpp-python without a
+#: function-calling chat format grammar-forces a named choice into a structured call, yet writes calls as text under
+#: "auto"), and its chatml-function-calling handler rejects "required" with an HTTP 500
+PROBE_TOOL_CHOICE = "auto"
+_TOOL_SUPPORT: dict[str, bool] = {}  # endpoint identity -> probe result, once per process
+_TOOL_SUPPORT_LOCK = threading.Lock()
+
+
+class ToolSupportError(EndpointError):
+    """The answerer endpoint does not return structured tool calls, which A-RAG's agent loop needs."""
+
+
+def a_rag_tool_support(client: "LLMClient") -> bool:
+    """Whether ``client``'s endpoint returns structured tool calls: one tiny request offering one trivial tool, with
+    ``tool_choice="auto"`` (as the loop) and a prompt that asks for it; true if the reply calls it in the
+    ``tool_calls`` field (a call written as text is no support). The result is kept per
+    endpoint identity for the process, and the request goes through the client, so its call cache answers it for
+    every later process of the run."""
+    key = client.endpoint.identity
+    with _TOOL_SUPPORT_LOCK:
+        if key in _TOOL_SUPPORT:
+            return _TOOL_SUPPORT[key]
+    comp = client.chat(PROBE_MESSAGES, tools=[PROBE_TOOL], tool_choice=PROBE_TOOL_CHOICE)
+    ok = any((tc.get("function") or {}).get("name") == PROBE_TOOL["function"]["name"] for tc in comp.tool_calls)
+    with _TOOL_SUPPORT_LOCK:
+        _TOOL_SUPPORT[key] = ok
+    return ok
+
+
+def require_tool_support(client: "LLMClient") -> None:
+    """Raise ``ToolSupportError`` naming the endpoint (base_url, model) when it returns no structured tool calls."""
+    if not a_rag_tool_support(client):
+        ep = client.endpoint
+        raise ToolSupportError(
+            f"a_rag: the {ep.role} endpoint {ep.base_url} (model {ep.model}) returned no structured tool call when "
+            f"asked to call a tool; A-RAG's agent loop needs tool calls in the API's tool_calls field (serve the "
+            f"model with a tool-call chat format, e.g. llama-cpp-python's chatml-function-calling, or leave a_rag "
+            f"out of the sweep)")
+
+
+def clear_tool_support_cache() -> None:
+    """Forget the probe results of this process (tests whose fake servers may reuse a port)."""
+    with _TOOL_SUPPORT_LOCK:
+        _TOOL_SUPPORT.clear()
+
+
+TOOL_TEXT_MARKERS = re.compile(
+    r"<\s*/?\s*(?:tool_call|tool_calls|tools|function_call|function|tool_use)\b[^>]*>|<\|python_tag\|>|\[TOOL_CALLS\]"
+    r"|\b(?:keyword_search|semantic_search|read_chunk)\s*\(", re.I)
+
+
+def tool_call_text(text: str) -> str | None:
+    """The evidence that a reply writes a tool call as text instead of calling it: a tool-call tag
+    (``<tool_call>``, ``<tools>``, ``<function=...>``, ``[TOOL_CALLS]`` ...), one of A-RAG's tools written as a call,
+    or a JSON object with "name" and "arguments"/"parameters"; None for an ordinary answer."""
+    m = TOOL_TEXT_MARKERS.search(text or "")
+    if m:
+        return m.group(0)
+    decoder = json.JSONDecoder()
+    starts = [i for i, c in enumerate(text or "") if c == "{"][:50]
+    for i in starts:
+        try:
+            obj, _ = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and "name" in obj and ("arguments" in obj or "parameters" in obj):
+            return json.dumps(obj)[:200]
+    return None
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """One run of the agent loop: the messages of its last call, its own final reply, what the tools returned
+    (``outputs``, ``items``) and the diagnostics for ``Answer.meta``."""
+
+    messages: tuple[Message, ...]
+    text: str
+    outputs: tuple[str, ...]
+    items: tuple[ContextItem, ...]
+    meta: dict[str, Any]
+
+
 class ToolArgumentError(ValueError):
     """A tool call whose arguments the tool cannot run with; reported to the model as an error tool message."""
 
@@ -192,7 +322,25 @@ def split_sentences(text: str, min_chars: int = 0) -> list[str]:
 
 def chunk_texts(session: Session, unit: str) -> list[str]:
     """The chunks of one session: a date header line, then ``role: content`` lines of the unit's turns."""
+    return [text for text, _ in chunks_with_line_turns(session, unit)]
+
+
+def chunks_with_line_turns(session: Session, unit: str) -> list[tuple[str, list[str]]]:
+    """Each chunk's text with the turn id of each of its lines ("" for the date header): a sentence never spans a
+    newline, so every sentence of a chunk derives from exactly the turn of its line."""
     header = f"Date: {session.date}"
+    out = []
+    for group in _turn_groups(session.with_turn_ids(), unit):
+        lines, turns = [header], [""]
+        for t in group:
+            part = f"{t.role}: {t.content}".split("\n")
+            lines += part
+            turns += [t.id] * len(part)
+        out.append(("\n".join(lines), turns))
+    return out
+
+
+def _turn_groups(session: Session, unit: str) -> list[tuple[Turn, ...]]:
     groups: list[tuple[Turn, ...]]
     if unit == "exchange":
         groups = [tuple(t for t in pair if t is not None) for pair in turn_pairs(session)]
@@ -202,7 +350,7 @@ def chunk_texts(session: Session, unit: str) -> list[str]:
         groups = [(t,) for t in session.turns]
     else:
         raise ValueError(f"a_rag: chunk_unit must be one of {', '.join(CHUNK_UNITS)}, got {unit!r}")
-    return ["\n".join([header] + [f"{t.role}: {t.content}" for t in g]) for g in groups]
+    return groups
 
 
 def _as_list(value: Any, name: str) -> list[str]:
@@ -255,8 +403,10 @@ class ARAG(MemorySystem):
         self.chunk_ids: list[str] = []
         self.chunk_texts: list[str] = []
         self.chunk_sessions: list[str] = []  # for analysis only; never shown to the model
+        self.chunk_line_turns: list[list[str]] = []  # provenance: the turn id of each line ("" for the date header)
         self.sentences: list[str] = []
         self.sentence_to_chunk: list[str] = []
+        self.sentence_turns: list[str] = []  # provenance: the turn id each indexed sentence comes from
         self.embeddings: np.ndarray | None = None
         self.n_sessions = 0
         self._by_id: dict[str, str] = {}
@@ -264,23 +414,39 @@ class ARAG(MemorySystem):
     # -- write path ---------------------------------------------------------------------------------------------
     def ingest_session(self, session: Session) -> None:
         new_sentences: list[str] = []
-        for text in chunk_texts(session, self.chunk_unit):
+        for text, line_turns in chunks_with_line_turns(session, self.chunk_unit):
             cid = str(len(self.chunk_ids))
             self.chunk_ids.append(cid)
             self.chunk_texts.append(text)
             self.chunk_sessions.append(session.id)
+            self.chunk_line_turns.append(line_turns)
             self._by_id[cid] = text
-            for sent in split_sentences(text, MIN_SENTENCE_CHARS):
+            for sent, turn in self._line_sentences(cid, MIN_SENTENCE_CHARS):
                 new_sentences.append(sent)
                 self.sentence_to_chunk.append(cid)
+                self.sentence_turns.append(turn)
         if new_sentences:
             vecs = np.asarray(self.encoder.encode(new_sentences), dtype=np.float32)
             self.embeddings = vecs if self.embeddings is None else np.vstack([self.embeddings, vecs])
             self.sentences.extend(new_sentences)
         self.n_sessions += 1
 
+    def _line_sentences(self, cid: str, min_chars: int = 0) -> list[tuple[str, str]]:
+        """The chunk's sentences (exactly ``split_sentences(text, min_chars)``, since newlines split sentences) with
+        the turn id of the line each comes from."""
+        lines = self._by_id[cid].split("\n")
+        turns = self.chunk_line_turns[int(cid)] if int(cid) < len(self.chunk_line_turns) else []
+        turns = turns if len(turns) == len(lines) else [""] * len(lines)  # a snapshot from before provenance
+        return [(sent, turn) for line, turn in zip(lines, turns) for sent in split_sentences(line, min_chars)]
+
+    def chunk_sources(self, cid: str) -> tuple[str, ...]:
+        """The turn ids a chunk derives from, in order."""
+        turns = self.chunk_line_turns[int(cid)] if int(cid) < len(self.chunk_line_turns) else []
+        return tuple(dict.fromkeys(t for t in turns if t))
+
     # -- tools --------------------------------------------------------------------------------------------------
-    def keyword_search(self, keywords: Any, top_k: Any = None) -> tuple[str, dict[str, Any]]:
+    def keyword_search(self, keywords: Any, top_k: Any = None,
+                       items: list[ContextItem] | None = None) -> tuple[str, dict[str, Any]]:
         """Rank chunks by Σ count(keyword) · len(keyword), case-insensitive; snippets: up to 5 matching sentences."""
         kws = _as_list(keywords, "keywords")
         k = _as_top_k(top_k, self.default_top_k, self.max_top_k)
@@ -295,7 +461,8 @@ class ARAG(MemorySystem):
                     found.append(kw)
                     score += count * len(kw)
             if score > 0:
-                matched = [s for s in split_sentences(text) if any(f.lower() in s.lower() for f in found)]
+                matched = [(s, turn) for s, turn in self._line_sentences(cid)
+                           if any(f.lower() in s.lower() for f in found)]
                 scored.append((cid, score, matched[:5]))
         scored.sort(key=lambda x: -x[1])  # stable: ties keep corpus order
         top = scored[:k]
@@ -303,12 +470,15 @@ class ARAG(MemorySystem):
             return f"No results found for keywords: {kws}", {"chunks_found": 0, "chunk_ids": []}
         parts = []
         for cid, _, matched in top:
-            snippet = "... " + " ... ".join(matched) + " ..." if matched else "(no exact sentence match)"
+            snippet = "... " + " ... ".join(s for s, _ in matched) + " ..." if matched else "(no exact sentence match)"
             parts.append(f"Chunk ID: {cid}, Matched keywords in chunk: {snippet}")
+            if items is not None:
+                items.append(ContextItem("snippet", parts[-1], tuple(dict.fromkeys(t for _, t in matched if t))))
         return "\n\n".join(parts), {"chunks_found": len(top), "chunk_ids": [c for c, _, _ in top],
                                     "scores": [s for _, s, _ in top]}
 
-    def semantic_search(self, query: Any, top_k: Any = None) -> tuple[str, dict[str, Any]]:
+    def semantic_search(self, query: Any, top_k: Any = None,
+                        items: list[ContextItem] | None = None) -> tuple[str, dict[str, Any]]:
         """Top 3·k sentences by cosine, grouped by chunk; chunks ranked by their best sentence, top k shown."""
         if not isinstance(query, str):
             raise ToolArgumentError("'query' must be a string")
@@ -328,10 +498,13 @@ class ARAG(MemorySystem):
             ordered = sorted(sents, key=lambda s: text.find(self.sentences[s[0]]))
             matched = "... " + " ... ".join(self.sentences[i] for i, _ in ordered) + " ..."
             parts.append(f"Chunk ID: {cid} (Similarity: {max(s for _, s in sents):.3f})\nMatched: {matched}")
+            if items is not None:
+                turns = (self.sentence_turns[i] if i < len(self.sentence_turns) else "" for i, _ in ordered)
+                items.append(ContextItem("snippet", parts[-1], tuple(dict.fromkeys(t for t in turns if t))))
         return "\n\n".join(parts), {"chunks_found": len(ranked), "chunk_ids": [c for c, _ in ranked]}
 
-    def read_chunk(self, read: dict[str, None], chunk_ids: Any = None,
-                   chunk_id: Any = None) -> tuple[str, dict[str, Any]]:
+    def read_chunk(self, read: dict[str, None], chunk_ids: Any = None, chunk_id: Any = None,
+                   items: list[ContextItem] | None = None) -> tuple[str, dict[str, Any]]:
         """Full text of each requested chunk; one already read in this query is only marked as read before."""
         if chunk_ids is None:
             if chunk_id is None:
@@ -349,13 +522,17 @@ class ARAG(MemorySystem):
                 parts += [f"\n{rule}", f"[Chunk {cid}]", thin, self._by_id[cid], rule]
                 read[cid] = None
                 new.append(cid)
+                if items is not None:
+                    items.append(ContextItem("chunk", f"[Chunk {cid}]\n{self._by_id[cid]}", self.chunk_sources(cid)))
             else:
                 missing.append(cid)
                 parts.append(f"\n[Chunk {cid}] - Not found")
         return "\n".join(parts), {"new_chunks_read": new, "already_read": already, "not_found": missing}
 
-    def run_tool(self, name: str, arguments: Any, read: dict[str, None]) -> tuple[str, dict[str, Any]]:
-        """Execute one tool call as upstream's registry does: errors become the tool's reply, never exceptions."""
+    def run_tool(self, name: str, arguments: Any, read: dict[str, None],
+                 items: list[ContextItem] | None = None) -> tuple[str, dict[str, Any]]:
+        """Execute one tool call as upstream's registry does: errors become the tool's reply, never exceptions.
+        What the tool puts into the context is appended to ``items`` with its turn ids."""
         log: dict[str, Any] = {}
         try:
             args = json.loads(arguments) if isinstance(arguments, str) else arguments
@@ -377,21 +554,45 @@ class ARAG(MemorySystem):
                 if key not in args:
                     raise ToolArgumentError(f"missing required argument '{key}'")
             if name == "keyword_search":
-                result, tlog = self.keyword_search(**args)
+                result, tlog = self.keyword_search(**args, items=items)
             elif name == "semantic_search":
-                result, tlog = self.semantic_search(**args)
+                result, tlog = self.semantic_search(**args, items=items)
             else:
-                result, tlog = self.read_chunk(read, **args)
+                result, tlog = self.read_chunk(read, **args, items=items)
         except ToolArgumentError as e:
             return f"Error executing tool: {e}", {**log, "error": str(e)}
         return result, {**log, **tlog}
 
     # -- read path ----------------------------------------------------------------------------------------------
+    @classmethod
+    def preflight(cls, models: "Models") -> None:
+        """Refuse a run whose answerer returns no structured tool calls (``ToolSupportError`` names the endpoint);
+        the runner may call this before any task starts, and ``answer`` calls it anyway (cached per endpoint)."""
+        require_tool_support(models.answerer)
+
     def answer(self, query: str) -> Answer:
+        """``native``: upstream's loop and its own final reply (or forced answer), with the whole trajectory as the
+        context. ``shared``: the same loop, but the answer is the shared prompt's over everything the tools
+        returned (the loop's own reply is kept in ``meta['agent_answer']``)."""
+        require_tool_support(self.llm.answerer)
+        if self.answer_mode == "native":
+            tr = self._run_loop(query, final_call=True)
+            return Answer(tr.text, tr.messages, {**tr.meta, "answer_prompt": NATIVE_ANSWER_VERSION}, items=tr.items)
+        return shared_answer(self.llm.answerer, query, self.recall(query))
+
+    def recall(self, query: str) -> Recall:
+        """The agent loop's retrieval: every tool output that put memory into the context, in order, with its items.
+        The loop stops at its own reply; when a limit is hit no forced answer is asked for."""
+        tr = self._run_loop(query, final_call=False)
+        return Recall("\n\n".join(tr.outputs), tr.items, {**tr.meta, "agent_answer": tr.text})
+
+    def _run_loop(self, query: str, final_call: bool) -> Trajectory:
         messages: list[Message] = [Message("system", self.system_prompt), Message("user", query)]
         read: dict[str, None] = {}  # chunks read in this query, in reading order
         trajectory: list[dict[str, Any]] = []
         calls: list[dict[str, Any]] = []
+        items: list[ContextItem] = []
+        outputs: list[str] = []
         last_prompt_tokens = 0
         stop = "max_loops"
         for step in range(1, self.max_loops + 1):
@@ -404,7 +605,9 @@ class ARAG(MemorySystem):
                           "completion_tokens": comp.completion_tokens, "finish_reason": comp.finish_reason,
                           "tool_calls": len(comp.tool_calls)})
             if not comp.tool_calls:
-                return Answer(comp.text, tuple(messages), self._meta("answered", step, trajectory, calls, read))
+                stop = self._reply_stop(comp.text, step)
+                meta = self._meta(stop, step, trajectory, calls, read)
+                return Trajectory(tuple(messages), comp.text, tuple(outputs), tuple(items), meta)
             tool_calls = tuple(
                 {"id": f"call_{step}_{i}", "type": "function",
                  "function": {"name": str((tc.get("function") or {}).get("name") or ""),
@@ -414,25 +617,49 @@ class ARAG(MemorySystem):
             messages.append(Message("assistant", comp.text or None, tool_calls=tool_calls))
             for tc in tool_calls:
                 name, raw = tc["function"]["name"], tc["function"]["arguments"]
-                result, log = self.run_tool(name, raw, read)
+                found: list[ContextItem] = []
+                result, log = self.run_tool(name, raw, read, found)
                 messages.append(Message("tool", result, tool_call_id=tc["id"]))
                 entry = {"step": step, "tool_call_id": tc["id"], "tool_name": name, "arguments": _logged_args(raw)}
                 trajectory.append({**entry, **log})
+                if "error" in log or log.get("malformed_arguments"):
+                    self.fault("bad_tool_call", "agent_loop",
+                               f"step {step}: {name}({raw[:200]}): {log.get('error', 'arguments are not JSON')}")
+                if found:
+                    items += found
+                    outputs.append(result)
         steps = len(calls)
+        if not final_call:
+            return Trajectory(tuple(messages), "", tuple(outputs), tuple(items),
+                              self._meta(stop, steps, trajectory, calls, read))
         messages.append(Message("user", FORCE_ANSWER_PROMPT))
         context = tuple(messages)
         comp = self.llm.answerer.chat(context)
         calls.append({"step": steps + 1, "tools": False, "prompt_tokens": comp.prompt_tokens,
                       "completion_tokens": comp.completion_tokens, "finish_reason": comp.finish_reason,
                       "tool_calls": len(comp.tool_calls)})
-        return Answer(comp.text, context, self._meta(stop, steps, trajectory, calls, read))
+        if self._reply_stop(comp.text, steps + 1) == "tool_call_as_text":
+            stop = "tool_call_as_text"
+        meta = self._meta(stop, steps, trajectory, calls, read)
+        meta["forced_final_answer"] = True
+        return Trajectory(context, comp.text, tuple(outputs), tuple(items), meta)
+
+    def _reply_stop(self, text: str, step: int) -> str:
+        """A reply without structured tool calls ends the loop; if it writes a tool call as text it is a fault and
+        the answer is marked, never taken for an ordinary answer."""
+        evidence = tool_call_text(text)
+        if evidence is None:
+            return "answered"
+        self.fault("tool_call_as_text", "agent_loop",
+                   f"step {step}: the reply wrote a tool call as text ({evidence}) and no structured tool call: {text}")
+        return "tool_call_as_text"
 
     def _meta(self, stop: str, steps: int, trajectory: list[dict[str, Any]], calls: list[dict[str, Any]],
               read: dict[str, None]) -> dict[str, Any]:
         return {
             "prompt_version": PROMPT_VERSION,
-            "stop_reason": stop,  # answered | max_loops | token_budget
-            "forced_final_answer": stop != "answered",
+            "stop_reason": stop,  # answered | tool_call_as_text | max_loops | token_budget
+            "forced_final_answer": False,
             "steps": steps,
             "llm_calls": len(calls),
             "calls": calls,
@@ -453,8 +680,10 @@ class ARAG(MemorySystem):
             "chunk_ids": self.chunk_ids,
             "chunk_texts": self.chunk_texts,
             "chunk_sessions": self.chunk_sessions,
+            "chunk_line_turns": self.chunk_line_turns,
             "sentences": self.sentences,
             "sentence_to_chunk": self.sentence_to_chunk,
+            "sentence_turns": self.sentence_turns,
         })
         emb = directory / "embeddings.npy"
         if self.embeddings is not None:
@@ -473,6 +702,10 @@ class ARAG(MemorySystem):
         self.chunk_sessions = list(state["chunk_sessions"])
         self.sentences = list(state["sentences"])
         self.sentence_to_chunk = list(state["sentence_to_chunk"])
+        # snapshots from before provenance load with empty sources
+        self.chunk_line_turns = [list(t) for t in state.get("chunk_line_turns", [])] or [
+            [""] * len(text.split("\n")) for text in self.chunk_texts]
+        self.sentence_turns = list(state.get("sentence_turns", [])) or [""] * len(self.sentences)
         self._by_id = dict(zip(self.chunk_ids, self.chunk_texts))
         emb = directory / "embeddings.npy"
         self.embeddings = np.load(emb) if emb.is_file() else None

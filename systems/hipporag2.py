@@ -48,16 +48,34 @@ Read path, per query:
      node gets ``passage_node_weight`` x its normalised dense score, and personalized PageRank (``damping``
      0.5, undirected, weighted; walkers on nodes without edges restart by the reset vector as in igraph's PRPACK
      solver) ranks the passages by their PageRank;
-  3. the top ``qa_top_k`` (5) passages fill the QA prompt (system prompt, one-shot demonstration, then
-     "Conversation Date: <passage>" blocks, "Question: <query>" and "Thought: "), sent to the answerer; the text
-     after "Answer:" is the answer (the whole reply when there is none), as upstream's ``qa``.
+  3. the top ``qa_top_k`` (5) passages are what the answerer sees.
+
+Answer modes (``answer=shared|native``): ``recall`` returns the top ``qa_top_k`` passages in rank order, rendered as
+the passage texts separated by blank lines (no facts: upstream's QA step shows passages only). ``shared`` (the
+default) answers them with the shared prompt of ``inmind_exp.answering``; ``native`` uses upstream's QA prompt,
+``prompts/templates/rag_qa_musique.py`` verbatim (system prompt, the Neville A. Stanton one-shot demonstration)
+laid out as ``HippoRAG.qa`` does ("Wikipedia Title: <passage>" blocks, "Question: <query>", "Thought: "), and the
+answer is the text after "Answer:" (the whole reply when there is none). ``meta.answer_prompt`` names the prompt.
+
+Provenance: a passage carries the ids of the turns it was built from (one turn, or a whole session; an identical
+passage stored once carries every turn that produced it); a fact carries the passages it was extracted from and an
+entity the passages whose triples name it (``fact_sources`` / ``entity_sources`` give their turns). The items put
+in the answerer's context are passages, each with its turns. Snapshots keep all of it (older ones load empty).
+
+Faults (``MemorySystem.fault``, with the passage's turn ids while writing): a NER, OpenIE or filter reply that is
+empty (``empty_reply``), unusable or only usable after upstream's cut-off repair (``malformed_reply``), and a
+passage whose well-formed OpenIE reply holds no valid triple, which upstream leaves out of the graph silently
+(``empty_extraction``). Upstream's behaviour is kept: the passage is still stored and reachable by dense retrieval.
 
 Deliberate deviations:
-  - Prompts are in our own words with upstream's structure and JSON outputs; the one-shot NER/OpenIE passage and
-    the QA demonstration are a dated chat turn and chat excerpts ("Conversation Date:" in place of "Wikipedia
-    Title:") instead of Wikipedia paragraphs; the QA system prompt keeps the Thought/Answer layout. The filter's
-    ten DSPy demonstrations are replaced by ten of our own of the same shape (a multi-hop question, five
-    candidate triples, the relevant ones kept).
+  - The NER, OpenIE and QA prompts are upstream's verbatim, one-shots included (the Radio City paragraph, the
+    Neville A. Stanton question). The recognition filter's system prompt and objective are in our own words with
+    the DSPy layout, and its ten DSPy demonstrations are replaced by ten of our own of the same shape (a multi-hop
+    question about invented films, bands or places, five candidate triples, the relevant ones kept): none of them
+    is about a person's health, diet, family or circumstances.
+  - A passage's first line is its session date, in the place of upstream's title line, so the QA prompt reads
+    "Wikipedia Title: <date>" followed by the turn: upstream's ``qa`` puts that label before every passage of
+    every dataset, and we keep it rather than change upstream's prompt.
   - The filter asks for a JSON object (json_object mode) instead of DSPy's "[[ ## fact_after_filter ## ]] ...
     [[ ## completed ## ]]" markers, so its demonstrations answer with the bare JSON object; the system prompt keeps
     the DSPy layout (input fields, output field, objective).
@@ -73,8 +91,9 @@ Deliberate deviations:
     score is 0) is dropped; an empty memory answers from no passages instead of failing.
   - JSON replies: the shared client asks for json_object and re-asks ``json_attempts - 1`` times (1 = upstream's
     single call); a final unparseable reply is repaired as upstream repairs truncated replies (cut after the last
-    comma, close open brackets), and anything still off-schema is an empty NER/OpenIE/filter result, as upstream.
-    Endpoint failures propagate.
+    comma, close open brackets), and anything still off-schema is an empty NER/OpenIE/filter result, as upstream;
+    both are recorded as faults (see above). Upstream repairs only replies cut off by the length limit; we try the
+    repair on any unparseable reply. Endpoint failures propagate.
   - No query instructions for the encoder (upstream's OpenAI encoder drops them too); sampling parameters and
     max tokens are the roles' defaults (upstream: temperature 0, 2,048 tokens, 512 for the filter).
 """
@@ -91,43 +110,41 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from inmind_exp.llm import JSONReplyError, parse_json_object
-from inmind_exp.records import Answer, Message, Session
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
+from inmind_exp.records import Answer, ContextItem, Message, Session
+from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
 
-PROMPT_VERSION = "hipporag2-v1"
+PROMPT_VERSION = "hipporag2-v2"
+#: version of the answer prompt used in ``answer=native`` (upstream's rag_qa_musique template and ``qa`` layout)
+NATIVE_ANSWER_VERSION = "hipporag2-rag-qa-musique-v1"
 
-# -- NER (prompts/templates/ner.py) ------------------------------------------------------------------------------
+# -- NER (prompts/templates/ner.py, verbatim) ---------------------------------------------------------------------
 
-NER_SYSTEM = (
-    "Your task is to pick out the named entities of the given paragraph.\n"
-    'Respond with a JSON object whose "named_entities" field lists the entities.\n'
-)
+NER_SYSTEM = """Your task is to extract named entities from the given paragraph. 
+Respond with a JSON list of entities.
+"""
 
-ONE_SHOT_PASSAGE = (
-    "2023/05/14 (Sun) 09:12\n"
-    "user: My daughter Lena starts at Brookfield Elementary in September, so we are moving to Portland at the end "
-    "of June. Her pediatrician, Dr. Okafor, told us to keep her Flovent inhaler within reach during the drive "
-    "because of her asthma."
-)
+ONE_SHOT_PASSAGE = """Radio City
+Radio City is India's first private FM radio station and was started on 3 July 2001.
+It plays Hindi, English and regional songs.
+Radio City recently forayed into New Media in May 2008 with the launch of a music portal - PlanetRadiocity.com that offers music related news, videos, songs, and other music-related features."""
 
 ONE_SHOT_NER_OUTPUT = """{"named_entities":
-    ["Lena", "Brookfield Elementary", "September", "Portland", "end of June", "Dr. Okafor", "Flovent"]
+    ["Radio City", "India", "3 July 2001", "Hindi", "English", "May 2008", "PlanetRadiocity.com"]
 }
 """
 
-# -- OpenIE (prompts/templates/triple_extraction.py) -------------------------------------------------------------
+# -- OpenIE (prompts/templates/triple_extraction.py, verbatim) ----------------------------------------------------
 
-TRIPLE_SYSTEM = (
-    "Your task is to build an RDF (Resource Description Framework) graph from the given passages and their named "
-    "entity lists. \n"
-    'Respond with a JSON object whose "triples" field lists the triples, each triple standing for one relationship '
-    "of the RDF graph. \n\n"
-    "Keep to these requirements:\n"
-    "- Each triple should contain at least one, and preferably two, of the named entities listed for the passage.\n"
-    "- Resolve pronouns to the specific names they stand for, so that every triple is clear on its own.\n\n"
-)
+TRIPLE_SYSTEM = """Your task is to construct an RDF (Resource Description Framework) graph from the given passages and named entity lists. 
+Respond with a JSON list of triples, with each triple representing a relationship in the RDF graph. 
 
-TRIPLE_FRAME = """Turn the paragraph into a JSON dict that holds a named entity list and a triple list.
+Pay attention to the following requirements:
+- Each triple should contain at least one, but preferably two, of the named entities in the list for each passage.
+- Clearly resolve pronouns to their specific names to maintain clarity.
+
+"""
+
+TRIPLE_FRAME = """Convert the paragraph into a JSON dict, it has a named entity list and a triple list.
 Paragraph:
 ```
 {passage}
@@ -137,16 +154,18 @@ Paragraph:
 """
 
 ONE_SHOT_TRIPLE_OUTPUT = """{"triples": [
-            ["user", "has daughter", "Lena"],
-            ["Lena", "starts at", "Brookfield Elementary"],
-            ["Lena", "starts school in", "September"],
-            ["user", "is moving to", "Portland"],
-            ["user", "moves to Portland at", "end of June"],
-            ["Dr. Okafor", "is pediatrician of", "Lena"],
-            ["Lena", "has", "asthma"],
-            ["Dr. Okafor", "advised keeping", "Flovent"],
-            ["Flovent", "is", "inhaler"],
-            ["Lena", "should keep within reach", "Flovent"]
+            ["Radio City", "located in", "India"],
+            ["Radio City", "is", "private FM radio station"],
+            ["Radio City", "started on", "3 July 2001"],
+            ["Radio City", "plays songs in", "Hindi"],
+            ["Radio City", "plays songs in", "English"],
+            ["Radio City", "forayed into", "New Media"],
+            ["Radio City", "launched", "PlanetRadiocity.com"],
+            ["PlanetRadiocity.com", "launched in", "May 2008"],
+            ["PlanetRadiocity.com", "is", "music portal"],
+            ["PlanetRadiocity.com", "offers", "news"],
+            ["PlanetRadiocity.com", "offers", "videos"],
+            ["PlanetRadiocity.com", "offers", "songs"]
     ]
 }
 """
@@ -247,33 +266,35 @@ FILTER_DEMOS: tuple[tuple[str, list[list[str]], list[list[str]]], ...] = (
       ["northern static", "produced by", "kay arden"], ["the low tides", "formed in", "glasgow"]]),
 )
 
-# -- QA (prompts/templates/rag_qa_musique.py, HippoRAG.qa) ---------------------------------------------------------
+# -- QA (prompts/templates/rag_qa_musique.py verbatim, laid out as HippoRAG.qa) ------------------------------------
 
 QA_SYSTEM = (
-    "As an expert reading-comprehension assistant, your task is to study the conversation excerpts and the "
-    'question with care. Your reply starts after "Thought: ", where you reason step by step and show how you '
-    'reach your conclusions. Finish with "Answer: " followed by a concise, definitive response without further '
-    "elaboration."
+    'As an advanced reading comprehension assistant, your task is to analyze text passages and corresponding questions meticulously. '
+    'Your response start after "Thought: ", where you will methodically break down the reasoning process, illustrating how you arrive at conclusions. '
+    'Conclude with "Answer: " to present a concise, definitive response, devoid of additional elaborations.'
 )
 
-QA_DOC_LABEL = "Conversation Date: "
+#: the label ``HippoRAG.qa`` puts before every retrieved passage, whatever the dataset
+QA_DOC_LABEL = "Wikipedia Title: "
 
-ONE_SHOT_QA_PASSAGES = (
-    "2023/03/02 (Thu) 19:40\nuser: Can you recommend a beginner-friendly sourdough recipe? I just got a Dutch oven "
-    "for my birthday.",
-    "2023/03/09 (Thu) 08:15\nuser: My brother Tomas is visiting from Valencia next month and staying for two weeks.",
-    "2023/03/09 (Thu) 08:16\nassistant: That sounds lovely! Since Tomas is coming from Valencia, you could show him "
-    "places that feel different from the Mediterranean coast, like the lakes up north.",
-    "2023/03/21 (Tue) 12:05\nuser: Tomas told me he is lactose intolerant, so I need to rethink the dinner menu for "
-    "his visit.",
-    "2023/02/14 (Tue) 21:30\nuser: I'm training for a half marathon in May and trying to run four times a week.",
+ONE_SHOT_QA_DOCS = (
+    """Wikipedia Title: The Last Horse\nThe Last Horse (Spanish:El último caballo) is a 1950 Spanish comedy film directed by Edgar Neville starring Fernando Fernán Gómez.\n"""
+    """Wikipedia Title: Southampton\nThe University of Southampton, which was founded in 1862 and received its Royal Charter as a university in 1952, has over 22,000 students. The university is ranked in the top 100 research universities in the world in the Academic Ranking of World Universities 2010. In 2010, the THES - QS World University Rankings positioned the University of Southampton in the top 80 universities in the world. The university considers itself one of the top 5 research universities in the UK. The university has a global reputation for research into engineering sciences, oceanography, chemistry, cancer sciences, sound and vibration research, computer science and electronics, optoelectronics and textile conservation at the Textile Conservation Centre (which is due to close in October 2009.) It is also home to the National Oceanography Centre, Southampton (NOCS), the focus of Natural Environment Research Council-funded marine research.\n"""
+    """Wikipedia Title: Stanton Township, Champaign County, Illinois\nStanton Township is a township in Champaign County, Illinois, USA. As of the 2010 census, its population was 505 and it contained 202 housing units.\n"""
+    """Wikipedia Title: Neville A. Stanton\nNeville A. Stanton is a British Professor of Human Factors and Ergonomics at the University of Southampton. Prof Stanton is a Chartered Engineer (C.Eng), Chartered Psychologist (C.Psychol) and Chartered Ergonomist (C.ErgHF). He has written and edited over a forty books and over three hundered peer-reviewed journal papers on applications of the subject. Stanton is a Fellow of the British Psychological Society, a Fellow of The Institute of Ergonomics and Human Factors and a member of the Institution of Engineering and Technology. He has been published in academic journals including "Nature". He has also helped organisations design new human-machine interfaces, such as the Adaptive Cruise Control system for Jaguar Cars.\n"""
+    """Wikipedia Title: Finding Nemo\nFinding Nemo Theatrical release poster Directed by Andrew Stanton Produced by Graham Walters Screenplay by Andrew Stanton Bob Peterson David Reynolds Story by Andrew Stanton Starring Albert Brooks Ellen DeGeneres Alexander Gould Willem Dafoe Music by Thomas Newman Cinematography Sharon Calahan Jeremy Lasky Edited by David Ian Salter Production company Walt Disney Pictures Pixar Animation Studios Distributed by Buena Vista Pictures Distribution Release date May 30, 2003 (2003 - 05 - 30) Running time 100 minutes Country United States Language English Budget $$94 million Box office $$940.3 million"""
 )
-ONE_SHOT_QA_QUESTION = "What should I keep in mind when I cook for my brother during his visit?"
+
+ONE_SHOT_QA_INPUT = (
+    f"{ONE_SHOT_QA_DOCS}"
+    "\n\nQuestion: "
+    "When was Neville A. Stanton's employer founded?"
+    '\nThought: '
+)
+
 ONE_SHOT_QA_OUTPUT = (
-    "The user's brother is Tomas, who visits from Valencia next month. Tomas is lactose intolerant, so the dishes "
-    "for his visit must not contain lactose. "
-    "\nAnswer: Cook without lactose: your brother Tomas is lactose intolerant, so use lactose-free or dairy-free "
-    "ingredients."
+    "The employer of Neville A. Stanton is University of Southampton. The University of Southampton was founded in 1862. "
+    "\nAnswer: 1862."
 )
 
 PASSAGE_UNITS = ("turn", "session")
@@ -434,31 +455,51 @@ class HippoRAG2(MemorySystem):
         self.passage_edges: dict[tuple[str, str], float] = {}
         self.synonyms: dict[str, list[list[Any]]] = {}  # entity id -> [[neighbour id, similarity], ...]
         self.entity_passages: dict[str, list[str]] = {}  # entity id -> passage ids whose triples mention it
+        # provenance: passage id -> the trace turn ids it was built from; fact id -> the passages it was extracted from
+        self.passage_sources: dict[str, list[str]] = {}
+        self.fact_passages: dict[str, list[str]] = {}
         self.n_sessions = 0
         self._graph_cache: tuple[list[str], dict[str, int], list[tuple[int, int, float]]] | None = None
 
     # -- write path -------------------------------------------------------------------------------------------
-    def passages_of(self, session: Session) -> list[str]:
-        """The passage texts a session is stored as (``passage_unit``)."""
+    def passages_of(self, session: Session) -> list[tuple[str, tuple[str, ...]]]:
+        """The passages a session is stored as (``passage_unit``): each text with the ids of its turns."""
+        turns = session.with_turn_ids().turns
         if self.passage_unit == "turn":
-            return [f"{session.date}\n{t.role}: {t.content}" for t in session.turns]
-        return [f"{session.date}\n" + "\n".join(f"{t.role}: {t.content}" for t in session.turns)]
+            return [(f"{session.date}\n{t.role}: {t.content}", (t.id,)) for t in turns]
+        return [(f"{session.date}\n" + "\n".join(f"{t.role}: {t.content}" for t in turns), tuple(t.id for t in turns))]
 
     def ingest_session(self, session: Session) -> None:
-        new: list[tuple[str, str]] = []
-        known = set(self.passage_ids)
-        for text in self.passages_of(session):
+        new: dict[str, str] = {}
+        for text, turns in self.passages_of(session):
             pid = mdhash_id(text, "chunk-")
-            if pid not in known:
-                known.add(pid)
-                new.append((pid, text))
-        for pid, text in new:
-            entities = self._ner(text)
-            triples = self._triples(text, entities)
+            # an identical passage is stored once (upstream); it derives from every turn that produced it
+            self.passage_sources[pid] = sorted(set(self.passage_sources.get(pid, ())) | set(turns))
+            if pid not in new and pid not in self.openie:
+                new[pid] = text
+        for pid, text in new.items():
+            turns = tuple(self.passage_sources[pid])
+            entities = self._ner(text, turns)
+            triples, ok = self._triples(text, entities, turns)
+            if ok and not triples:  # upstream keeps the passage out of the graph without a word
+                self.fault("empty_extraction", "openie", f"no valid triple for passage {pid} "
+                           f"({len(entities)} named entities); it is reachable by dense retrieval only", turns)
             self.openie[pid] = {"entities": entities, "triples": triples}
         if new:
-            self._index([pid for pid, _ in new], [text for _, text in new])
+            self._index(list(new), list(new.values()))
         self.n_sessions += 1
+
+    # -- provenance ---------------------------------------------------------------------------------------------
+    def passage_turns(self, pid: str) -> tuple[str, ...]:
+        return tuple(self.passage_sources.get(pid, ()))
+
+    def fact_sources(self, fid: str) -> tuple[str, ...]:
+        """The turns a fact derives from: those of every passage it was extracted from."""
+        return tuple(sorted({t for pid in self.fact_passages.get(fid, ()) for t in self.passage_turns(pid)}))
+
+    def entity_sources(self, eid: str) -> tuple[str, ...]:
+        """The turns an entity derives from: those of every passage whose triples name it."""
+        return tuple(sorted({t for pid in self.entity_passages.get(eid, ()) for t in self.passage_turns(pid)}))
 
     def _index(self, pids: list[str], texts: list[str]) -> None:
         """Add new passages to the stores and the graph (upstream's ``index`` after OpenIE)."""
@@ -483,6 +524,9 @@ class HippoRAG2(MemorySystem):
 
         for pid in pids:  # add_fact_edges + add_passage_edges
             chunk_entities: set[str] = set()
+            for t in chunk_triples[pid]:
+                fid = mdhash_id(fact_text(t), "fact-")
+                self.fact_passages[fid] = sorted(set(self.fact_passages.get(fid, ())) | {pid})
             for s, _, o in chunk_triples[pid]:
                 a, b = mdhash_id(s, "entity-"), mdhash_id(o, "entity-")
                 chunk_entities |= {a, b}
@@ -529,34 +573,44 @@ class HippoRAG2(MemorySystem):
         return out
 
     # -- LLM calls (write path) -------------------------------------------------------------------------------
-    def _json_field(self, messages: tuple[Message, ...], key: str,
-                    check: Callable[[Any], str | None]) -> Any | None:
-        """One JSON-mode call (plus the client's re-asks); the value of ``key`` or None when the reply is unusable."""
+    def _json_field(self, messages: tuple[Message, ...], key: str, check: Callable[[Any], str | None],
+                    where: str, turns: tuple[str, ...]) -> tuple[Any | None, bool]:
+        """One JSON-mode call (plus the client's re-asks): the value of ``key`` (None when the reply is unusable) and
+        whether the reply was well-formed. A repaired or unusable reply is recorded as a fault on ``turns``."""
         def validate(obj: dict[str, Any]) -> str | None:
             return f'missing "{key}"' if key not in obj else check(obj[key])
 
         try:
             obj, _ = self.llm.memory.chat_json(messages, attempts=self.json_attempts, validate=validate)
-            return obj[key]
+            return obj[key], True
         except JSONReplyError as e:  # upstream's fallback: repair a cut-off reply, else an empty result
             raw = e.raw.strip()
-            for text in (raw, close_truncated_json(raw)):
+            if not raw:
+                self.fault("empty_reply", where, "empty reply; upstream's empty result used", turns)
+                return None, False
+            for i, text in enumerate((raw, close_truncated_json(raw))):
                 try:
                     obj = parse_json_object(text)
                 except ValueError:
                     continue
                 if validate(obj) is None:
-                    return obj[key]
-            return None
+                    if i:
+                        self.fault("malformed_reply", where, f"cut-off JSON repaired as upstream does: {raw[:200]}",
+                                   turns)
+                    return obj[key], i == 0
+            self.fault("malformed_reply", where, f"unusable reply, upstream's empty result used: {raw[:300]}", turns)
+            return None, False
 
-    def _ner(self, passage: str) -> list[str]:
+    def _ner(self, passage: str, turns: tuple[str, ...] = ()) -> list[str]:
         messages = (Message("system", NER_SYSTEM), Message("user", ONE_SHOT_PASSAGE),
                     Message("assistant", ONE_SHOT_NER_OUTPUT), Message("user", passage))
-        raw = self._json_field(messages, "named_entities", lambda v: None if isinstance(v, list) else "not a list")
+        raw, _ = self._json_field(messages, "named_entities",
+                                  lambda v: None if isinstance(v, list) else "not a list", "ner", turns)
         ents = [str(e) for e in raw or [] if isinstance(e, (str, int, float)) and not isinstance(e, bool)]
         return list(dict.fromkeys(ents))
 
-    def _triples(self, passage: str, entities: list[str]) -> list[list[str]]:
+    def _triples(self, passage: str, entities: list[str], turns: tuple[str, ...] = ()) -> tuple[list[list[str]], bool]:
+        """The valid triples of a passage, and whether the OpenIE reply was well-formed (else a fault is recorded)."""
         messages = (
             Message("system", TRIPLE_SYSTEM),
             Message("user", TRIPLE_FRAME.format(passage=ONE_SHOT_PASSAGE, named_entity_json=ONE_SHOT_NER_OUTPUT)),
@@ -564,8 +618,9 @@ class HippoRAG2(MemorySystem):
             Message("user", TRIPLE_FRAME.format(passage=passage,
                                                 named_entity_json=json.dumps({"named_entities": entities}))),
         )
-        raw = self._json_field(messages, "triples", lambda v: None if isinstance(v, list) else "not a list")
-        return valid_triples(raw)
+        raw, ok = self._json_field(messages, "triples", lambda v: None if isinstance(v, list) else "not a list",
+                                   "openie", turns)
+        return valid_triples(raw), ok
 
     # -- read path --------------------------------------------------------------------------------------------
     def recognition_filter(self, query: str, candidates: list[tuple[str, str, str]]) -> list[int]:
@@ -582,7 +637,7 @@ class HippoRAG2(MemorySystem):
             ok = isinstance(v, list) and all(isinstance(f, list) and all(isinstance(x, str) for x in f) for f in v)
             return None if ok else "fact must be a list of lists of strings"
 
-        kept = self._json_field(tuple(messages), "fact", check) or []
+        kept = self._json_field(tuple(messages), "fact", check, "recognition_filter", ())[0] or []
         shown = [str(c) for c in candidates]
         positions = []
         for f in kept:  # each returned fact is mapped to its closest candidate, as upstream
@@ -678,21 +733,29 @@ class HippoRAG2(MemorySystem):
         return np.array([ppr[index[p]] for p in self.passage_ids])
 
     def qa_messages(self, query: str, passages: list[str]) -> tuple[Message, ...]:
-        demo_docs = "\n".join(f"{QA_DOC_LABEL}{p}" for p in ONE_SHOT_QA_PASSAGES)
-        demo = f"{demo_docs}\n\nQuestion: {ONE_SHOT_QA_QUESTION}\nThought: "
+        """Upstream's QA prompt (``answer=native``): system prompt, the one-shot demonstration, then the passages
+        each after ``QA_DOC_LABEL`` and a blank line, "Question: <query>" and "Thought: " (``HippoRAG.qa``)."""
         user = "".join(f"{QA_DOC_LABEL}{p}\n\n" for p in passages) + f"Question: {query}\nThought: "
-        return (Message("system", QA_SYSTEM), Message("user", demo), Message("assistant", ONE_SHOT_QA_OUTPUT),
+        return (Message("system", QA_SYSTEM), Message("user", ONE_SHOT_QA_INPUT), Message("assistant", ONE_SHOT_QA_OUTPUT),
                 Message("user", user))
 
-    def answer(self, query: str) -> Answer:
+    def recall(self, query: str) -> Recall:
+        """The top ``qa_top_k`` passages (the only memory the QA step shows), each with the turns it was built from;
+        rendered as the passages in rank order separated by blank lines. Facts only steer retrieval."""
         ranked, log = self.retrieve(query)
         top = ranked[: self.qa_top_k]
         text_of = dict(zip(self.passage_ids, self.passage_texts))
-        context = self.qa_messages(query, [text_of[p] for p in top])
+        items = tuple(ContextItem("passage", text_of[p], self.passage_turns(p)) for p in top)
+        return Recall("\n\n".join(it.text for it in items), items, {**log, "passages": top})
+
+    def native_answer(self, query: str, recall: Recall) -> Answer:
+        """Upstream's QA call; the text after "Answer:" is the answer (the whole reply when there is none)."""
+        context = self.qa_messages(query, [it.text for it in recall.items])
         comp = self.llm.answerer.chat(context)
         parts = comp.text.split("Answer:")
         text = parts[1].strip() if len(parts) > 1 else comp.text
-        return Answer(text, context, meta={**log, "passages": top, "response": comp.text})
+        return Answer(text, context, meta={**recall.meta, "response": comp.text, "answer_prompt": NATIVE_ANSWER_VERSION},
+                      items=recall.items)
 
     # -- persistence ------------------------------------------------------------------------------------------
     def snapshot(self, directory: Path) -> None:
@@ -713,6 +776,8 @@ class HippoRAG2(MemorySystem):
             "passage_edges": _edge_list(self.passage_edges),
             "synonyms": self.synonyms,
             "entity_passages": self.entity_passages,
+            "passage_sources": self.passage_sources,
+            "fact_passages": self.fact_passages,
             "n_sessions": self.n_sessions,
         })
 
@@ -737,6 +802,9 @@ class HippoRAG2(MemorySystem):
         self.passage_edges = _edge_dict(st["passage_edges"])
         self.synonyms = {k: [[b, float(w)] for b, w in v] for k, v in st["synonyms"].items()}
         self.entity_passages = st["entity_passages"]
+        # snapshots written before provenance load with empty sources
+        self.passage_sources = st.get("passage_sources", {})
+        self.fact_passages = st.get("fact_passages", {})
         self.n_sessions = st["n_sessions"]
 
 

@@ -19,7 +19,29 @@ Write path (``Memoryos.add_memory``), one QA pair (a user turn and the assistant
 Read path (``Memoryos.get_response``): the top ``top_k_sessions`` mid-term sessions by summary similarity
 (>= ``segment_similarity_threshold``) and their pages (>= ``page_similarity_threshold``), the best
 ``retrieval_queue_capacity`` pages overall, the top ``top_k_knowledge`` user and assistant knowledge entries
-(>= ``knowledge_threshold``), the whole short-term history and the whole profile, in upstream's answer prompt.
+(>= ``knowledge_threshold``), the whole short-term history and the whole profile.
+
+Answer modes: ``recall`` renders those blocks as upstream formats them (【Historical Memory】 pages with their chain
+overview, 【User Profile】 and 【Relevant User Knowledge Entries】, 【Assistant Knowledge Base】) under upstream's
+<CONTEXT>/<MEMORY>/<USER TRAITS> tags (``SHARED_RENDERING``); ``answer=shared`` (the default) answers it with the
+shared prompt of ``inmind_exp.answering``. ``answer=native`` uses upstream's answer prompt, memoryos-pypi/prompts.py
+GENERATE_SYSTEM_RESPONSE_SYSTEM_PROMPT / _USER_PROMPT, verbatim: the role-play as the user's ``relationship``
+("friend", as ``get_response``'s default) and "maximum 30 words, must be in English" (``answer_word_limit``; null
+drops the clause). ``meta.answer_prompt`` names the prompt used.
+
+Provenance (``Turn.id``s): a short-term pair and its page carry the pair's two turns; a page's chain overview
+(meta info) carries the turns of the call that wrote it (the previous meta info's and the page's), and it follows
+the meta info along the chain; a new mid-term session's summary carries the turns of the evicted batch it
+summarises (a merge keeps the old summary and its sources); the profile carries the turns of the pages of every
+profile call whose reply replaced it (each call sees the previous profile, hence the union), knowledge entries
+the turns of the pages of the call that extracted them. A page in the answer context carries its own turns and
+its overview's. Items in the context: every short-term pair, each retrieved page, the profile, each knowledge entry.
+
+Faults (``MemorySystem.fault`` with the turns being written): an empty memory reply (``empty_reply``); a
+continuity verdict that is neither true nor false, taken as false (``malformed_reply``); a multi-summary reply with
+no topic, replaced by upstream's general segment (``malformed_reply``); a profile reply under 30 characters or
+"None", which leaves the old profile (``malformed_reply``); a knowledge reply with neither section marker, which
+stores nothing (``malformed_reply``); a half pair dropped on eviction (``fallback``). Upstream's behaviour is kept.
 Retrieval counts a visit on each session it returns pages from (heat, LFU counts), and, as upstream's
 ``get_response`` does, the answered Q/A is then written into memory with ``add_memory`` (``write_answers``). Both
 happen after the answer's context is fixed; the InMind protocol answers every query from a fresh restore of the
@@ -41,11 +63,12 @@ Deliberate deviations:
     The continuity verdict tolerates surrounding quotes and a trailing full stop.
   * Embeddings come from the project encoder (MiniLM or text-embedding-3-large) with exact numpy inner products in
     place of per-search faiss IndexFlatIP; state is kept in memory and written only on ``snapshot``.
-  * Prompts are in our own words with upstream's structure, dimensions, section markers and outputs. Upstream's
-    profile prompt announces "90" dimensions but lists 51; we list the same 51. The answer prompt keeps upstream's
-    "maximum 30 words" instruction (``answer_word_limit``; null drops the limit clause).
-  * As upstream, a lone user or assistant turn (no partner in the pair) is stored in short-term memory and silently
-    dropped on eviction; an evicted page is duplicated into every topic session the multi-summary names.
+  * The memory-call prompts are in our own words with upstream's structure, dimensions, section markers and
+    outputs (no example or instruction of our own added). Upstream's profile prompt announces "90" dimensions but
+    lists 51; we list the same 51. The answer prompt is upstream's verbatim (see Answer modes).
+  * As upstream, a lone user or assistant turn (no partner in the pair) is stored in short-term memory and dropped
+    on eviction (recorded as a ``fallback`` fault); an evicted page is duplicated into every topic session the
+    multi-summary names.
 """
 
 from __future__ import annotations
@@ -54,16 +77,19 @@ import heapq
 import json
 import math
 import re
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from inmind_exp.records import Answer, Message, Session
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, read_json, turn_pairs, write_json
+from inmind_exp.records import Answer, ContextItem, Message, Session
+from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, turn_pairs, write_json
 
-PROMPT_VERSION = "memoryos-v1"
+PROMPT_VERSION = "memoryos-v2"
+#: version of the answer prompt used in ``answer=native`` (upstream's GENERATE_SYSTEM_RESPONSE prompts, verbatim)
+NATIVE_ANSWER_VERSION = "memoryos-generate-system-response-v1"
 
 # -- heat (mid_term.py) -------------------------------------------------------------------------------------------
 HEAT_ALPHA = 1.0  # weight of N_visit
@@ -213,30 +239,44 @@ KNOWLEDGE_USER_PROMPT = (
     "- Assistant [brief capability] during [brief context]\n"
     "- (If there is no assistant knowledge, write \"None\")"
 )
+# The answer prompt (``answer=native``) is upstream's GENERATE_SYSTEM_RESPONSE_SYSTEM/USER_PROMPT verbatim; only the
+# length clause is a parameter, and ``answer_word_limit: 30`` gives upstream's text exactly.
 ANSWER_SYSTEM_PROMPT = (
-    "You are a communication expert with excellent conversational habits, and throughout the dialogue below you "
-    "play the role of the user's {relationship}.\n"
-    "These are some of your own traits and knowledge:\n{assistant_knowledge_text}\n"
+    "As a communication expert with outstanding communication habits, you embody the role of {relationship} throughout the following dialogues.\n"
+    "Here are some of your distinctive personal traits and knowledge:\n{assistant_knowledge_text}\n"
     "User's profile:\n"
     "{meta_data_text}\n"
-    "Answer in keeping with these traits and keep the tone.\n"
+    "Your task is to generate responses that align with these traits and maintain the tone.\n"
 )
 ANSWER_USER_PROMPT = (
     "<CONTEXT>\n"
-    "From your recent conversation with the user:\n"
+    "Drawing from your recent conversation with the user:\n"
     "{history_text}\n\n"
     "<MEMORY>\n"
-    "Memories related to the current conversation:\n"
+    "The memories linked to the ongoing conversation are:\n"
     "{retrieval_text}\n\n"
     "<USER TRAITS>\n"
-    "In your past conversations with the user, you found that the user has these characteristics:\n"
+    "During the conversation process between you and the user in the past, you found that the user has the following characteristics:\n"
     "{background}\n\n"
-    "Now, playing the user's {relationship}, continue the dialogue.\n"
+    "Now, please role-play as {relationship} to continue the dialogue between you and the user.\n"
     "The user just said: {query}\n"
-    "Reply to the user's statement{limit}:\n "
-    "When answering, check that the timestamps of the information you use match the timeframe of the question"
+    "Please respond to the user's statement using the following format{limit}:\n "
+    "When answering questions, be sure to check whether the timestamp of the referenced information matches the timeframe of the question"
 )
-ANSWER_LIMIT_CLAUSE = " (at most {n} words, in English)"
+ANSWER_LIMIT_CLAUSE = " (maximum {n} words, must be in English)"
+# The shared answerer (``answer=shared``) gets the same retrieved blocks under upstream's section tags, without the
+# role-play and reply instructions.
+SHARED_RENDERING = (
+    "<CONTEXT>\n"
+    "Recent conversation with the user:\n"
+    "{history_text}\n\n"
+    "<MEMORY>\n"
+    "Memories linked to the ongoing conversation:\n"
+    "{retrieval_text}\n\n"
+    "<USER TRAITS>\n"
+    "{background}\n\n"
+    "{assistant_knowledge_text}"
+)
 NO_META_DATA = "【Current Conversation Metadata】\nNone provided for this turn."
 
 
@@ -343,6 +383,23 @@ def _dialogue_with_times(pages: list[dict[str, Any]]) -> str:
     )
 
 
+def _union(*groups: Any) -> list[str]:
+    """Sorted union of turn-id lists (provenance of an item built from several inputs)."""
+    return sorted({t for g in groups for t in (g or ()) if t})
+
+
+def _pages_sources(pages: list[dict[str, Any]]) -> list[str]:
+    return _union(*(p.get("sources", ()) for p in pages))
+
+
+@dataclass(frozen=True)
+class MemoryOSRecall(Recall):
+    """A recall that also keeps the rendered blocks, so ``native_answer`` lays out upstream's prompt from exactly
+    what was retrieved (retrieval counts visits, so it must not run twice)."""
+
+    blocks: dict[str, str] = field(default_factory=dict)
+
+
 def _top_k_desc(scores: np.ndarray, k: int) -> list[int]:
     """Indices of the ``k`` highest scores, highest first, ties in index order."""
     return [int(i) for i in np.argsort(-scores, kind="stable")[: max(0, k)]]
@@ -410,6 +467,7 @@ class MemoryOS(MemorySystem):
         self.sessions: list[dict[str, Any]] = []  # mid-term sessions in creation order
         self.profile: str | None = None
         self.profile_updated = ""
+        self.profile_sources: list[str] = []  # the turns of every page that went into a profile call so far
         self.user_knowledge: list[dict[str, Any]] = []
         self.assistant_knowledge: list[dict[str, Any]] = []
         self.counters = {"page": 0, "session": 0, "know": 0}
@@ -428,9 +486,13 @@ class MemoryOS(MemorySystem):
             self.vectors[key] = self._embed(text)
         return self.vectors[key]
 
-    def _chat(self, system: str, user: str) -> str:
+    def _chat(self, system: str, user: str, where: str = "", turns: list[str] | tuple[str, ...] = ()) -> str:
+        """One memory call; an empty reply (after ``<think>`` stripping) is recorded as an ``empty_reply`` fault."""
         comp = self.llm.memory.chat((Message("system", system), Message("user", user)))
-        return clean_reply(comp.text)
+        text = clean_reply(comp.text)
+        if not text.strip():
+            self.fault("empty_reply", where, "empty reply from the memory model", turns)
+        return text
 
     def _heat(self, session: dict[str, Any]) -> float:
         session["R_recency"] = time_decay(session["last_visit_time"], self.clock) if session.get("last_visit_time") else 1.0
@@ -446,31 +508,39 @@ class MemoryOS(MemorySystem):
     # -- write path ----------------------------------------------------------------------------------------------
     def ingest_session(self, session: Session) -> None:
         self.clock = session.date
-        for user, assistant in turn_pairs(session):
-            self.add_memory(user.content if user else "", assistant.content if assistant else "", session.date)
+        for user, assistant in turn_pairs(session.with_turn_ids()):
+            self.add_memory(user.content if user else "", assistant.content if assistant else "", session.date,
+                            _union([user.id] if user else [], [assistant.id] if assistant else []))
 
-    def add_memory(self, user_input: str, agent_response: str, timestamp: str) -> None:
-        """Upstream ``add_memory``: evict to mid-term when full, append the pair, then check for a hot session."""
+    def add_memory(self, user_input: str, agent_response: str, timestamp: str, sources: list[str] = ()) -> None:
+        """Upstream ``add_memory``: evict to mid-term when full, append the pair, then check for a hot session.
+        ``sources`` are the ids of the trace turns of the pair (none for an answered query)."""
         if len(self.short_term) >= self.short_term_capacity:
             self._short_to_mid()
-        self.short_term.append({"user_input": user_input, "agent_response": agent_response, "timestamp": timestamp})
+        self.short_term.append({"user_input": user_input, "agent_response": agent_response, "timestamp": timestamp,
+                                "sources": list(sources)})
         self._promote_if_hot()
 
     def _continuous(self, prev: dict[str, Any] | None, page: dict[str, Any]) -> bool:
+        turns = page.get("sources", [])
         reply = self._chat(CONTINUITY_SYSTEM_PROMPT, CONTINUITY_USER_PROMPT.format(
             prev_user=prev.get("user_input", "") if prev else "",
             prev_agent=prev.get("agent_response", "") if prev else "",
             curr_user=page["user_input"], curr_agent=page["agent_response"],
-        ))
-        return reply.strip().strip("'\"`").rstrip(".").strip().lower() == "true"
+        ), "continuity", turns)
+        verdict = reply.strip().strip("'\"`").rstrip(".").strip().lower()
+        if reply.strip() and verdict not in ("true", "false"):  # upstream: anything but "true" is false
+            self.fault("malformed_reply", "continuity", f"neither true nor false, taken as false: {reply[:200]}", turns)
+        return verdict == "true"
 
     def _meta_info(self, last_meta: str | None, page: dict[str, Any]) -> str:
         dialogue = f"User: {page['user_input']}\nAssistant: {page['agent_response']}"
         return self._chat(META_INFO_SYSTEM_PROMPT, META_INFO_USER_PROMPT.format(
-            last_meta=last_meta if last_meta else "None", new_dialogue=dialogue))
+            last_meta=last_meta if last_meta else "None", new_dialogue=dialogue), "meta_info", page.get("sources", []))
 
-    def _propagate_meta(self, start_id: str, meta: str) -> None:
-        """Give a whole chain (linked through pre_page/next_page) the new meta info, breadth first from a page."""
+    def _propagate_meta(self, start_id: str, meta: str, meta_sources: list[str]) -> None:
+        """Give a whole chain (linked through pre_page/next_page) the new meta info, breadth first from a page;
+        the meta info carries the turns of the call that wrote it."""
         queue, seen, head = [start_id], {start_id}, 0
         while head < len(queue):
             page = self._find_page(queue[head])
@@ -478,6 +548,7 @@ class MemoryOS(MemorySystem):
             if page is None:
                 continue
             page["meta_info"] = meta
+            page["meta_sources"] = list(meta_sources)
             for nb in (page.get("pre_page"), page.get("next_page")):
                 if nb and nb not in seen:
                     queue.append(nb)
@@ -496,43 +567,59 @@ class MemoryOS(MemorySystem):
             qa = self.short_term.pop(0)
             if qa.get("user_input") and qa.get("agent_response"):
                 evicted.append(qa)
+            else:  # upstream drops a half pair on eviction without a word
+                self.fault("fallback", "short_to_mid", "a pair without a user or an assistant turn is dropped on "
+                           "eviction (upstream)", qa.get("sources", []))
         if not evicted:
             return
         batch: list[dict[str, Any]] = []
         prev = self.last_evicted
         for qa in evicted:
+            sources = list(qa.get("sources", []))
             page: dict[str, Any] = {
                 "page_id": self._next_id("page"), "user_input": qa["user_input"], "agent_response": qa["agent_response"],
                 "timestamp": qa["timestamp"], "preloaded": False, "analyzed": False,
-                "pre_page": None, "next_page": None, "meta_info": None,
+                "pre_page": None, "next_page": None, "meta_info": None, "sources": sources, "meta_sources": [],
             }
             if self._continuous(prev, page) and prev is not None:
                 page["pre_page"] = prev["page_id"]
                 page["meta_info"] = self._meta_info(prev.get("meta_info"), page)
+                # inputs of the call: the previous meta info (with its turns) and this page's dialogue
+                page["meta_sources"] = _union(prev.get("meta_sources"), sources)
                 if self._find_page(prev["page_id"]) is not None:
-                    self._propagate_meta(prev["page_id"], page["meta_info"])
+                    self._propagate_meta(prev["page_id"], page["meta_info"], page["meta_sources"])
             else:
                 page["meta_info"] = self._meta_info(None, page)
+                page["meta_sources"] = list(sources)
             batch.append(page)
             prev = page
         self.last_evicted = json.loads(json.dumps(batch[-1]))
         text = "\n".join(f"User: {p['user_input']}\nAssistant: {p['agent_response']}" for p in batch)
-        topics = parse_topics(self._chat(MULTI_SUMMARY_SYSTEM_PROMPT, MULTI_SUMMARY_USER_PROMPT.format(text=text)))
+        batch_sources = _pages_sources(batch)
+        reply = self._chat(MULTI_SUMMARY_SYSTEM_PROMPT, MULTI_SUMMARY_USER_PROMPT.format(text=text), "multi_summary",
+                           batch_sources)
+        topics = parse_topics(reply)
         if topics:
             for t in topics:
-                self._insert_pages(t["content"], t["keywords"], batch)
+                self._insert_pages(t["content"], t["keywords"], batch, batch_sources)
         else:
-            self._insert_pages(FALLBACK_SEGMENT_SUMMARY, [], batch)
+            if reply.strip():  # an empty reply was recorded by _chat
+                self.fault("malformed_reply", "multi_summary", "no topic parsed; upstream's general segment used: "
+                           + reply[:200], batch_sources)
+            self._insert_pages(FALLBACK_SEGMENT_SUMMARY, [], batch, batch_sources)
         for p in batch:
             if p.get("pre_page"):
                 self._connect(p["pre_page"], p["page_id"])
             if p.get("next_page"):
                 self._connect(p["page_id"], p["next_page"])
 
-    def _insert_pages(self, summary: str, keywords: list[str], pages: list[dict[str, Any]]) -> str:
-        """Upstream ``MidTermMemory.insert_pages_into_session``: merge into the best-scoring session or open one."""
+    def _insert_pages(self, summary: str, keywords: list[str], pages: list[dict[str, Any]],
+                      summary_sources: list[str]) -> str:
+        """Upstream ``MidTermMemory.insert_pages_into_session``: merge into the best-scoring session or open one.
+        A new session's summary carries ``summary_sources`` (the turns of the batch the summary call saw); merging
+        keeps the old summary and its sources, and every page keeps its own."""
         if not self.sessions:
-            return self._add_session(summary, pages, keywords)
+            return self._add_session(summary, pages, keywords, summary_sources)
         vec = self._embed(summary)
         new_kw = set(keywords)
         best: dict[str, Any] | None = None
@@ -545,7 +632,7 @@ class MemoryOS(MemorySystem):
             if score > best_score:
                 best, best_score = s, score
         if best is None or best_score < self.similarity_threshold:
-            return self._add_session(summary, pages, keywords)
+            return self._add_session(summary, pages, keywords, summary_sources)
         for p in pages:
             self._vector(f"p:{p['page_id']}", _page_text(p))
             best["details"].append({**p, "page_keywords": list(p.get("page_keywords") or keywords)})
@@ -554,7 +641,8 @@ class MemoryOS(MemorySystem):
         best["H_segment"] = self._heat(best)
         return best["id"]
 
-    def _add_session(self, summary: str, pages: list[dict[str, Any]], keywords: list[str]) -> str:
+    def _add_session(self, summary: str, pages: list[dict[str, Any]], keywords: list[str],
+                     summary_sources: list[str]) -> str:
         sid = self._next_id("session")
         self.vectors[f"s:{sid}"] = self._embed(summary)
         details = []
@@ -564,6 +652,7 @@ class MemoryOS(MemorySystem):
                             "preloaded": p.get("preloaded", False), "analyzed": p.get("analyzed", False)})
         session = {
             "id": sid, "summary": summary, "summary_keywords": list(keywords), "details": details,
+            "summary_sources": list(summary_sources),
             "L_interaction": len(details), "R_recency": 1.0, "N_visit": 0, "H_segment": 0.0,
             "timestamp": self.clock, "last_visit_time": self.clock, "access_count_lfu": 0,
         }
@@ -593,18 +682,30 @@ class MemoryOS(MemorySystem):
         if not pages:
             return
         conversation = _dialogue_with_times(pages)
+        turns = _pages_sources(pages)  # the dialogue both calls see (page texts only, not their meta info)
         existing = self.profile if self.profile and self.profile.lower() != "none" else "No existing profile data."
-        new_profile = self._chat(PROFILE_SYSTEM_PROMPT, PROFILE_USER_PROMPT.format(
-            existing_user_profile=existing, conversation=conversation)).strip() or "None"
-        private, assistant = parse_knowledge(
-            self._chat(KNOWLEDGE_SYSTEM_PROMPT, KNOWLEDGE_USER_PROMPT.format(conversation=conversation)))
+        profile_reply = self._chat(PROFILE_SYSTEM_PROMPT, PROFILE_USER_PROMPT.format(
+            existing_user_profile=existing, conversation=conversation), "profile", turns).strip()
+        new_profile = profile_reply or "None"
+        knowledge_reply = self._chat(KNOWLEDGE_SYSTEM_PROMPT, KNOWLEDGE_USER_PROMPT.format(conversation=conversation),
+                                     "knowledge", turns)
+        private, assistant = parse_knowledge(knowledge_reply)
         if new_profile.lower() != "none" and len(new_profile.strip()) >= MIN_PROFILE_CHARS:
+            # inputs of the call: the existing profile (with its turns) and the pages
+            self.profile_sources = _union(self.profile_sources if existing == self.profile else [], turns)
             self.profile = new_profile
             self.profile_updated = self.clock
+        elif profile_reply:  # an empty reply was recorded by _chat
+            self.fault("malformed_reply", "profile", f"profile reply under {MIN_PROFILE_CHARS} characters or "
+                       f"'None'; the previous profile is kept (upstream): {new_profile[:200]}", turns)
+        if knowledge_reply.strip() and not any(m in knowledge_reply for m in ("【User Private Data】",
+                                                                                "【Assistant Knowledge】")):
+            self.fault("malformed_reply", "knowledge", "neither section marker in the reply; nothing stored "
+                       "(upstream): " + knowledge_reply[:200], turns)
         for line in knowledge_lines(private):
-            self._add_knowledge(self.user_knowledge, line)
+            self._add_knowledge(self.user_knowledge, line, turns)
         for line in knowledge_lines(assistant):
-            self._add_knowledge(self.assistant_knowledge, line)
+            self._add_knowledge(self.assistant_knowledge, line, turns)
         for p in session["details"]:
             p["analyzed"] = True
         session["N_visit"] = 0
@@ -612,10 +713,10 @@ class MemoryOS(MemorySystem):
         session["H_segment"] = self._heat(session)
         session["last_visit_time"] = self.clock
 
-    def _add_knowledge(self, store: list[dict[str, Any]], text: str) -> None:
+    def _add_knowledge(self, store: list[dict[str, Any]], text: str, sources: list[str]) -> None:
         kid = self._next_id("know")
         self.vectors[f"k:{kid}"] = self._embed(text)
-        store.append({"id": kid, "knowledge": text, "timestamp": self.clock})
+        store.append({"id": kid, "knowledge": text, "timestamp": self.clock, "sources": list(sources)})
         while len(store) > self.knowledge_capacity:
             old = store.pop(0)
             self.vectors.pop(f"k:{old['id']}", None)
@@ -670,49 +771,78 @@ class MemoryOS(MemorySystem):
                 if float(sims[i]) >= self.knowledge_threshold]
         return [store[i] for i in sorted(hits, key=lambda i: float(sims[i]), reverse=True)]
 
-    def build_context(self, query: str) -> tuple[tuple[Message, ...], dict[str, Any]]:
-        """Retrieve (counting visits) and lay out upstream's answer prompt; returns the messages and retrieval stats."""
+    def _blocks(self, query: str) -> tuple[dict[str, str], tuple[ContextItem, ...], dict[str, Any]]:
+        """Retrieve (counting visits) and render upstream's blocks: the short-term history, the retrieved pages,
+        the profile with the user knowledge, the assistant knowledge; with the items in them and retrieval stats."""
         qvec = self._embed(query)
         pages = self._retrieve_pages(qvec)
         user_kn = self._search_knowledge(self.user_knowledge, qvec)
         asst_kn = self._search_knowledge(self.assistant_knowledge, qvec)
+        items: list[ContextItem] = []
 
-        history_text = "\n".join(
-            f"User: {qa['user_input']}\nAssistant: {qa['agent_response']} (Time: {qa['timestamp']})"
-            for qa in self.short_term
-        )
-        retrieval_text = "\n".join(
-            f"【Historical Memory】\nUser: {p['user_input']}\nAssistant: {p['agent_response']}\n"
-            f"Time: {p['timestamp']}\nConversation chain overview: {p.get('meta_info', 'N/A')}"
-            for p in pages
-        )
-        profile = self.profile if self.profile and self.profile.lower() != "none" else "No detailed profile available yet."
+        history = [f"User: {qa['user_input']}\nAssistant: {qa['agent_response']} (Time: {qa['timestamp']})"
+                   for qa in self.short_term]
+        items += [ContextItem("short_term", h, tuple(qa.get("sources", ()))) for h, qa in zip(history, self.short_term)]
+        retrieved = [f"【Historical Memory】\nUser: {p['user_input']}\nAssistant: {p['agent_response']}\n"
+                     f"Time: {p['timestamp']}\nConversation chain overview: {p.get('meta_info', 'N/A')}" for p in pages]
+        items += [ContextItem("page", r, tuple(_union(p.get("sources"), p.get("meta_sources"))))
+                  for r, p in zip(retrieved, pages)]
+        has_profile = bool(self.profile) and self.profile.lower() != "none"
+        profile = self.profile if has_profile else "No detailed profile available yet."
+        if has_profile:
+            items.append(ContextItem("profile", profile, tuple(self.profile_sources)))
         user_kn_text = ""
         if user_kn:
-            user_kn_text = "\n【Relevant User Knowledge Entries】\n" + "".join(
-                f"- {e['knowledge']} (Recorded: {e['timestamp']})\n" for e in user_kn)
-        background = f"【User Profile】\n{profile}\n{user_kn_text}"
-        asst_text = "【Assistant Knowledge Base】\n" + (
-            "".join(f"- {e['knowledge']} (Recorded: {e['timestamp']})\n" for e in asst_kn)
-            if asst_kn else "- No relevant assistant knowledge found for this query.\n")
-        limit = ANSWER_LIMIT_CLAUSE.format(n=self.answer_word_limit) if self.answer_word_limit else ""
-        system = ANSWER_SYSTEM_PROMPT.format(relationship=self.relationship, assistant_knowledge_text=asst_text,
-                                             meta_data_text=NO_META_DATA)
-        user = ANSWER_USER_PROMPT.format(history_text=history_text, retrieval_text=retrieval_text,
-                                         background=background, relationship=self.relationship, query=query,
-                                         limit=limit)
+            lines = [f"- {e['knowledge']} (Recorded: {e['timestamp']})\n" for e in user_kn]
+            user_kn_text = "\n【Relevant User Knowledge Entries】\n" + "".join(lines)
+            items += [ContextItem("user_knowledge", ln.strip(), tuple(e.get("sources", ()))) for ln, e in zip(lines, user_kn)]
+        asst_lines = [f"- {e['knowledge']} (Recorded: {e['timestamp']})\n" for e in asst_kn]
+        items += [ContextItem("assistant_knowledge", ln.strip(), tuple(e.get("sources", ())))
+                  for ln, e in zip(asst_lines, asst_kn)]
+        blocks = {
+            "history_text": "\n".join(history),
+            "retrieval_text": "\n".join(retrieved),
+            "background": f"【User Profile】\n{profile}\n{user_kn_text}",
+            "assistant_knowledge_text": "【Assistant Knowledge Base】\n" + (
+                "".join(asst_lines) if asst_lines else "- No relevant assistant knowledge found for this query.\n"),
+        }
         stats = {"short_term": len(self.short_term), "pages": [p["page_id"] for p in pages],
                  "user_knowledge": len(user_kn), "assistant_knowledge": len(asst_kn),
                  "mid_term_sessions": len(self.sessions), "has_profile": self.profile is not None}
-        return (Message("system", system), Message("user", user)), stats
+        return blocks, tuple(items), stats
+
+    def recall(self, query: str) -> MemoryOSRecall:
+        """Upstream's retrieval for ``query`` (``Retriever.retrieve_context`` plus the short-term history and the
+        profile), rendered under upstream's section tags; each item carries its turn ids."""
+        blocks, items, stats = self._blocks(query)
+        return MemoryOSRecall(SHARED_RENDERING.format(**blocks), items, stats, blocks=blocks)
+
+    def native_messages(self, query: str, blocks: dict[str, str]) -> tuple[Message, ...]:
+        """Upstream's ``get_response`` prompt around the rendered blocks (no conversation metadata, as InMind)."""
+        limit = ANSWER_LIMIT_CLAUSE.format(n=self.answer_word_limit) if self.answer_word_limit else ""
+        system = ANSWER_SYSTEM_PROMPT.format(relationship=self.relationship,
+                                             assistant_knowledge_text=blocks["assistant_knowledge_text"],
+                                             meta_data_text=NO_META_DATA)
+        user = ANSWER_USER_PROMPT.format(history_text=blocks["history_text"], retrieval_text=blocks["retrieval_text"],
+                                         background=blocks["background"], relationship=self.relationship, query=query,
+                                         limit=limit)
+        return Message("system", system), Message("user", user)
+
+    def native_answer(self, query: str, recall: Recall) -> Answer:
+        """Upstream's answer call; the reply is cleaned of ``<think>`` blocks as upstream's client does."""
+        blocks = recall.blocks if isinstance(recall, MemoryOSRecall) else self._blocks(query)[0]
+        context = self.native_messages(query, blocks)
+        comp = self.llm.answerer.chat(context)
+        return Answer(clean_reply(comp.text), context, meta={**recall.meta, "answer_prompt": NATIVE_ANSWER_VERSION},
+                      items=recall.items)
 
     def answer(self, query: str) -> Answer:
-        context, stats = self.build_context(query)
-        comp = self.llm.answerer.chat(context)
-        text = clean_reply(comp.text)
-        if self.write_answers:  # upstream get_response stores the exchange; the protocol discards this state
-            self.add_memory(query, text, self.clock)
-        return Answer(text, context, meta=stats)
+        """Answer (shared or native prompt) from one retrieval; then, as upstream's ``get_response``, write the
+        answered Q/A into memory when ``write_answers`` (the protocol discards that state)."""
+        ans = super().answer(query)
+        if self.write_answers:
+            self.add_memory(query, ans.text, self.clock)
+        return ans
 
     # -- persistence ---------------------------------------------------------------------------------------------
     def _live_vector_keys(self) -> list[str]:
@@ -731,7 +861,8 @@ class MemoryOS(MemorySystem):
         write_json(directory / "state.json", {
             "prompt_version": PROMPT_VERSION, "clock": self.clock, "short_term": self.short_term,
             "last_evicted": self.last_evicted, "sessions": self.sessions, "profile": self.profile,
-            "profile_updated": self.profile_updated, "user_knowledge": self.user_knowledge,
+            "profile_updated": self.profile_updated, "profile_sources": self.profile_sources,
+            "user_knowledge": self.user_knowledge,
             "assistant_knowledge": self.assistant_knowledge, "counters": self.counters, "vector_keys": keys,
         })
 
@@ -745,6 +876,7 @@ class MemoryOS(MemorySystem):
         self.sessions = st["sessions"]
         self.profile = st["profile"]
         self.profile_updated = st["profile_updated"]
+        self.profile_sources = st.get("profile_sources", [])  # older snapshots: no provenance
         self.user_knowledge = st["user_knowledge"]
         self.assistant_knowledge = st["assistant_knowledge"]
         self.counters = {k: int(v) for k, v in st["counters"].items()}

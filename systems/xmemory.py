@@ -24,9 +24,31 @@ greedy coverage over the fact kNN graph; probe up to 10 episodes (sources of kep
 ranked by vector score + 0.5 * best parent-fact score). The gate asks the reader for 20 greedy tokens with logprobs,
 first with themes+facts only, then with each probed episode: IG = NLL(before) - NLL(after); an episode is kept when
 IG > -0.4 and its raw messages are added when IG > 0.25; probing stops after 1 low-IG probe among the first 3 or 2
-overall; at most 10 are kept and the best-ranked is kept if none is. The answer prompt holds timestamped "Semantic
-Memories" and "Episodic Memories" (raw messages under expanded episodes). With no facts at all the upstream baseline
-is used instead (top 10 episodes by vector, no raw messages).
+overall; at most 10 are kept and the best-ranked is kept if none is. ``recall`` renders upstream's timestamped
+"Semantic Memories" and "Episodic Memories" blocks (raw messages under expanded episodes). With no facts at all the
+upstream baseline is used instead (top 10 episodes by vector, no raw messages).
+
+Answer modes: ``shared`` (default) gives the two blocks to the shared prompt of ``inmind_exp.answering`` with the
+answerer's defaults; ``native`` uses upstream's ``ANSWER_PROMPT`` of evaluation/locomo/xMemory_search_framework.py
+word for word (dedented; its LoCoMo "two speakers" wording and "less than 5-8 words" limit included), as one user
+message at temperature 0 with upstream's 64-token cap. ``Answer.meta['answer_prompt']`` names the prompt used.
+
+Provenance: every buffered message keeps its turn id; an episode carries the ids of its messages, a fact those of
+its episode, a theme summary the union of the sources of the facts in the call that wrote it (``summary_sources``;
+themes only reach the gate, not the answerer). ``recall`` items are the facts, the episodes and the raw messages
+shown. Snapshots keep all of it; older snapshots load with empty sources.
+
+Faults (``MemorySystem.fault``, with the turn ids being written): a boundary reply that is not JSON or lacks
+``should_end`` (no boundary, upstream's default), an episode reply that is not JSON or lacks title/content
+(upstream's fallback episode) or has an unparsable timestamp, a fact reply that is not JSON or lacks a
+``statements`` list (no facts from that episode, as upstream), an empty prediction or theme summary, and a logprob
+gate without logprobs (``logprobs_unavailable``). An empty ``statements`` list is a legitimate answer ("return an
+empty list if there is none") and is not a fault.
+
+Reasoning endpoints (``Endpoint.reasoning``): the client sends no temperature, top_p or logprobs, so the memory
+calls run with the model's defaults; the gate is not called at all (no probe could be scored), the fallback below
+is taken and ``logprobs_unavailable`` is recorded once per query; upstream's fixed caps (theme summary 256, answer
+64) give way to the role's own limit, since a reasoning model's cap also counts its hidden reasoning.
 
 Deliberate deviations:
 - Synchronous, ordered semantic extraction (upstream uses a thread pool); ids are counters, not uuids.
@@ -40,13 +62,16 @@ Deliberate deviations:
 - Buffer 20 / min episode 1 message follow evaluation/locomo/config.json (the run config); src/config.py says 25 / 2.
 - The fact search score is chroma's default (squared L2 on unit vectors): score = 1 - |a-b|^2 = 2cos - 1.
 - Upstream's duplicate-fact filter (cosine > 1.0) never fires and is omitted; so is the networkx graph, which the
-  adaptive read path never reads. JSON failures fall back as upstream (no boundary, no facts, the fallback episode).
+  adaptive read path never reads. JSON failures fall back as upstream (no boundary, no facts, the fallback episode)
+  and are recorded as faults.
 - Memory calls take the role's max_tokens (upstream 8192) except theme summaries (256) and gate probes (20).
 - The gate runs on the answerer (the reader, as upstream; ``gate_role: memory`` moves it) through the API's token
-  logprobs, with its prompt as one chat message, instead of a raw-text HF generation with a prefix KV cache. When the endpoint returns no logprobs (``Answer.meta['gate'] == 'fallback_no_logprobs'``) the top 10
-  probe candidates are kept without raw messages: exactly what upstream's constant 5.0 entropy then yields.
-- Answer prompt: same structure in our words, without the LoCoMo-only "two speakers" and "5-8 words" rules, and with
-  the answerer role's defaults (upstream: temperature 0, 64 tokens) since InMind requests need full answers.
+  logprobs, with its prompt as one chat message, instead of a raw-text HF generation with a prefix KV cache. When the
+  endpoint returns no logprobs (``Answer.meta['gate'] == 'fallback_no_logprobs'``, a ``logprobs_unavailable``
+  fault) the top 10 probe candidates are kept without raw messages: exactly what upstream's constant 5.0 entropy
+  then yields (every IG is 0: above the keep threshold, below the expand threshold).
+- The memory-call prompts (boundary, episode, prediction, extraction, theme) are upstream's in our own words with
+  the same structure, fields and examples (upstream's own: the Mount Rainier hike, "Becoming Nicole", ByteDance).
 """
 
 from __future__ import annotations
@@ -61,10 +86,10 @@ from typing import Any
 import numpy as np
 
 from inmind_exp.llm import JSONReplyError
-from inmind_exp.records import Answer, Message, Session
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
+from inmind_exp.records import Answer, ContextItem, Message, Session
+from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
 
-PROMPT_VERSION = "xmemory-v1"
+PROMPT_VERSION = "xmemory-v2"
 
 BOUNDARY_PROMPT = """You are an expert at segmenting dialogue into episodes. Decide whether the newly added message should close the current episode so that a new one begins.
 
@@ -249,28 +274,38 @@ THEME_PROMPT = ("You are building a stable high-level theme summary that capture
 GATE_PROMPT = ("You are an intelligent memory assistant.\n\n# THEMES\n{themes}\n\n# SEMANTICS\n{semantics}\n\n"
                "# EPISODES\n{episodes}\n\nQuestion: {question}\n\nAnswer:")
 
-ANSWER_PROMPT = """You are an intelligent memory assistant who answers from the memories of your earlier conversations with this user.
+ANSWER_PROMPT_VERSION = "xmemory-answer-upstream-375ae14"
+#: upstream's ANSWER_PROMPT (evaluation/locomo/xMemory_search_framework.py), dedented; ``{memories}`` is the recall
+#: text, i.e. upstream's "Semantic Memories:" and "Episodic Memories:" blocks
+ANSWER_PROMPT = """You are an intelligent memory assistant tasked with retrieving accurate information from conversation memories.
 
 # CONTEXT:
-You have access to memories of earlier conversations with the user. They carry timestamps and may bear on the question below.
+You have access to memories from two speakers in a conversation. These memories contain
+timestamped information that may be relevant to answering the question.
 
 # INSTRUCTIONS:
-1. Read all the memories below carefully.
-2. Pay attention to the timestamps when working out what happened when.
-3. If the question concerns a specific event or fact, look for direct evidence in the memories.
-4. If memories contradict each other, trust the most recent one.
-5. Convert relative time references ("last year", "two months ago") into actual dates using the timestamp of the memory that contains them.
-6. Take into account whatever in the memories is relevant to the question.
+1. Carefully analyze all provided memories from both speakers
+2. Pay special attention to the timestamps to determine the answer
+3. If the question asks about a specific event or fact, look for direct evidence in the memories
+4. If the memories contain contradictory information, prioritize the most recent memory
+5. If there is a question about time references (like "last year", "two months ago", etc.),
+   calculate the actual date based on the memory timestamp. For example, if a memory from
+   4 May 2022 mentions "went to India last year," then the trip occurred in 2021.
+6. Always convert relative time references to specific dates, months, or years. For example,
+   convert "last year" to "2022" or "two months ago" to "March 2023" based on the memory
+   timestamp. Ignore the reference while answering the question. 
+   Do not answer temporal questions in timestamp such as "2023-05-08", but answer naturally such as "7 May 2023" or "The week before 6 July 2023"!   
+7. Focus only on the content of the memories from both speakers. Do not confuse character
+   names mentioned in memories with the actual users who created those memories.
+8. The answer should be less than 5-8 words.
 
-Semantic Memories:
-{semantic}
-
-Episodic Memories:
-{episodic}
+{memories}
 
 Question: {question}
 
 Answer:"""
+ANSWER_TEMPERATURE, ANSWER_MAX_TOKENS = 0.0, 64  # upstream's generation for the answer
+MEMORY_BLOCKS = "Semantic Memories:\n{semantic}\n\nEpisodic Memories:\n{episodic}"
 
 
 def _iso(date: str) -> str:
@@ -292,6 +327,11 @@ def _unit(V: np.ndarray) -> np.ndarray:
     return V / (np.linalg.norm(V, axis=1, keepdims=True) + 1e-12)
 
 
+def _turn_ids(msgs: list[dict[str, str]]) -> list[str]:
+    """The trace turn ids of buffered messages, in order (messages restored from old snapshots have none)."""
+    return [m["id"] for m in msgs if m.get("id")]
+
+
 def _statements(obj: dict[str, Any]) -> list[str]:
     items = obj.get("statements", [])
     return [s.strip() for s in items if isinstance(s, str) and s.strip()] if isinstance(items, list) else []
@@ -301,11 +341,12 @@ class _State:
     """Everything the memory holds: buffer, episodes, facts, kNN graph, themes, vectors and id counters."""
 
     def __init__(self) -> None:
-        self.buffer: list[dict[str, str]] = []  # {"role", "content", "timestamp"}
-        self.episodes: dict[str, dict[str, Any]] = {}  # id -> {title, content, timestamp, reason, messages}
-        self.semantics: dict[str, dict[str, Any]] = {}  # id -> {content, created_at, source_episodes}
+        self.buffer: list[dict[str, str]] = []  # {"role", "content", "timestamp", "id" (the turn id)}
+        self.episodes: dict[str, dict[str, Any]] = {}  # id -> {title, content, timestamp, reason, messages, sources}
+        self.semantics: dict[str, dict[str, Any]] = {}  # id -> {content, created_at, source_episodes, sources}
         self.sem_knn: dict[str, list[list[Any]]] = {}  # id -> [[neighbour id, sim], ...]
-        self.themes: dict[str, dict[str, Any]] = {}  # id -> {summary, semantic_ids, summarised, neighbors, ...}
+        # id -> {summary, semantic_ids, summarised, summary_sources, neighbors, ...}
+        self.themes: dict[str, dict[str, Any]] = {}
         self.ep_vec: dict[str, np.ndarray] = {}
         self.sem_vec: dict[str, np.ndarray] = {}
         self.theme_emb: dict[str, np.ndarray] = {}  # summary embedding (read path)
@@ -374,6 +415,7 @@ class Params:
     tau_ep: float = -0.45
     tau_ep_expand: float = 0.25
     gate_max_tokens: int = 20
+    theme_summary_max_tokens: int = 256
     logprob_gate: bool = True
     gate_role: str = "answerer"  # the reader whose uncertainty the gate measures
 
@@ -400,9 +442,15 @@ class XMemory(MemorySystem):
     # -- write path -------------------------------------------------------------------------------------------
     def ingest_session(self, session: Session) -> None:
         ts = _iso(session.date)
-        for t in session.turns:
-            self._add_message(self.st, {"role": t.role, "content": t.content, "timestamp": ts})
+        for t in session.with_turn_ids().turns:
+            self._add_message(self.st, {"role": t.role, "content": t.content, "timestamp": ts, "id": t.id})
         self._update_themes(self.st)
+
+    @staticmethod
+    def _cap(client: Any, n: int) -> Any:
+        """Upstream's fixed token cap, or the role's own limit on a reasoning endpoint (whose cap also counts the
+        hidden reasoning, so a 256-token cap would often leave no visible text)."""
+        return ... if client.endpoint.reasoning else n
 
     def _add_message(self, st: _State, msg: dict[str, str]) -> None:
         """Upstream ``add_messages``: detect a boundary before buffering the message; a boundary closes the buffer."""
@@ -420,10 +468,16 @@ class XMemory(MemorySystem):
         hist = buffer[:-1] if len(buffer) > self.p.boundary_exclude_threshold else buffer
         prompt = BOUNDARY_PROMPT.format(history="\n".join(f"{m['role']}: {m['content']}" for m in hist),
                                         new=f"{msg['role']}: {msg['content']}")
+        turns = _turn_ids(buffer + [msg])
         try:
             obj, _ = self.llm.memory.chat_json([Message("user", prompt)], temperature=0.1)
-        except JSONReplyError:
+        except JSONReplyError as e:
+            self.fault("malformed_reply", "boundary", f"no JSON object; no boundary (upstream's default): {e.raw}",
+                       turns)
             return False, ""
+        if "should_end" not in obj:
+            self.fault("malformed_reply", "boundary", f"no 'should_end'; no boundary (upstream's default): {obj}",
+                       turns)
         end = obj.get("should_end", False)
         end = end if isinstance(end, bool) else str(end).strip().lower() == "true"
         return end, str(obj.get("reason") or "LLM boundary detection")
@@ -432,17 +486,25 @@ class XMemory(MemorySystem):
         if len(msgs) < self.p.episode_min_messages:
             return
         conversation = "\n".join(f"[{m['timestamp']}] {m['role']}: {m['content']}" for m in msgs)
+        turns = _turn_ids(msgs)
         try:
             prompt = EPISODE_PROMPT.format(conversation=conversation, reason=reason)
             obj, _ = self.llm.memory.chat_json([Message("user", prompt)], temperature=0.3)
-        except JSONReplyError:
-            obj = {}
-        title, content = str(obj.get("title", "")).strip(), str(obj.get("content", "")).strip()
+        except JSONReplyError as e:
+            self.fault("malformed_reply", "episode", f"no JSON object; upstream's fallback episode: {e.raw}", turns)
+            obj = None
+        title, content = str((obj or {}).get("title", "")).strip(), str((obj or {}).get("content", "")).strip()
         earliest = min(m["timestamp"] for m in msgs)
-        if "title" in obj and "content" in obj:
+        if obj is not None and not ("title" in obj and "content" in obj):
+            self.fault("malformed_reply", "episode", f"no 'title'/'content'; upstream's fallback episode: {obj}", turns)
+        if obj is not None and "title" in obj and "content" in obj:
+            if not (title and content):
+                self.fault("empty_reply", "episode", "empty title or content; upstream's placeholder text", turns)
             try:
                 ts = datetime.fromisoformat(str(obj.get("timestamp", "")).strip().replace("Z", "+00:00")).isoformat()
             except ValueError:
+                self.fault("fallback", "episode", f"unparsed timestamp {obj.get('timestamp')!r}; the earliest "
+                           "message's is used (upstream)", turns)
                 ts = earliest
             ep = {"title": title or "Generated Episode", "content": content or "Episode content not generated",
                   "timestamp": ts}
@@ -457,7 +519,7 @@ class XMemory(MemorySystem):
                         if len(msgs) > 1 else []),
                   ]), "timestamp": earliest}
         eid = st.new_id("episode")
-        st.episodes[eid] = {**ep, "reason": reason, "messages": msgs}
+        st.episodes[eid] = {**ep, "reason": reason, "messages": msgs, "sources": turns}
         st.ep_vec[eid] = self.encoder.encode([ep["content"]])[0]
         self._extract_semantics(st, eid)
 
@@ -484,15 +546,24 @@ class XMemory(MemorySystem):
             if known:
                 prediction = self.llm.memory.chat([Message("user", PREDICTION_PROMPT.format(
                     title=ep["title"], statements="\n".join(f"- {s}" for s in known)))], temperature=0.3).text
+                if not prediction.strip():
+                    self.fault("empty_reply", "prediction", "empty prediction; the gap is extracted against it",
+                               list(ep.get("sources", [])))
             else:
                 prediction = NO_KNOWLEDGE_PREDICTION.format(title=ep["title"])
             lines = "\n".join(f"Message {i} [{m['timestamp']}] - {m['role']}: {m['content']}"
                               for i, m in enumerate(ep["messages"], 1))
             prompt = COMPARISON_PROMPT.format(messages=lines, prediction=prediction)
+        turns = list(ep.get("sources", []))
         try:
             obj, _ = self.llm.memory.chat_json([Message("user", prompt)], temperature=0.2, attempts=5)
-        except JSONReplyError:
-            obj = {}
+        except JSONReplyError as e:
+            self.fault("malformed_reply", "facts", f"no JSON object; no facts from this episode (upstream): {e.raw}",
+                       turns)
+            obj = {"statements": []}
+        if not isinstance(obj.get("statements"), list):
+            self.fault("malformed_reply", "facts",
+                       f"no 'statements' list; no facts from this episode (upstream): {obj}", turns)
         statements = _statements(obj)
         if not statements:
             return
@@ -500,7 +571,8 @@ class XMemory(MemorySystem):
         new = []
         for text, v in zip(statements, vecs):
             sid = st.new_id("semantic")
-            st.semantics[sid] = {"content": text, "created_at": ep["timestamp"], "source_episodes": [eid]}
+            st.semantics[sid] = {"content": text, "created_at": ep["timestamp"], "source_episodes": [eid],
+                                 "sources": turns}
             st.sem_vec[sid] = v
             st.pending.append(sid)
             new.append(sid)
@@ -519,9 +591,14 @@ class XMemory(MemorySystem):
         if t["summarised"] == t["semantic_ids"]:
             return
         facts = "\n".join(f"- {st.semantics[s]['content']}" for s in t["semantic_ids"])
-        comp = self.llm.memory.chat([Message("user", THEME_PROMPT.format(facts=facts))], temperature=0.0, max_tokens=256)
+        comp = self.llm.memory.chat([Message("user", THEME_PROMPT.format(facts=facts))], temperature=0.0,
+                                    max_tokens=self._cap(self.llm.memory, self.p.theme_summary_max_tokens))
         summary = comp.text.strip()
-        t["summary"], t["summarised"] = summary, list(t["semantic_ids"])
+        # the summary derives from exactly the facts in this call's prompt
+        sources = sorted({x for s in t["semantic_ids"] for x in st.semantics[s].get("sources", [])})
+        if not summary:
+            self.fault("empty_reply", "theme_summary", f"empty summary of theme {tid}; kept empty (upstream)", sources)
+        t["summary"], t["summarised"], t["summary_sources"] = summary, list(t["semantic_ids"]), sources
         st.theme_emb[tid] = self.encoder.encode([summary])[0]
 
     def _new_theme(self, st: _State, members: list[str]) -> str:
@@ -826,15 +903,17 @@ class XMemory(MemorySystem):
                 break
         return reps or [cands[0]]
 
+    def _gate_client(self) -> Any:
+        return self.llm.answerer if self.p.gate_role == "answerer" else self.llm.memory
+
     def _nll(self, question: str, st: _State, themes: list[str], sems: list[str], eps: list[str]) -> float | None:
         """Mean NLL of the reader's greedy 20-token answer; None when the endpoint returns no logprobs."""
         block = lambda lines: "\n".join(f"- {x}" for x in lines if x) or "(none)"  # noqa: E731
         prompt = GATE_PROMPT.format(themes=block(st.themes[t]["summary"] for t in themes),
                                     semantics=block(st.semantics[s]["content"] for s in sems),
                                     episodes=block(st.episodes[e]["content"] for e in eps), question=question)
-        client = self.llm.answerer if self.p.gate_role == "answerer" else self.llm.memory
-        comp = client.chat([Message("user", prompt)], temperature=0.0, max_tokens=self.p.gate_max_tokens,
-                           logprobs=True, top_logprobs=1)
+        comp = self._gate_client().chat([Message("user", prompt)], temperature=0.0, max_tokens=self.p.gate_max_tokens,
+                                        logprobs=True, top_logprobs=1)
         if comp.logprobs:
             return float(np.mean([-float(t["logprob"]) for t in comp.logprobs]))
         return None if comp.text.strip() else 5.0  # upstream scores an empty generation as 5.0
@@ -878,7 +957,16 @@ class XMemory(MemorySystem):
                 + p.beta_sem * max((sem_norm[s] for s in parents.get(e, ())), default=0.0) for e in epool}
         probe = sorted(epool, key=lambda e: -prio[e])[: p.episode_probe]
         kept, expand, ig = [], set(), {}
-        base = self._nll(question, st, themes, sems, []) if p.logprob_gate else None
+        ep_ = self._gate_client().endpoint
+        no_logprobs = (f"the {ep_.role} endpoint ({ep_.base_url}, model {ep_.model}) returns no token logprobs; "
+                       f"the top {p.top_k_episodes} probe candidates are kept without raw messages")
+        base = None
+        if p.logprob_gate and ep_.reasoning:  # a reasoning API refuses logprobs: no probe can be scored
+            self.fault("logprobs_unavailable", "gate", "reasoning endpoint: " + no_logprobs)
+        elif p.logprob_gate:
+            base = self._nll(question, st, themes, sems, [])
+            if base is None:
+                self.fault("logprobs_unavailable", "gate", no_logprobs)
         if base is None:
             meta["gate"] = "fallback_no_logprobs" if p.logprob_gate else "disabled"
             kept = probe[: p.top_k_episodes]
@@ -887,6 +975,9 @@ class XMemory(MemorySystem):
             low = 0
             for n, e in enumerate(probe, 1):
                 after = self._nll(question, st, themes, sems, [e])
+                if after is None:
+                    self.fault("logprobs_unavailable", "gate", f"probe of episode {e} came back without logprobs; "
+                               "scored as upstream's constant 5.0")
                 ig[e] = base - (5.0 if after is None else after)
                 if ig[e] > p.tau_ep_stop:
                     if ig[e] > p.tau_ep:
@@ -904,23 +995,42 @@ class XMemory(MemorySystem):
         meta.update(path="adaptive_hier", themes=themes, ig=ig)
         return sems, kept, expand
 
-    def answer(self, query: str) -> Answer:
+    def recall(self, query: str) -> Recall:
+        """The adaptive_hier retrieval rendered as upstream's two memory blocks; items are the facts, the episodes
+        and the raw messages of expanded episodes, each with its turn ids."""
         st, flushed = self._final_view()
         meta: dict[str, Any] = {"flushed_tail_messages": flushed}
         sems, eps, expand = self._search(st, query, meta)
-        sem_lines = [f"- [{st.semantics[s]['created_at']}] {st.semantics[s]['content']}" for s in sems]
+        items: list[ContextItem] = []
+        sem_lines = []
+        for s in sems:
+            line = f"- [{st.semantics[s]['created_at']}] {st.semantics[s]['content']}"
+            sem_lines.append(line)
+            items.append(ContextItem("fact", line, tuple(st.semantics[s].get("sources", ()))))
         ep_lines, shown = [], 0
         for e in eps:
-            ep_lines.append(f"- [{st.episodes[e]['timestamp']}] {st.episodes[e]['content']}")
+            line = f"- [{st.episodes[e]['timestamp']}] {st.episodes[e]['content']}"
+            ep_lines.append(line)
+            items.append(ContextItem("episode", line, tuple(st.episodes[e].get("sources", ()))))
             if e in expand and shown < self.p.include_original_messages_top_k:
                 ep_lines.append("    Original Messages:")
-                ep_lines += [f"    • {m['role']}: {m['content']}" for m in st.episodes[e]["messages"]]
+                for m in st.episodes[e]["messages"]:
+                    raw = f"    • {m['role']}: {m['content']}"
+                    ep_lines.append(raw)
+                    items.append(ContextItem("message", raw.strip(), (m["id"],) if m.get("id") else ()))
                 shown += 1
-        prompt = ANSWER_PROMPT.format(semantic="\n".join(sem_lines), episodic="\n".join(ep_lines), question=query)
-        context = (Message("user", prompt),)
-        comp = self.llm.answerer.chat(context)
-        meta.update(semantics=sems, episodes=eps, expanded=sorted(expand))
-        return Answer(comp.text, context, meta=meta)
+        meta.update(semantics=sems, episodes=eps, expanded=sorted(expand), prompt_version=PROMPT_VERSION)
+        text = MEMORY_BLOCKS.format(semantic="\n".join(sem_lines), episodic="\n".join(ep_lines))
+        return Recall(text, tuple(items), meta)
+
+    def native_answer(self, query: str, recall: Recall) -> Answer:
+        """Upstream's answer prompt as one user message, at temperature 0 with its 64-token cap (the role's own
+        limit on a reasoning endpoint, whose cap also counts hidden reasoning)."""
+        context = (Message("user", ANSWER_PROMPT.format(memories=recall.text, question=query)),)
+        comp = self.llm.answerer.chat(context, temperature=ANSWER_TEMPERATURE,
+                                      max_tokens=self._cap(self.llm.answerer, ANSWER_MAX_TOKENS))
+        return Answer(comp.text, context, meta={**recall.meta, "answer_prompt": ANSWER_PROMPT_VERSION},
+                      items=recall.items)
 
     # -- state ------------------------------------------------------------------------------------------------
     def snapshot(self, directory: Path) -> None:

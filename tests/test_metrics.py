@@ -45,9 +45,11 @@ def test_rates_exclude_errors_and_compute_deltas():
                rec("d", 1, None, 1, 1, err="judge failed", judge_error="no json")]
     m = compute(records)
     assert (m.rates["application"].successes, m.rates["application"].n, m.rates["application"].errors) == (1, 3, 1)
-    assert m.rates["naive"].pct == pytest.approx(75.0)
-    assert m.rates["target_recall"].pct == pytest.approx(75.0)
-    assert m.deltas["delta_application_naive"] == pytest.approx(100 / 3 - 75.0)
+    # paired: task d (an errored verdict) is left out of every rate, not only the application rate
+    assert (m.rates["naive"].successes, m.rates["naive"].n) == (2, 3)
+    assert (m.rates["target_recall"].successes, m.rates["target_recall"].n) == (2, 3)
+    assert m.deltas["delta_application_naive"] == pytest.approx(100 / 3 - 200 / 3)
+    assert m.excluded == ("d",)
     flat = m.flat()
     assert flat["n_errors"] == 1 and flat["answerer_calls"] == 8 and flat["total_prompt_tokens"] == 40
     assert flat["application_ci_low"] < flat["application"] < flat["application_ci_high"]

@@ -53,10 +53,12 @@ def test_inject_appends_pair_at_end_of_session_and_keeps_order():
     sessions = inject(t, TASK, 2)
     assert [s.id for s in sessions] == ["s0", "s1", "s2", "s3"]
     s2 = sessions[2]
-    assert s2.turns[:-2] == t.sessions[2].turns
+    plain = lambda turns: [(x.role, x.content) for x in turns]  # noqa: E731
+    assert plain(s2.turns[:-2]) == plain(t.sessions[2].turns)
+    assert [x.id for x in s2.turns] == [f"s2#{i}" for i in range(8)] + ["inmind:fact", "inmind:fact-reply"]
     assert (s2.turns[-2].role, s2.turns[-2].content, s2.turns[-2].injected) == ("user", TASK.user_message, True)
     assert (s2.turns[-1].role, s2.turns[-1].content) == ("assistant", TASK.assistant_message)
-    assert sessions[1] == t.sessions[1] and sessions[3] == t.sessions[3]
+    assert plain(sessions[1].turns) == plain(t.sessions[1].turns) and plain(sessions[3].turns) == plain(t.sessions[3].turns)
     assert t.sessions[2].turns[-1].content == "s2 a3"  # the original trace is untouched
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from inmind_exp.llm import CallCache, LLMClient
 from inmind_exp.records import msgs
-from inmind_exp.runner import LimiterActor, RayLimiterClient, TaskWorker
+from inmind_exp.run.executor import LimiterActor, RayExecutor, RayLimiterClient
+from inmind_exp.run.worker import TaskWorker
 from tests.conftest import fake_endpoints
 from tests.fake_openai import FakeOpenAI
 
@@ -56,29 +57,29 @@ class CrashOnce(TaskWorker):
     """A worker whose process dies the first time it is given task t2."""
 
     def run_task(self, task, *args, **kwargs):
-        marker = Path(self.spec["cache_dir"]).parent / f"crashed-{task.id}"
+        marker = Path(self.spec.cache_dir).parent / f"crashed-{task.id}"
         if task.id == "t2" and not marker.exists():
             marker.write_text("crashed")
             os._exit(1)
         return super().run_task(task, *args, **kwargs)
 
 
-def test_dead_worker_is_replaced_and_its_task_retried(ray_session, tmp_path, monkeypatch):
+def test_dead_worker_is_replaced_and_its_task_retried(ray_session, tmp_path):
     import cloudpickle
 
     import tests.test_runner_ray as this_module
-    from inmind_exp import runner
+    from inmind_exp.run import Ledger, plan_config, run_plan
 
     cloudpickle.register_pickle_by_value(this_module)
-    monkeypatch.setattr(runner, "TaskWorker", CrashOnce)
     with FakeOpenAI() as fake:
         cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25")
-        result = runner.run_config(cfg, tmp_path / "root", tmp_path / "job")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        result = run_plan(plan, executor=RayExecutor(worker_cls=CrashOnce))
     assert (tmp_path / "crashed-t2").exists()
     by_id = {r.task_id: r for r in result.records}
     assert sorted(by_id) == ["t1", "t2", "t3", "t4"]
     assert all(r.error is None for r in result.records)
     assert by_id["t2"].attempts == 2 and by_id["t1"].attempts == 1
-    ledger = runner.Ledger(result.plan.ledger_path)
+    ledger = Ledger(result.plan.ledger_path)
     lines = ledger.path.read_text().splitlines()
     assert len(lines) == 4  # one line per task: the crashed attempt wrote nothing

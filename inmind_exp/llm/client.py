@@ -16,6 +16,7 @@ import numpy as np
 import openai
 import tenacity
 
+from inmind_exp.errors import JSONReplyError
 from inmind_exp.llm.cache import CallCache, cache_key
 from inmind_exp.llm.endpoint import Endpoint
 from inmind_exp.llm.limits import Limiter, limited
@@ -24,14 +25,6 @@ from inmind_exp.llm.usage import UsageMeter
 from inmind_exp.records import Message
 
 log = logging.getLogger(__name__)
-
-
-class JSONReplyError(LLMCallError):
-    """The model never produced a parseable JSON object within the allowed attempts."""
-
-    def __init__(self, message: str, raw: str):
-        super().__init__(message)
-        self.raw = raw
 
 
 @dataclass(frozen=True)

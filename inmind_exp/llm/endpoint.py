@@ -6,11 +6,9 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from inmind_exp.errors import EndpointError
+
 ROLES: tuple[str, ...] = ("answerer", "judge", "memory")
-
-
-class EndpointError(RuntimeError):
-    """A role's endpoint is misconfigured or unreachable; raised before a sweep starts."""
 
 
 @dataclass(frozen=True)

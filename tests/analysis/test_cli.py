@@ -36,9 +36,10 @@ def test_report_from_an_mlflow_experiment(store, tmp_path):
                            "--tracking-uri", uri, "--n-boot", "1000", "--labels", str(labels)], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "| mem0/minilm/middle/openai | 40 | 0 |" in proc.stdout and parent in proc.stdout
+    assert "| mem0/minilm/middle/openai | 40 | 2 |" in proc.stdout and parent in proc.stdout
 
-    tables = {"table1", "table2", "pairwise_application", "pairwise_application_matrix", "pairwise_target_recall",
+    tables = {"table1", "judge_self_audit", "table2", "pairwise_application", "pairwise_application_matrix",
+              "pairwise_target_recall",
               "pairwise_target_recall_matrix", "by_domain_application", "by_domain_target_recall",
               "by_injection_application", "by_injection_target_recall", "by_embedding", "audit_human"}
     for name in tables:
@@ -49,8 +50,11 @@ def test_report_from_an_mlflow_experiment(store, tmp_path):
 
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 4 and "src='plots/" not in html  # self-contained
+    assert "<li>mem0/minilm/middle/openai: left out of every rate: t003 (application verdict errored)" in html
     for needle in ("Table 1", "Table 2", "McNemar", "Holm", "by domain", "by injection position", "never scored as 0",
-                   "Section 4.5", "Judge audit against human labels"):
+                   "Section 4.5", "Judge audit against human labels", "Judge audit without human labels",
+                   "Target recall (provenance, upper bound)", "Target recall (verbatim, lower bound)", "t016, t020",
+                   "With n=38–40 valid tasks"):
         assert needle in html, needle
     assert "Table 1" in (out / "report.md").read_text()
 
@@ -67,16 +71,16 @@ def test_compare_and_audit_commands(store, tmp_path, capsys):
     assert main(["compare", "--experiment", "fixture", "--tracking-uri", uri, "--a", "mem0/minilm/middle/openai",
                  "--b", "22222222", "--metric", "application", "--n-boot", "500"]) == 0
     out = capsys.readouterr().out
-    assert "on 39 paired tasks" in out and "exact McNemar p" in out and "excluded: 1 error in A" in out
+    assert "on 38 paired tasks" in out and "exact McNemar p" in out and "excluded: 2 error in A" in out
     labels = tmp_path / "labels.jsonl"
     labels.write_text(json.dumps({"run": "aaaaaaaa", "task_id": "t000", "judge": "target_recall", "label": 1}) + "\n")
     assert main(["audit", "--experiment", "fixture", "--tracking-uri", uri, "--labels", str(labels),
                  "--out", str(tmp_path / "audit")]) == 0
-    assert "| Target Recall (judge) | 1 |" in capsys.readouterr().out
+    assert "| Target recall (judge) | 1 |" in capsys.readouterr().out
     assert (tmp_path / "audit" / "audit_human.csv").is_file()
     sweep = write_sweep(tmp_path / "sweep")
     assert main(["compare", "--sweep-dir", str(sweep), "--a", "always_in_state/minilm/middle/openai", "--b",
                  "mem0/emb3/middle/openai", "--n-boot", "500"]) == 0
-    assert capsys.readouterr().out.count("exact McNemar p") == 5
+    assert capsys.readouterr().out.count("exact McNemar p") == 7  # every metric, judge-free bounds included
     assert main(["report", "--experiment", "nope", "--tracking-uri", uri, "--out", str(tmp_path / "x")]) == 2
     assert "no experiment 'nope'" in capsys.readouterr().err

@@ -8,16 +8,17 @@ import math
 import pandas as pd
 import pytest
 
-from inmind_exp.metrics import compute
+from inmind_exp.metrics import METRICS, compute
 from inmind_exp.records import write_jsonl
 
 from analysis import plots
-from analysis.compare import compare, outcome
+from analysis.caveats import FLAG, FLAG_NOTE
+from analysis.compare import compare, not_applicable, outcome
 from analysis.load import find_run, load_sweep_dir
-from analysis.tables import (best_retrieval, by_domain, by_embedding, by_injection, embedding_groups, pairwise, table1,
-                             table2)
+from analysis.tables import (best_retrieval, by_domain, by_embedding, by_injection, embedding_groups,
+                             judge_self_audit, pairwise, table1, table2)
 from tests.analysis.conftest import build_runs
-from tests.analysis.fixtures import SPECS, fixture_records, make_records, write_sweep
+from tests.analysis.fixtures import OLD_SPEC, SPECS, fixture_records, make_records, write_sweep
 
 LABELS = ["backbone/minilm/middle/openai", "mem0/minilm/middle/openai", "mem0/emb3/middle/openai",
           "always_in_state/minilm/middle/openai"]
@@ -45,17 +46,78 @@ def test_table1_matches_metrics_and_renders(runs, tmp_path):
     mem0 = t.data.set_index("configuration").loc["mem0/minilm/middle/openai"]
     m = compute(list(runs[1].records))
     assert mem0["application"] == pytest.approx(m.rates["application"].pct)
-    assert (mem0["application_n"], mem0["application_errors"]) == (39, 1)
+    # paired rates: t003 (application errored) and t007 (target recall errored) are left out of EVERY rate of the row
+    assert all(mem0[f"{k}_n"] == 38 and mem0[f"{k}_errors"] == 2 for k in METRICS)
+    assert mem0["left_out_tasks"] == "t003;t007" and mem0["n_tasks"] == 40
     assert mem0["delta_application_naive"] == pytest.approx(m.deltas["delta_application_naive"])
     backbone = t.display.iloc[0]
     assert backbone["Naive"] == "–" and backbone["Δ Recall−Naive"] == "–"
-    assert t.display.iloc[1]["verdict errors"] == "TR 1, App 1"
+    assert backbone["Naive recall (provenance)"] == "–"
+    row = t.display.set_index("Configuration").loc["mem0/minilm/middle/openai"]
+    assert row["left out"] == "2" and row["judge FP / FN"] == "0 / 2"
+    assert (row["memory faults"], row["fact-write faults"]) == ("20.0 (8/40)", "10.0 (4/40)")  # every 5th / 10th task
+    assert t.display.set_index("Configuration").loc["mem0/emb3/middle/openai", "judge FP / FN"] == "2 / 0"
+    assert t.items == ("mem0/minilm/middle/openai: left out of every rate: t003 (application verdict errored), "
+                       "t007 (target_recall verdict errored)",)
     md = t.markdown()
-    assert md.count("\n") == 5 and "| Target Recall (exact) |" in md
+    assert md.count("\n") == 5
+    assert "| Target recall (verbatim, lower bound) | Target recall (provenance, upper bound) |" in md
+    assert "provenance is" not in md and "upper bound" in t.note and "lower bound" in t.note
+    assert FLAG not in md and FLAG_NOTE not in t.note  # n=38-40 here: no interval is degenerate, so no † and no note
     assert r"\toprule" in t.latex() and r"always\_in\_state" in t.latex() and "$\\Delta$" in t.latex()
     md_path, tex_path, csv_path = t.write(tmp_path)
-    assert md_path.read_text().startswith("**Table 1") and tex_path.read_text().startswith(r"\begin{table}")
-    assert len(pd.read_csv(csv_path)) == 4
+    text = md_path.read_text()
+    assert text.startswith("**Table 1") and "- mem0/minilm/middle/openai: left out of every rate: t003" in text
+    assert tex_path.read_text().startswith(r"\begin{table}")
+    csv = pd.read_csv(csv_path)
+    assert len(csv) == 4 and csv.set_index("configuration").loc[LABELS[1], "faults_malformed_reply"] == 8
+
+
+def test_a_row_with_one_errored_verdict_is_computed_over_n_minus_1_tasks_for_every_rate():
+    spec = SPECS[3]
+    rows = make_records(spec, errors={"t005": "answer_only"})
+    (run,) = build_runs({spec: rows})
+    (full,) = build_runs({spec: make_records(spec)})
+    data = table1([run]).data.iloc[0]
+    assert all(data[f"{k}_n"] == 39 for k in METRICS)
+    kept = [r for r in full.records if r.task_id != "t005"]
+    for k in METRICS:  # each rate is exactly the rate over the other 39 tasks
+        assert data[f"{k}_k"] == sum(outcome(r, k) for r in kept), k
+    c = compare(run, full, "application", n_boot=200)
+    assert c.n == 39 and c.excluded["error in A"] == 1
+
+
+def test_old_records_without_provenance_or_faults_still_load(tmp_path):
+    root = write_sweep(tmp_path / "sweep", SPECS + (OLD_SPEC,))
+    rs = load_sweep_dir(root)
+    old = rs.get("a_mem/minilm/middle/openai")
+    assert {r.schema_version for r in old.records} == {1} and old.fault_metrics is None
+    assert all(r.target_recall_provenance is None and r.faults == () for r in old.records)
+    row = table1(rs.runs).display.set_index("Configuration").loc[old.label]
+    assert row["Target recall (provenance, upper bound)"] == "–" and row["Naive recall (provenance)"] == "–"
+    assert (row["memory faults"], row["fact-write faults"]) == ("–", "–")  # not measured, not 0
+    assert row["judge FP / FN"].startswith("– / ") and row["Target recall (verbatim, lower bound)"] != "–"
+    audit = judge_self_audit(rs.runs).display.set_index("Configuration").loc[old.label]
+    assert audit["certain FP (judge 1, provenance 0)"] == "– (no provenance)"
+    c = compare(old, rs.get("mem0/minilm/middle/openai"), "target_recall_provenance", n_boot=200)
+    assert c.n == 0 and c.excluded["not applicable"] == 38
+
+
+def test_judge_self_audit_lists_certain_false_positives_and_negatives(runs):
+    t = judge_self_audit(runs)
+    data = t.data.set_index("configuration")
+    for run in runs:
+        audit = run.metrics.audit
+        assert data.loc[run.label, "false_positive_tasks"] == ";".join(audit.false_positives)
+        assert data.loc[run.label, "false_negative_tasks"] == ";".join(audit.false_negatives)
+    emb3 = runs[2]
+    fps = [r.task_id for r in emb3.records if outcome(r, "target_recall") == 1
+           and r.target_recall_provenance == 0]
+    assert len(fps) == 2 and data.loc[emb3.label, "false_positives"] == 2
+    disp = t.display.set_index("Configuration")
+    assert disp.loc[emb3.label, "FP tasks"] == ", ".join(fps)
+    assert disp.loc[LABELS[1], "certain FN (judge 0, verbatim 1)"] == "2" and disp.loc[LABELS[1], "FN tasks"]
+    assert data.loc[LABELS[1], "audited"] == 38  # the two left-out tasks are not audited
 
 
 def test_table2_against_the_best_retrieval_configuration(runs):
@@ -76,18 +138,21 @@ def test_table2_against_the_best_retrieval_configuration(runs):
 
 def test_compare_pairs_tasks_and_excludes_errored_verdicts(runs):
     a, b = runs[1], runs[2]  # mem0/minilm has an errored application verdict on t003
-    c = compare(a, b, "application", n_boot=1000)
-    assert c.n == 39 and c.excluded["error in A"] == 1 and c.n_excluded == 1
-    xs = [outcome(a.by_task[t], "application") for t in sorted(a.by_task) if t != "t003"]
-    ys = [outcome(b.by_task[t], "application") for t in sorted(a.by_task) if t != "t003"]
-    assert c.rate_a == pytest.approx(100 * sum(xs) / 39) and c.rate_b == pytest.approx(100 * sum(ys) / 39)
+    c = compare(a, b, "application", n_boot=1000)  # t007's target-recall verdict errored: left out too (paired)
+    assert c.n == 38 and c.excluded["error in A"] == 2 and c.n_excluded == 2
+    kept = [t for t in sorted(a.by_task) if t not in ("t003", "t007")]
+    xs = [outcome(a.by_task[t], "application") for t in kept]
+    ys = [outcome(b.by_task[t], "application") for t in kept]
+    assert c.rate_a == pytest.approx(100 * sum(xs) / 38) and c.rate_b == pytest.approx(100 * sum(ys) / 38)
     assert c.diff == pytest.approx(c.rate_a - c.rate_b) and c.ci_low <= c.diff <= c.ci_high
-    assert c.both + c.a_only + c.b_only + c.neither == 39
+    assert c.both + c.a_only + c.b_only + c.neither == 38
     same = compare(a, a, "application", n_boot=1000)
     assert (same.diff, same.p_mcnemar, same.ci_low, same.ci_high) == (0.0, 1.0, 0.0, 0.0)
     naive = compare(runs[0], a, "naive", n_boot=1000)  # the backbone has no naive query
-    assert naive.n == 0 and naive.excluded["not applicable"] == 40 and math.isnan(naive.p_mcnemar)
-    assert "excluded: 1 error in A" in c.summary()
+    assert naive.n == 0 and math.isnan(naive.p_mcnemar)
+    assert (naive.excluded["not applicable"], naive.excluded["error in B"]) == (38, 2)  # errors counted first
+    assert not_applicable(runs[0].records[0], "naive") and not not_applicable(a.by_task["t003"], "naive")
+    assert "excluded: 2 error in A" in c.summary()
 
 
 def test_pairwise_matrix_with_multiple_comparison_correction(runs):
@@ -106,13 +171,13 @@ def test_breakdowns_by_domain_and_injection(runs):
     assert dom.display.iloc[0]["Configuration"] == "tasks"
     assert sum(int(v) for k, v in dom.display.iloc[0].items() if k != "Configuration") == 40
     mem0 = dom.data[dom.data["configuration"] == LABELS[1]]
-    assert mem0["n"].sum() == 39 and mem0["errors"].sum() == 1  # the errored verdict is counted, not scored
+    assert mem0["n"].sum() == 38 and mem0["errors"].sum() == 2  # the left-out tasks are counted, not scored
     late = dataclasses.replace(SPECS[1], config_hash="3" * 16, injection="late", session=40)
     more = build_runs({**fixture_records(SPECS), late: make_records(late)})
     inj = by_injection(more, "application")
     assert list(inj.display.columns) == ["System/embedding/LLM", "middle (session 21)", "late (session 41)"]
     row = inj.display.set_index("System/embedding/LLM").loc["mem0/minilm/openai"]
-    assert row["middle (session 21)"].endswith("/39)") and row["late (session 41)"].endswith("/40)")
+    assert row["middle (session 21)"].endswith("/38)") and row["late (session 41)"].endswith("/40)")
     assert set(inj.data["session"]) == {21, 41}
 
 

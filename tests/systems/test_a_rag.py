@@ -13,7 +13,7 @@ import yaml
 
 from inmind_exp.embed import Encoder, MiniLMEncoder
 from inmind_exp.records import Session, Turn
-from systems.a_rag import ARAG, FORCE_ANSWER_PROMPT, split_sentences
+from systems.a_rag import ARAG, FORCE_ANSWER_PROMPT, PROBE_TOOL, clear_tool_support_cache, split_sentences
 from inmind_exp.memory import SYSTEMS
 from tests.fake_openai import ToolCalls
 
@@ -24,6 +24,23 @@ DATE = "2024/03/05 (Tue) 09:30"
 @pytest.fixture(scope="module")
 def encoder():
     return MiniLMEncoder()
+
+
+@pytest.fixture(autouse=True)
+def fresh_probe_cache():
+    """Fake servers may reuse a port, so no probe result may outlive its test."""
+    clear_tool_support_cache()
+    yield
+    clear_tool_support_cache()
+
+
+def is_probe(body) -> bool:
+    return [t["function"]["name"] for t in body.get("tools") or []] == [PROBE_TOOL["function"]["name"]]
+
+
+def loop_requests(fake) -> list[dict]:
+    """The chat requests of the agent loop and the answer, without the tool-support probe."""
+    return [b for b in fake.chat_requests() if not is_probe(b)]
 
 
 class TopicEncoder(Encoder):
@@ -63,7 +80,7 @@ GARDEN = session("s_b", "My tomato plants wilt in the July heat.", "Water them d
 def test_ingest_builds_sentence_index_and_map_without_llm_calls(fake, models, encoder, tmp_path):
     mem = build(models, encoder, tmp_path)
     mem.ingest_session(ALLERGY)
-    assert fake.chat_requests() == []
+    assert loop_requests(fake) == []
     assert mem.chunk_ids == ["0", "1"]  # one chunk per exchange
     assert mem.chunk_texts[0] == (f"Date: {DATE}\nuser: I have a severe tree nut allergy. Even almonds make my throat "
                                   "swell!\nassistant: I am sorry. Noted. I will keep it in mind.")
@@ -76,7 +93,7 @@ def test_ingest_builds_sentence_index_and_map_without_llm_calls(fake, models, en
     assert np.allclose(mem.embeddings, encoder.encode(mem.sentences), atol=1e-6)
 
     mem.ingest_session(GARDEN)  # incremental: ids continue, rows append, earlier rows untouched
-    assert fake.chat_requests() == []
+    assert loop_requests(fake) == []
     assert mem.chunk_ids == ["0", "1", "2"] and mem.chunk_sessions == ["s_a", "s_a", "s_b"]
     assert mem.sentence_to_chunk[8:] == ["2"] * 3
     assert mem.sentences[8:] == ["Date: 2024/03/09 (Sat) 18:00", "user: My tomato plants wilt in the July heat",
@@ -181,12 +198,12 @@ def scripted(body):
 
 def test_scripted_trajectory_runs_tools_and_context_is_the_whole_trajectory(fake, models, encoder, tmp_path):
     fake.add_rule(SYSTEM_MARK, scripted)
-    mem = build(models, encoder, tmp_path)
+    mem = build(models, encoder, tmp_path, answer_mode="native")
     mem.ingest_session(ALLERGY)
     mem.ingest_session(GARDEN)
     ans = mem.answer("Can you give me a macaron recipe?")
 
-    reqs = fake.chat_requests()
+    reqs = loop_requests(fake)
     assert len(reqs) == 4
     assert all(r["tool_choice"] == "auto" for r in reqs)
     assert all([t["function"]["name"] for t in r["tools"]] == ["keyword_search", "read_chunk", "semantic_search"]
@@ -229,11 +246,11 @@ def r_tokens(body) -> int:
 def test_max_loops_forces_a_final_answer_without_tools(fake, models, encoder, tmp_path):
     fake.add_rule("You have reached the limit", "Forced: here is my answer.")
     fake.add_rule(SYSTEM_MARK, ToolCalls([("keyword_search", {"keywords": ["tomato"]})]))
-    mem = build(models, encoder, tmp_path, max_loops=3)
+    mem = build(models, encoder, tmp_path, max_loops=3, answer_mode="native")
     mem.ingest_session(GARDEN)
     ans = mem.answer("How should I water my plants?")
 
-    reqs = fake.chat_requests()
+    reqs = loop_requests(fake)
     assert len(reqs) == 4
     assert all("tools" in r for r in reqs[:3]) and "tools" not in reqs[3] and "tool_choice" not in reqs[3]
     assert ans.text == "Forced: here is my answer."
@@ -248,10 +265,11 @@ def test_max_loops_forces_a_final_answer_without_tools(fake, models, encoder, tm
 def test_token_budget_forces_a_final_answer(fake, models, encoder, tmp_path):
     fake.add_rule("You have reached the limit", "Forced by budget.")
     fake.add_rule(SYSTEM_MARK, ToolCalls([("keyword_search", {"keywords": ["tomato"]})]))
-    mem = build(models, encoder, tmp_path, max_token_budget=50)  # the system prompt alone is >50 fake tokens
+    mem = build(models, encoder, tmp_path, max_token_budget=50,  # the system prompt alone is >50 fake tokens
+                answer_mode="native")
     mem.ingest_session(GARDEN)
     ans = mem.answer("How should I water my plants?")
-    reqs = fake.chat_requests()
+    reqs = loop_requests(fake)
     assert len(reqs) == 2 and "tools" in reqs[0] and "tools" not in reqs[1]
     assert ans.meta["calls"][0]["prompt_tokens"] > 50
     assert ans.meta["stop_reason"] == "token_budget" and ans.meta["steps"] == 1
@@ -277,7 +295,7 @@ def test_malformed_and_unknown_tool_calls_become_error_messages(fake, models, en
 
     monkeypatch.setattr(fake, "_chat", truncating_chat)
     fake.add_rule(SYSTEM_MARK, reply)
-    mem = build(models, encoder, tmp_path)
+    mem = build(models, encoder, tmp_path, answer_mode="native")
     mem.ingest_session(GARDEN)
     ans = mem.answer("How should I water my plants?")
 
@@ -293,6 +311,9 @@ def test_malformed_and_unknown_tool_calls_become_error_messages(fake, models, en
     assert traj[0]["malformed_arguments"] is True and traj[0]["arguments"] == '{"keywords": ["tomato"'
     assert traj[1]["error"] == "tool_not_found"
     assert ans.meta["tool_errors"] == 4
+    faults = mem.take_faults()
+    assert [f.kind for f in faults] == ["bad_tool_call"] * 4 and all(f.where == "agent_loop" for f in faults)
+    assert "no_such_tool" in faults[1].detail
 
 
 def test_run_tool_rejects_non_object_arguments(models, tmp_path):
@@ -338,14 +359,15 @@ def test_snapshot_restore_round_trips_and_prefix_appends(fake, models, encoder, 
 def test_empty_memory_answers_and_round_trips(fake, models, encoder, tmp_path):
     fake.add_rule(SYSTEM_MARK, lambda body: "Nothing stored." if any(m["role"] == "tool" for m in body["messages"])
                   else ToolCalls([("semantic_search", {"query": "anything"}), ("keyword_search", {"keywords": ["a"]})]))
-    mem = build(models, encoder, tmp_path)
+    mem = build(models, encoder, tmp_path, answer_mode="native")
     mem.snapshot(tmp_path / "snap")
     ans = mem.answer("Hello?")
     assert [m.content for m in ans.context if m.role == "tool"] == ["No results for: anything",
                                                                     "No results found for keywords: ['a']"]
-    other = build(models, encoder, tmp_path, name="other")
+    other = build(models, encoder, tmp_path, name="other", answer_mode="native")
     other.restore(tmp_path / "snap")
     assert other.answer("Hello?").context == ans.context
+    assert ans.items == () and other.recall("Hello?").text == ""  # "No results" returns no memory
 
 
 def test_config_params_construct_the_system(models, encoder, tmp_path, repo_root):
@@ -358,3 +380,175 @@ def test_config_params_construct_the_system(models, encoder, tmp_path, repo_root
         SYSTEMS.get("a_rag")(models, encoder, tmp_path / "x", top_k=3)
     with pytest.raises(ValueError, match="dense encoder"):
         SYSTEMS.get("a_rag")(models, None, tmp_path / "y")
+
+
+# -- answer modes, provenance, tool calls written as text, the tool-support probe ----------------------------------
+
+from inmind_exp.answering import SHARED_ANSWER_VERSION, shared_messages  # noqa: E402
+from inmind_exp.llm import CallCache, Models  # noqa: E402
+from inmind_exp.protocol import run_task  # noqa: E402
+from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Task  # noqa: E402
+from systems.a_rag import NATIVE_ANSWER_VERSION, ToolSupportError, a_rag_tool_support, tool_call_text  # noqa: E402
+from tests.conftest import fake_endpoints, make_trace  # noqa: E402
+
+BEES = "I keep two beehives on the flat roof of my apartment building."
+TASK = Task(id="bees", domain="other", user_message=BEES, assistant_message="Good to know, thanks for telling me.",
+            naive_query="Where do I keep my beehives?", query="Where do my beehives live?", explanation="-")
+
+
+def agent(search: list[str], top_k: int = 5, read_first: bool = True, final: str = "On the roof."):
+    """An agent that runs one keyword search, reads the first chunk it found, then answers; judges get a verdict."""
+
+    def reply(body):
+        if is_probe(body):
+            return ToolCalls([("get_current_time", {})])
+        if not body.get("tools"):
+            return {"score": 1, "reason": "fake"} if body.get("response_format") else "Shared answer."
+        tool_msgs = [m for m in body["messages"] if m["role"] == "tool"]
+        if not tool_msgs:
+            return ToolCalls([("keyword_search", {"keywords": search, "top_k": top_k})])
+        if len(tool_msgs) == 1 and read_first and "Chunk ID: " in tool_msgs[0]["content"]:
+            cid = re.search(r"Chunk ID: (\d+)", tool_msgs[0]["content"]).group(1)
+            return ToolCalls([("read_chunk", {"chunk_ids": [cid]})])
+        return final
+
+    return reply
+
+
+def run(fake, models, encoder, tmp_path, reply, task=TASK, **params):
+    fake.add_rule("", reply)
+    make = lambda wd: SYSTEMS.get("a_rag")(models, encoder, wd, **params)  # noqa: E731
+    return run_task(task, make_trace(n_sessions=3), 1, make, models, tmp_path / "w", config_hash="h",
+                    system_name="a_rag", keep_workdir=True)
+
+
+def test_fact_found_and_read_gives_provenance_recall_1(fake, models, encoder, tmp_path):
+    rec = run(fake, models, encoder, tmp_path, agent(["beehives"]))
+    assert rec.error is None and rec.target_recall_provenance == 1 and rec.naive_recall_provenance == 1
+    kinds = [(it.kind, it.sources) for it in rec.indirect.items]
+    # the snippet shows only the user's sentence, so it carries only the fact turn; the chunk read carries both
+    assert kinds == [("snippet", (FACT_TURN_ID,)), ("chunk", (FACT_TURN_ID, FACT_REPLY_TURN_ID))]
+    assert rec.indirect.meta["answer_prompt"] == SHARED_ANSWER_VERSION and rec.indirect.text == "Shared answer."
+    assert rec.indirect.meta["agent_answer"] == "On the roof." and rec.indirect.meta["stop_reason"] == "answered"
+    stored = SYSTEMS.get("a_rag")(models, encoder, tmp_path / "check")
+    stored.restore(tmp_path / "w" / "post_ingest")
+    (cid,) = [c for c in stored.chunk_ids if FACT_TURN_ID in stored.chunk_sources(c)]
+    assert stored.chunk_sources(cid) == (FACT_TURN_ID, FACT_REPLY_TURN_ID)
+    assert [t for s, t in zip(stored.sentences, stored.sentence_turns) if "beehives" in s] == [FACT_TURN_ID]
+    assert all(re.fullmatch(r"bg_\d\d#\d+", t) for c in stored.chunk_ids if c != cid for t in stored.chunk_sources(c))
+
+
+def test_fact_stored_but_not_retrieved_gives_provenance_recall_0(fake, models, encoder, tmp_path):
+    rec = run(fake, models, encoder, tmp_path, agent(["tomato"], top_k=1))
+    assert rec.error is None and rec.target_recall_provenance == 0 and rec.naive_recall_provenance == 0
+    assert rec.indirect.items and all(FACT_TURN_ID not in it.sources for it in rec.indirect.items)
+    assert all(it.sources for it in rec.indirect.items)
+    assert "beehives" not in rec.indirect.context_text().replace(TASK.query, "")
+
+
+def test_shared_and_native_answers(fake, models, encoder, tmp_path):
+    fake.add_rule("", agent(["nut"]))
+    shared = build(models, encoder, tmp_path, name="s")
+    shared.ingest_session(ALLERGY)
+    shared.snapshot(tmp_path / "snap")
+    ans = shared.answer("Any dessert ideas?")
+    recall = shared.recall("Any dessert ideas?")
+    # the shared prompt over everything the tools returned: the search's snippets, then the chunk read
+    assert ans.context == shared_messages("Any dessert ideas?", recall.text)
+    assert recall.text.startswith("Chunk ID: 0, Matched keywords in chunk: ... user: I have a severe tree nut allergy")
+    assert "[Chunk 0]" in recall.text and shared.chunk_texts[0] in recall.text
+    assert ans.items == recall.items and ans.meta["answer_prompt"] == SHARED_ANSWER_VERSION
+    native = build(models, encoder, tmp_path, name="n", answer_mode="native")
+    native.restore(tmp_path / "snap")
+    nat = native.answer("Any dessert ideas?")
+    assert nat.text == "On the roof." and nat.meta["answer_prompt"] == NATIVE_ANSWER_VERSION
+    assert [m.role for m in nat.context] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert nat.items == ans.items
+
+
+@pytest.mark.parametrize("text", [
+    '<tools>{"name": "keyword_search", "arguments": {"keywords": ["beehives"]}}</tools>',
+    '<tool_call>\n{"name": "semantic_search", "arguments": {"query": "bees"}}\n</tool_call>',
+    'I will search first. {"name": "read_chunk", "arguments": {"chunk_ids": ["3"]}}',
+    '<function=keyword_search>{"keywords": ["bees"]}</function>',
+    'keyword_search(keywords=["bees"])',
+])
+def test_tool_call_written_as_text_is_a_fault_and_marks_the_answer(fake, models, encoder, tmp_path, text):
+    rec = run(fake, models, encoder, tmp_path, lambda b: (
+        ToolCalls([("get_current_time", {})]) if is_probe(b) else
+        text if b.get("tools") else {"score": 1, "reason": "fake"} if b.get("response_format") else "Shared."))
+    assert rec.error is None
+    assert rec.indirect.meta["stop_reason"] == rec.naive.meta["stop_reason"] == "tool_call_as_text"
+    assert rec.fault_counts() == {"tool_call_as_text": 2}
+    assert {f.phase for f in rec.faults} == {"naive", "indirect"} and not rec.fact_write_fault
+    assert text[:20] in rec.faults[0].detail
+
+
+def test_ordinary_answers_are_not_taken_for_tool_calls():
+    for text in ("Water them at dawn [Chunk 2].", "Use {curly} braces as you like.",
+                 'The JSON {"name": "Ann"} has no arguments.', "I searched the keywords and found nothing."):
+        assert tool_call_text(text) is None
+
+
+def test_tool_call_as_text_in_native_mode(fake, models, encoder, tmp_path):
+    fake.add_rule("", lambda b: ToolCalls([("get_current_time", {})]) if is_probe(b) else
+                  '<tools>{"name": "keyword_search", "arguments": {"keywords": ["nut"]}}</tools>')
+    mem = build(models, encoder, tmp_path, answer_mode="native")
+    mem.ingest_session(ALLERGY)
+    ans = mem.answer("Any dessert ideas?")
+    assert ans.meta["stop_reason"] == "tool_call_as_text" and ans.text.startswith("<tools>")
+    assert [f.kind for f in mem.take_faults()] == ["tool_call_as_text"]
+
+
+def test_endpoint_without_tool_calls_is_refused_naming_it(fake, models, encoder, tmp_path):
+    fake.add_rule("", "I cannot call tools, but it is noon.")  # every reply is text, the probe's too
+    assert a_rag_tool_support(models.answerer) is False
+    (probe,) = fake.chat_requests()
+    assert probe["tool_choice"] == "auto" and probe["tools"] == [PROBE_TOOL]
+    assert "get_current_time" in probe["messages"][-1]["content"]
+    assert a_rag_tool_support(models.answerer) is False and len(fake.chat_requests()) == 1  # once per process
+    with pytest.raises(ToolSupportError, match=re.escape(f"{fake.base_url} (model fake-model)")):
+        ARAG.preflight(models)
+    rec = run(fake, models, encoder, tmp_path, "unused")
+    assert rec.error.startswith("ToolSupportError") and fake.base_url in rec.error
+    assert len(fake.chat_requests()) == 1  # no loop call was ever made
+    # a second process (fresh probe cache) is answered by the call cache, not the server
+    clear_tool_support_cache()
+    again = Models.build(fake_endpoints(fake.base_url), CallCache(tmp_path / "cache"))
+    assert a_rag_tool_support(again.answerer) is False and len(fake.chat_requests()) == 1
+
+
+def test_endpoint_with_tool_calls_passes_the_probe(fake, models):
+    assert a_rag_tool_support(models.answerer) is True  # the fake calls the tool the prompt names
+    ARAG.preflight(models)
+
+
+def test_a_tool_call_written_as_text_fails_the_probe(fake, models):
+    """What the embedded model does on llama-cpp-python's server without a function-calling chat format."""
+    fake.add_rule("get_current_time", '```json\n{\n  "name": "get_current_time",\n  "arguments": {}\n}\n```')
+    assert a_rag_tool_support(models.answerer) is False
+    with pytest.raises(ToolSupportError, match="fake-model"):
+        ARAG.preflight(models)
+
+
+def test_snapshot_restore_keeps_provenance(fake, models, encoder, tmp_path):
+    a = build(models, encoder, tmp_path, name="a")
+    a.ingest_session(ALLERGY.with_turn_ids())
+    assert a.chunk_sources("0") == ("s_a#0", "s_a#1") and a.chunk_sources("1") == ("s_a#2", "s_a#3")
+    assert a.sentence_turns[:5] == ["", "s_a#0", "s_a#0", "s_a#1", "s_a#1"]  # the date header has no turn
+    a.snapshot(tmp_path / "snap")
+    b = build(models, encoder, tmp_path, name="b")
+    b.restore(tmp_path / "snap")
+    assert b.chunk_line_turns == a.chunk_line_turns and b.sentence_turns == a.sentence_turns
+    items_a, items_b = [], []
+    a.run_tool("semantic_search", '{"query": "houseplant for a dark room", "top_k": 1}', {}, items_a)
+    b.run_tool("semantic_search", '{"query": "houseplant for a dark room", "top_k": 1}', {}, items_b)
+    assert items_a == items_b and items_a[0].sources and set(items_a[0].sources) <= {"s_a#2", "s_a#3"}
+    state = json.loads((tmp_path / "snap" / "state.json").read_text())
+    del state["chunk_line_turns"], state["sentence_turns"]
+    (tmp_path / "snap" / "state.json").write_text(json.dumps(state))
+    old = build(models, encoder, tmp_path, name="old")
+    old.restore(tmp_path / "snap")
+    items: list = []
+    text, _ = old.run_tool("read_chunk", '{"chunk_ids": ["0"]}', {}, items)
+    assert old.chunk_texts[0] in text and items[0].sources == ()

@@ -14,10 +14,10 @@ import yaml
 
 from inmind_exp.embed import Encoder, MiniLMEncoder
 from inmind_exp.llm import LLMCallError
-from inmind_exp.records import Session, Turn
+from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Session, Task, Turn
 from inmind_exp.memory import SYSTEMS
-from systems.hipporag2 import (FILTER_SYSTEM, NER_SYSTEM, TRIPLE_SYSTEM, HippoRAG2, close_truncated_json, fact_text,
-                               mdhash_id, min_max, personalized_pagerank)
+from systems.hipporag2 import (FILTER_SYSTEM, NATIVE_ANSWER_VERSION, NER_SYSTEM, TRIPLE_SYSTEM, HippoRAG2,
+                               close_truncated_json, fact_text, mdhash_id, min_max, personalized_pagerank)
 from tests.conftest import make_trace
 from tests.fake_openai import Fault
 
@@ -282,7 +282,7 @@ def expected_ppr_order(texts: list[str]) -> list[str]:
 def test_filter_keeps_what_the_fake_keeps_and_ppr_ranks_the_passages(fake, models, tmp_path):
     # the fake keeps only the second candidate, slightly misspelt: it is mapped back to the closest candidate
     script(fake, ner={}, triples=READ_TRIPLES, keep=lambda before: [["ana", "loves", "custard tart"]])
-    mem, texts = read_memory(models, tmp_path / "w", qa_top_k=3)
+    mem, texts = read_memory(models, tmp_path / "w", qa_top_k=3, answer_mode="native")
     fake.reset_log()
     ans = mem.answer(QUERY)
 
@@ -315,15 +315,17 @@ def test_filter_keeps_what_the_fake_keeps_and_ppr_ranks_the_passages(fake, model
     assert top != [texts[3], texts[2], texts[4]]  # differs from the dense ranking
     assert ans.context == mem.qa_messages(QUERY, top)
     user = ans.context[-1].content
-    assert user == "".join(f"Conversation Date: {t}\n\n" for t in top) + f"Question: {QUERY}\nThought: "
+    assert user == "".join(f"Wikipedia Title: {t}\n\n" for t in top) + f"Question: {QUERY}\nThought: "
     (qa,) = calls(fake, "qa")
     assert [m["content"] for m in qa["messages"]] == [m.content for m in ans.context]
     assert ans.text == "done"  # the text after "Answer:"
+    assert ans.meta["answer_prompt"] == NATIVE_ANSWER_VERSION and ans.meta["response"] == "Thought: ok.\nAnswer: done"
+    assert [it.text for it in ans.items] == top and all(it.kind == "passage" for it in ans.items)
 
 
 def test_no_surviving_fact_falls_back_to_dense_passage_retrieval(fake, models, tmp_path):
     script(fake, ner={}, triples=READ_TRIPLES, keep=lambda before: [])
-    mem, texts = read_memory(models, tmp_path / "w", qa_top_k=3)
+    mem, texts = read_memory(models, tmp_path / "w", qa_top_k=3, answer_mode="native")
     ans = mem.answer(QUERY)
     assert ans.meta["mode"] == "dpr" and ans.meta["facts_after_filter"] == []
     assert ans.context == mem.qa_messages(QUERY, [texts[3], texts[2], texts[4]])  # dense cosines 1, .6, .4
@@ -331,12 +333,15 @@ def test_no_surviving_fact_falls_back_to_dense_passage_retrieval(fake, models, t
 
 def test_no_facts_means_no_filter_call_and_dense_retrieval(fake, models, tmp_path, encoder):
     script(fake, ner={}, triples={})
-    mem = HippoRAG2(models, encoder, tmp_path / "w")
+    mem = HippoRAG2(models, encoder, tmp_path / "w", answer_mode="native")
     mem.ingest_session(session("s1", D1, ("user", "I grow tomatoes."), ("assistant", "Nice, water them often.")))
     assert mem.fact_ids == [] and mem.graph_edges() == {}
+    # upstream would drop both passages from the graph silently: here each is an empty_extraction fault
+    assert [(f.kind, f.where, f.turns) for f in mem.take_faults()] == [
+        ("empty_extraction", "openie", ("s1#0",)), ("empty_extraction", "openie", ("s1#1",))]
     ans = mem.answer("How do I water tomatoes?")
     assert calls(fake, "filter") == [] and ans.meta["mode"] == "dpr"
-    assert len(ans.context) == 4 and ans.context[-1].content.count("Conversation Date: ") == 2
+    assert len(ans.context) == 4 and ans.context[-1].content.count("Wikipedia Title: ") == 2
 
 
 # -- robustness, units, persistence -------------------------------------------------------------------------------
@@ -352,6 +357,9 @@ def test_malformed_replies_fall_back_like_upstream(fake, models, tmp_path, encod
     tri = calls(fake, "triples")[0]["messages"][-1]["content"]
     assert tri.endswith('{"named_entities": []}\n')  # NER failed: empty entity list, extraction still runs
     assert mem.fact_triples == [["ana", "likes", "tea"]]  # the cut-off reply repaired as upstream does
+    # both fallbacks are on the record with the passage's turn
+    assert [(f.kind, f.where, f.turns) for f in mem.take_faults()] == [
+        ("malformed_reply", "ner", ("s1#0",)), ("malformed_reply", "openie", ("s1#0",))]
     assert close_truncated_json('{"a": [[1, 2], [3') == '{"a": [[1, 2]]}'
 
 
@@ -396,16 +404,18 @@ def tomato_script(fake):
 def test_snapshot_restore_round_trips(fake, models, tmp_path, encoder):
     tomato_script(fake)
     trace = make_trace(n_sessions=3, user_turns_per_session=2)
-    a = HippoRAG2(models, encoder, tmp_path / "a")
+    a = HippoRAG2(models, encoder, tmp_path / "a", answer_mode="native")
     for s in trace.sessions[:2]:
         a.ingest_session(s)
     a.snapshot(tmp_path / "snap")
-    b = HippoRAG2(models, encoder, tmp_path / "b")
+    b = HippoRAG2(models, encoder, tmp_path / "b", answer_mode="native")
     b.restore(tmp_path / "snap")
     first, second = a.answer("What should I plant next week?"), b.answer("What should I plant next week?")
     assert first.meta["mode"] == "ppr" and second.context == first.context
     assert second.text == first.text == "Stake them."
     assert b.graph_edges() == a.graph_edges() and b.synonyms == a.synonyms and b.openie == a.openie
+    assert second.items == first.items and all(it.sources for it in first.items)  # provenance survives the restore
+    assert b.passage_sources == a.passage_sources and b.fact_passages == a.fact_passages
     for name in ("passage", "entity", "fact"):
         np.testing.assert_array_equal(getattr(a, f"{name}_vecs"), getattr(b, f"{name}_vecs"))
     # both go on identically after the restore point
@@ -427,3 +437,226 @@ def test_registered_with_its_config(models, tmp_path, encoder, repo_root):
         HippoRAG2(models, encoder, tmp_path / "x", top_k=3)
     with pytest.raises(ValueError):
         HippoRAG2(models, None, tmp_path / "y")
+
+
+# -- upstream one-shots, provenance, faults, answer modes, the ``hipporag`` alias ---------------------------------
+
+def test_prompts_carry_upstreams_one_shots(fake, models, tmp_path, encoder):
+    script(fake, ner={}, triples={"tea": [["Ana", "likes", "tea"]]})
+    mem = HippoRAG2(models, encoder, tmp_path / "w", answer_mode="native")
+    mem.ingest_session(session("s1", D1, ("user", "Ana likes tea.")))
+    mem.answer("What does Ana like?")
+    ner, tri = calls(fake, "ner")[0]["messages"], calls(fake, "triples")[0]["messages"]
+    radio_city = ("Radio City\nRadio City is India's first private FM radio station and was started on 3 July 2001.\n"
+                  "It plays Hindi, English and regional songs.\n")
+    assert ner[1]["content"].startswith(radio_city) and '"PlanetRadiocity.com"]' in ner[2]["content"]
+    assert radio_city in tri[1]["content"] and '["PlanetRadiocity.com", "offers", "songs"]' in tri[2]["content"]
+    assert ner[0]["content"].startswith("Your task is to extract named entities from the given paragraph.")
+    qa = calls(fake, "qa")[0]["messages"]
+    assert qa[0]["content"].startswith("As an advanced reading comprehension assistant")
+    assert qa[1]["content"].startswith("Wikipedia Title: The Last Horse\n")
+    assert qa[1]["content"].endswith("\n\nQuestion: When was Neville A. Stanton's employer founded?\nThought: ")
+    assert qa[2]["content"].endswith("\nAnswer: 1862.")
+    # nothing personal is left in any of the one-shots (the old ones were an asthma inhaler and a lactose intolerance)
+    every = " ".join(m["content"] for b in fake.chat_requests() for m in b["messages"][:3]).lower()
+    for word in ("asthma", "inhaler", "lactose", "allerg", "pediatrician", "brother", "daughter"):
+        assert word not in every
+
+
+FACT = "I started learning the cello last month with a teacher named Mira."
+REPLY = "Nice, enjoy the lessons with Mira."
+TASK = Task(id="t1", domain="other", user_message=FACT, assistant_message=REPLY,
+            naive_query="Which instrument did I start learning?",
+            query="Can you suggest a weekly practice routine for my cello lessons?", explanation="-")
+
+
+def protocol_script(fake, fact_triples=None):
+    """Tomato triples for trace passages, cello triples for the injected pair (or ``fact_triples`` for the fact
+    turn: a reply string sent as is), a filter that keeps everything, the judges' default JSON verdict."""
+    def reply(body):
+        last = body["messages"][-1]["content"]
+        k = kind(body)
+        if k == "ner":
+            return {"named_entities": []}
+        if k == "triples":
+            if FACT in last and fact_triples is not None:
+                return fact_triples
+            if FACT in last:
+                return {"triples": [["user", "learns", "cello"], ["Mira", "teaches", "cello"]]}
+            if REPLY in last:
+                return {"triples": [["assistant", "wishes well for", "lessons with Mira"]]}
+            return {"triples": [["user", "grows", "tomato plants"]]}
+        if k == "filter":
+            before = json.loads(last.split("[[ ## fact_before_filter ## ]]\n")[1].split("\n\n")[0])["fact"]
+            return {"fact": before}
+        if (body.get("response_format") or {}).get("type") == "json_object":
+            return {"score": 1, "reason": "fake"}
+        return "Thought: ok.\nAnswer: done"
+
+    fake.add_rule("", reply)
+
+
+def run(models, tmp_path, encoder, **params):
+    from inmind_exp.protocol import run_task
+
+    return run_task(TASK, make_trace(n_sessions=3, user_turns_per_session=2), 0,
+                    lambda wd: HippoRAG2(models, encoder, wd, **params), models, tmp_path / "run",
+                    config_hash="h", system_name="hipporag2")
+
+
+def test_fact_passage_retrieved_gives_provenance_recall_1(fake, models, tmp_path, encoder):
+    protocol_script(fake)
+    rec = run(models, tmp_path, encoder, qa_top_k=2)
+    assert rec.error is None and rec.faults == () and not rec.fact_write_fault
+    assert rec.target_recall_provenance == 1 and rec.naive_recall_provenance == 1
+    [item] = [it for it in rec.indirect.items if FACT_TURN_ID in it.sources]
+    assert item.kind == "passage" and item.sources == (FACT_TURN_ID,) and item.text.endswith(f"user: {FACT}")
+    assert rec.indirect.meta["mode"] == "ppr"  # the cello facts survived the filter and seeded the graph search
+
+
+def test_fact_passage_stored_but_not_retrieved_gives_0(fake, models, tmp_path, encoder):
+    from dataclasses import replace
+
+    from inmind_exp.protocol import run_task
+
+    protocol_script(fake)
+    task = replace(TASK, query="How deep should I water my tomato plants in week 1?")  # unrelated to the fact
+    rec = run_task(task, make_trace(n_sessions=3, user_turns_per_session=2), 0,
+                   lambda wd: HippoRAG2(models, encoder, wd, qa_top_k=1), models, tmp_path / "run",
+                   config_hash="h", system_name="hipporag2", keep_workdir=True)
+    assert rec.error is None and rec.faults == ()
+    assert rec.target_recall_provenance == 0 and rec.naive_recall_provenance == 1
+    assert len(rec.indirect.items) == 1 and "tomato" in rec.indirect.items[0].text
+    stored = HippoRAG2(models, encoder, tmp_path / "check")
+    stored.restore(tmp_path / "run" / "post_ingest")
+    assert [p for p in stored.passage_ids if FACT_TURN_ID in stored.passage_turns(p)]  # the fact was stored
+
+
+def test_entities_and_facts_carry_the_turns_of_their_passages(fake, models, tmp_path, encoder):
+    protocol_script(fake)
+    from inmind_exp.protocol import inject
+
+    mem = HippoRAG2(models, encoder, tmp_path / "w")
+    for s in inject(make_trace(n_sessions=2, user_turns_per_session=1), TASK, 1):
+        mem.ingest_session(s)
+    fid = mdhash_id(fact_text(["user", "learns", "cello"]), "fact-")
+    assert mem.fact_sources(fid) == (FACT_TURN_ID,)
+    assert mem.entity_sources(E("cello")) == (FACT_TURN_ID,)
+    # "user" is named by the fact passage and by every passage of the trace (all get the tomato triple)
+    assert mem.entity_sources(E("user")) == ("bg_00#0", "bg_00#1", "bg_01#0", "bg_01#1", FACT_TURN_ID)
+    assert mem.entity_sources(E("lessons with mira")) == (FACT_REPLY_TURN_ID,)
+    tomato = mdhash_id(fact_text(["user", "grows", "tomato plants"]), "fact-")
+    assert mem.fact_sources(tomato) == ("bg_00#0", "bg_00#1", "bg_01#0", "bg_01#1")
+    # an identical passage (same date, role and text) is stored once and derives from both turns
+    mem.ingest_session(Session("again", D1, (Turn("user", "Hello there.", id="again#0"),
+                                             Turn("user", "Hello there.", id="again#1"))))
+    pid = P(passage(D1, "user", "Hello there."))
+    assert mem.passage_turns(pid) == ("again#0", "again#1") and mem.passage_ids.count(pid) == 1
+
+
+def test_truncated_openie_reply_on_the_injected_exchange_is_a_fact_write_fault(fake, models, tmp_path, encoder):
+    protocol_script(fake, fact_triples='{"triples": [["user", "learns", "cel')  # cut off mid-triple
+    rec = run(models, tmp_path, encoder, qa_top_k=2)
+    assert rec.error is None and rec.fact_write_fault
+    assert rec.fault_counts() == {"malformed_reply": 1}
+    [f] = rec.faults
+    assert (f.kind, f.where, f.turns, f.phase) == ("malformed_reply", "openie", (FACT_TURN_ID,), "ingest")
+
+
+def test_empty_extraction_on_the_injected_exchange_is_a_fact_write_fault(fake, models, tmp_path, encoder):
+    protocol_script(fake, fact_triples={"triples": []})
+    rec = run(models, tmp_path, encoder, qa_top_k=2)
+    assert rec.error is None and rec.fact_write_fault and rec.fault_counts() == {"empty_extraction": 1}
+    assert rec.faults[0].turns == (FACT_TURN_ID,)
+    # upstream keeps the passage for dense retrieval: it is still found by the cello query
+    assert rec.target_recall_provenance == 1
+
+
+def test_shared_and_native_answer_prompts(fake, models, tmp_path, encoder):
+    from inmind_exp.answering import SHARED_ANSWER_VERSION, shared_messages
+    from systems.hipporag2 import ONE_SHOT_QA_INPUT, ONE_SHOT_QA_OUTPUT, QA_SYSTEM
+
+    protocol_script(fake)
+    answers = {}
+    for mode in ("shared", "native"):
+        mem = HippoRAG2(models, encoder, tmp_path / mode, qa_top_k=2, answer_mode=mode)
+        for s in make_trace(n_sessions=2, user_turns_per_session=1).sessions:
+            mem.ingest_session(s)
+        answers[mode] = (mem.answer("How do I care for tomato plants?"), mem.recall("How do I care for tomato plants?"))
+    (shared, recall), (native, _) = answers["shared"], answers["native"]
+    assert shared.context == shared_messages("How do I care for tomato plants?", recall.text)
+    assert recall.text == "\n\n".join(it.text for it in recall.items) and len(recall.items) == 2
+    assert "Wikipedia" not in shared.context[0].content and "Thought" not in shared.context[0].content
+    assert shared.meta["answer_prompt"] == SHARED_ANSWER_VERSION
+    assert shared.text == "Thought: ok.\nAnswer: done"  # the shared answer is the whole reply
+    assert [m.content for m in native.context[:3]] == [QA_SYSTEM, ONE_SHOT_QA_INPUT, ONE_SHOT_QA_OUTPUT]
+    assert native.text == "done" and native.meta["answer_prompt"] == NATIVE_ANSWER_VERSION
+    assert native.items == shared.items
+
+
+def test_hipporag_is_an_alias_with_the_same_config_and_result_identity(repo_root):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from inmind_exp.config import identity_hash, register_configs, result_identity
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(repo_root / "conf"), version_base="1.3"):
+        alias = compose("config", overrides=["system=hipporag"])
+        canonical = compose("config", overrides=["system=hipporag2"])
+        other = compose("config", overrides=["system=naive_rag"])
+    assert OmegaConf.to_container(alias, resolve=True) == OmegaConf.to_container(canonical, resolve=True)
+    assert alias.system.name == "hipporag2" and SYSTEMS.get(alias.system.name) is HippoRAG2
+    ids = [identity_hash(result_identity(c, {}, "dataset", "trace")) for c in (alias, canonical, other)]
+    assert ids[0] == ids[1] != ids[2]
+
+
+def test_reasoning_endpoint_gets_no_refused_parameter(fake, tmp_path, encoder):
+    from inmind_exp.llm import CallCache, Models
+    from tests.conftest import fake_endpoints
+
+    models = Models.build(fake_endpoints(fake.base_url, reasoning=True), CallCache(tmp_path / "cache"))
+    protocol_script(fake)
+    mem = HippoRAG2(models, encoder, tmp_path / "w", answer_mode="native")
+    for s in make_trace(n_sessions=2, user_turns_per_session=1).sessions:
+        mem.ingest_session(s)
+    assert mem.answer("How do I care for tomato plants?").text == "done"
+    bodies = fake.chat_requests()
+    assert {kind(b) for b in bodies} == {"ner", "triples", "filter", "qa"}
+    for b in bodies:
+        assert not {"temperature", "top_p", "max_tokens", "logprobs", "top_logprobs"} & set(b)
+        assert b["max_completion_tokens"] == 256
+
+
+def test_no_prompt_piece_is_close_to_a_bundled_task(encoder, repo_root):
+    """Every paragraph of every prompt (and each filter demonstration) stays below MiniLM cosine 0.40 to every
+    bundled task's fact, queries and explanation; the one-shot this replaced (an asthma inhaler) scored 0.47."""
+    import systems.hipporag2 as mod
+
+    tasks = [json.loads(line) for line in (repo_root / "inmind_exp/data/bundled/tasks.jsonl").read_text().splitlines()
+             if line.strip()]
+    task_vecs = encoder.encode([t[k] for t in tasks for k in ("user_message", "naive_query", "query", "explanation")])
+    prompts = [v for k, v in vars(mod).items() if k.isupper() and isinstance(v, str) and len(v) > 40]
+    prompts += [q + " " + json.dumps(before) for q, before, _ in mod.FILTER_DEMOS]
+    pieces = [p for text in prompts for p in text.split("\n\n") if len(p.strip()) > 30]
+    assert len(pieces) > 25
+    assert float((encoder.encode(pieces) @ task_vecs.T).max()) < 0.40
+    old_one_shot = ("2023/05/14 (Sun) 09:12\nuser: My daughter Lena starts at Brookfield Elementary in September, so "
+                    "we are moving to Portland at the end of June. Her pediatrician, Dr. Okafor, told us to keep her "
+                    "Flovent inhaler within reach during the drive because of her asthma.")
+    assert float((encoder.encode([old_one_shot]) @ task_vecs.T).max()) > 0.40  # the check can fail
+
+
+def test_old_snapshot_without_provenance_loads_with_empty_sources(fake, models, tmp_path, encoder):
+    tomato_script(fake)
+    a = HippoRAG2(models, encoder, tmp_path / "a")
+    a.ingest_session(make_trace(n_sessions=1, user_turns_per_session=1).sessions[0])
+    a.snapshot(tmp_path / "snap")
+    state = json.loads((tmp_path / "snap" / "state.json").read_text())
+    del state["passage_sources"], state["fact_passages"]
+    (tmp_path / "snap" / "state.json").write_text(json.dumps(state))
+    b = HippoRAG2(models, encoder, tmp_path / "b")
+    b.restore(tmp_path / "snap")
+    got, want = b.recall("tomato plants"), a.recall("tomato plants")
+    assert [it.text for it in got.items] == [it.text for it in want.items] and len(got.items) == 2
+    assert all(it.sources == () for it in got.items) and all(it.sources for it in want.items)

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 
 import systems.memoryos as mos
+from inmind_exp.answering import SHARED_ANSWER_VERSION
 from inmind_exp.embed import MiniLMEncoder
-from inmind_exp.records import Session, Turn
 from inmind_exp.memory import SYSTEMS
+from inmind_exp.protocol import run_task
+from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Session, Task, Turn
 from tests.conftest import make_trace
 
 CONT = mos.CONTINUITY_SYSTEM_PROMPT[:45]
@@ -161,18 +163,21 @@ def test_heat_promotion_rewrites_profile_and_extracts_knowledge(fake, models, tm
     assert [e["id"] for e in s.user_knowledge] == ["know_000003"] and "k:know_000001" not in s.vectors
 
 
-def test_short_profile_reply_is_not_stored(fake, models, tmp_path):
+def test_short_profile_reply_is_not_stored_and_is_a_fault(fake, models, tmp_path):
     script_write_path(fake)
     fake.rules = [(k, v) for k, v in fake.rules if k != PROFILE] + [(PROFILE, "Too short.")]
     s = build(models, tmp_path / "w", short_term_capacity=1, mid_term_heat_threshold=2.0)
     s.ingest_session(make_trace(1, 2).sessions[0])
-    assert requests_with(fake, PROFILE) and s.profile is None and s.user_knowledge
+    assert requests_with(fake, PROFILE) and s.profile is None and s.user_knowledge and s.profile_sources == []
+    [f] = s.take_faults()
+    assert (f.kind, f.where, f.turns) == ("malformed_reply", "profile", ("bg_00#0", "bg_00#1"))
 
 
 def test_answer_context_holds_history_pages_profile_and_knowledge(fake, models, tmp_path):
     script_write_path(fake)
-    fake.add_rule("The user just said:", "Water deeply.")
-    s = build(models, tmp_path / "w", short_term_capacity=2, mid_term_heat_threshold=3.0)
+    fake.add_rule("The user just said:", "<think>short</think>Water deeply.")
+    s = build(models, tmp_path / "w", short_term_capacity=2, mid_term_heat_threshold=3.0, answer_mode="native",
+              write_answers=True)
     s.ingest_session(make_trace(1, 4).sessions[0])  # pairs 0,1 evicted and promoted; 2,3 in short-term
     assert s.profile == PROFILE_TEXT
     n_before = len(fake.chat_requests())
@@ -181,7 +186,7 @@ def test_answer_context_holds_history_pages_profile_and_knowledge(fake, models, 
     system, user = ans.context
     assert system.role == "system" and user.role == "user"
     assert "【Assistant Knowledge Base】\n- - Assistant advised deep watering at week 0 (Recorded: 2024/01/01" in system.content
-    assert "play the role of the user's friend" in system.content
+    assert "you embody the role of friend throughout the following dialogues" in system.content
     history = user.content.split("<CONTEXT>")[1].split("<MEMORY>")[0]
     assert "User: Session 0 question 2" in history and "User: Session 0 question 3" in history
     assert "(Time: 2024/01/01 (Mon) 10:00)" in history and "question 0" not in history
@@ -192,21 +197,24 @@ def test_answer_context_holds_history_pages_profile_and_knowledge(fake, models, 
     assert f"【User Profile】\n{PROFILE_TEXT}\n" in traits
     assert "【Relevant User Knowledge Entries】\n- - Grows tomato plants: home garden, January 2024 (Recorded:" in traits
     assert "The user just said: How often should I water my tomato plants?" in traits
-    assert "(at most 30 words, in English)" in traits
+    assert "Please respond to the user's statement using the following format (maximum 30 words, must be in English)" \
+        in traits
 
     # the answerer saw exactly the context; the retrieval counted a visit; the Q/A was written (upstream get_response)
     answer_req = [b for b in fake.chat_requests() if "The user just said:" in b["messages"][-1]["content"]]
     assert [m["content"] for m in answer_req[0]["messages"]] == [system.content, user.content]
     assert ans.text == "Water deeply." and sorted(ans.meta["pages"]) == ["page_000001", "page_000002"]
+    assert ans.meta["answer_prompt"] == mos.NATIVE_ANSWER_VERSION
     # the visit (heat 1 -> 2) plus the evicted page (-> 3) promote again; the LFU count keeps the visit
     assert s.sessions[0]["access_count_lfu"] == 1 and len(requests_with(fake, PROFILE)) == 2
     assert s.short_term[-1] == {"user_input": "How often should I water my tomato plants?",
-                                "agent_response": "Water deeply.", "timestamp": "2024/01/01 (Mon) 10:00"}
+                                "agent_response": "Water deeply.", "timestamp": "2024/01/01 (Mon) 10:00",
+                                "sources": []}
     assert len(requests_with(fake, CONT)) == 3 and len(fake.chat_requests()) > n_before + 1  # the write evicted
 
 
 def test_empty_memory_answer_and_no_write_option(fake, models, tmp_path):
-    s = build(models, tmp_path / "w", write_answers=False, answer_word_limit=None)
+    s = build(models, tmp_path / "w", write_answers=False, answer_word_limit=None, answer_mode="native")
     ans = s.answer("Any plans?")
     assert "No detailed profile available yet." in ans.context[1].content
     assert "- No relevant assistant knowledge found for this query." in ans.context[0].content
@@ -257,3 +265,193 @@ def test_parsers_tolerate_weak_model_output():
     assert mos.time_decay("2024/01/01 (Mon) 10:00", "2024/01/02 (Tue) 10:00") == pytest.approx(np.exp(-1))
     assert mos.time_decay("yesterday", "2024/01/02 (Tue) 10:00") == 0.1
     assert mos.clean_reply("<think>hmm</think>\n true ") == "true"
+
+
+# -- provenance, faults and answer modes ------------------------------------------------------------------------
+
+FACT = "I started learning the cello last month with a teacher named Mira."
+TASK = Task(id="t1", domain="other", user_message=FACT, assistant_message="Nice, enjoy the lessons with Mira.",
+            naive_query="Which instrument did I start learning?",
+            query="Can you suggest a weekly practice routine for my cello lessons?", explanation="-")
+
+
+def echo_topics(body) -> str:
+    """A one-topic summary whose content is the batch's first user line, so each batch gets its own summary."""
+    text = body["messages"][-1]["content"].split("Conversation content:\n")[1]
+    return topics(text.split("\n")[0][len("User: "):], [])
+
+
+def script_protocol(fake, multi=echo_topics) -> None:
+    fake.add_rule(CONT, "false")
+    fake.add_rule(META, meta_reply)
+    fake.add_rule(MULTI, multi)
+    fake.add_rule("The user just said:", "Native reply.")
+
+
+def run(models, tmp_path, **params):
+    trace = make_trace(n_sessions=3, user_turns_per_session=2)
+    return run_task(TASK, trace, 0, lambda wd: build(models, wd, **params), models, tmp_path / "run",
+                    config_hash="h", system_name="memoryos")
+
+
+def test_fact_page_retrieved_gives_provenance_recall_1(fake, models, tmp_path):
+    script_protocol(fake)
+    rec = run(models, tmp_path, short_term_capacity=2, mid_term_heat_threshold=100)
+    assert rec.error is None and rec.faults == () and not rec.fact_write_fault
+    pages = [it for it in rec.indirect.items if it.kind == "page"]
+    fact_pages = [it for it in pages if FACT_TURN_ID in it.sources]
+    assert len(fact_pages) == 1 and FACT in fact_pages[0].text
+    assert set(fact_pages[0].sources) == {FACT_TURN_ID, FACT_REPLY_TURN_ID}
+    assert rec.target_recall_provenance == 1 and rec.naive_recall_provenance == 1
+    # the fact page was evicted from short-term memory: every short-term item names two later trace turns
+    short = [it for it in rec.indirect.items if it.kind == "short_term"]
+    assert len(short) == 2 and all(len(it.sources) == 2 and FACT_TURN_ID not in it.sources for it in short)
+
+
+def test_fact_page_stored_but_not_retrieved_gives_0(fake, models, tmp_path):
+    script_protocol(fake)
+    rec = run(models, tmp_path, short_term_capacity=2, mid_term_heat_threshold=100, page_similarity_threshold=0.99)
+    assert rec.error is None and rec.target_recall_provenance == 0 and rec.naive_recall_provenance == 0
+    assert [it.kind for it in rec.indirect.items] == ["short_term", "short_term"]
+
+
+def test_malformed_summary_on_the_injected_exchange_is_a_fact_write_fault(fake, models, tmp_path):
+    def multi(body):
+        if FACT in body["messages"][-1]["content"]:
+            return '[{"theme": "Music", "keywords": ["cello"], "content": "Learning the'  # cut off
+        return echo_topics(body)
+
+    script_protocol(fake, multi)
+    rec = run(models, tmp_path, short_term_capacity=2, mid_term_heat_threshold=100)
+    assert rec.error is None and rec.fact_write_fault
+    assert rec.fault_counts() == {"malformed_reply": 1}
+    [f] = rec.faults
+    assert (f.where, f.phase, set(f.turns)) == ("multi_summary", "ingest", {FACT_TURN_ID, FACT_REPLY_TURN_ID})
+    # upstream's fallback is kept: the page is filed under the general segment summary, which the cello query does
+    # not reach (the run above without the fault retrieves it), so the miss is on the record as a write fault
+    assert rec.target_recall_provenance == 0
+
+
+def test_every_fallback_is_a_fault_with_the_turns_written(fake, models, tmp_path):
+    fake.add_rule(CONT, "maybe")  # neither true nor false
+    fake.add_rule(META, "")  # empty
+    fake.add_rule(MULTI, topics("x", []))
+    fake.add_rule(PROFILE, "")
+    fake.add_rule(KNOW, "I could not find anything.")
+    s = build(models, tmp_path / "w", short_term_capacity=1, mid_term_heat_threshold=2.0)
+    s.ingest_session(Session("s", "2024/01/01 (Mon) 10:00", (
+        Turn("user", "hello", id="s#0"), Turn("assistant", "hi", id="s#1"), Turn("user", "lone question", id="s#2"),
+        Turn("user", "next", id="s#3"), Turn("assistant", "ok", id="s#4"))))
+    got = [(f.kind, f.where, f.turns) for f in s.take_faults()]
+    page = ("s#0", "s#1")
+    assert got == [("malformed_reply", "continuity", page), ("empty_reply", "meta_info", page),
+                   ("empty_reply", "profile", page), ("malformed_reply", "knowledge", page),
+                   ("fallback", "short_to_mid", ("s#2",))]
+    assert s.profile is None and s.user_knowledge == [] and s.sessions[0]["details"][0]["meta_info"] == ""
+
+
+def test_profile_and_knowledge_carry_the_turns_of_the_calls_that_wrote_them(fake, models, tmp_path):
+    script_write_path(fake)
+    s = build(models, tmp_path / "w", short_term_capacity=1, mid_term_heat_threshold=3.0)
+    trace = make_trace(1, 3)
+    s.ingest_session(trace.sessions[0])
+    first = ["bg_00#0", "bg_00#1", "bg_00#2", "bg_00#3"]  # pages 0 and 1 were analysed; pair 2 is short-term
+    assert s.profile_sources == first
+    assert all(e["sources"] == first for e in s.user_knowledge + s.assistant_knowledge)
+    page0 = s.sessions[0]["details"][0]
+    assert page0["sources"] == ["bg_00#0", "bg_00#1"] and page0["meta_sources"] == ["bg_00#0", "bg_00#1"]
+    assert s.sessions[0]["summary_sources"] == ["bg_00#0", "bg_00#1"]
+
+    # the second promotion sees the old profile and only the new pages: the union, and the new knowledge only those
+    s.ingest_session(Session("later", "2024/01/01 (Mon) 12:00", tuple(
+        Turn(t.role, t.content, id=f"later#{i}") for i, t in enumerate(trace.sessions[0].turns[:4]))))
+    assert s.profile_sources == sorted(first + ["bg_00#4", "bg_00#5", "later#0", "later#1"])
+    assert s.user_knowledge[-1]["sources"] == ["bg_00#4", "bg_00#5", "later#0", "later#1"]
+    ctx = s.recall("How do I water tomato plants?")
+    [profile] = [it for it in ctx.items if it.kind == "profile"]
+    assert profile.text == PROFILE_TEXT and list(profile.sources) == s.profile_sources
+    assert {it.kind for it in ctx.items} == {"short_term", "page", "profile", "user_knowledge", "assistant_knowledge"}
+
+
+def test_continuous_pages_share_the_overview_and_its_sources(fake, models, tmp_path):
+    script_write_path(fake, continuous="true")
+    s = build(models, tmp_path / "w", short_term_capacity=1, mid_term_heat_threshold=100)
+    s.ingest_session(make_trace(1, 3).sessions[0])
+    p0, p1 = s.sessions[0]["details"]
+    assert p1["meta_sources"] == p0["meta_sources"] == ["bg_00#0", "bg_00#1", "bg_00#2", "bg_00#3"]
+    items = {it.text.split("\n")[1]: it for it in s.recall("tomato plants").items if it.kind == "page"}
+    assert items["User: Session 0 question 0: how do I care for my tomato plants in week 0?"].sources == \
+        ("bg_00#0", "bg_00#1", "bg_00#2", "bg_00#3")  # its text shows the overview written from both pages
+
+
+def test_snapshot_keeps_provenance_and_old_snapshots_load(fake, models, tmp_path):
+    script_write_path(fake)
+    a = build(models, tmp_path / "a", short_term_capacity=2, mid_term_heat_threshold=3.0)
+    for sess in make_trace(3, 2).sessions:
+        a.ingest_session(sess)
+    a.snapshot(tmp_path / "snap")
+    b = build(models, tmp_path / "b", short_term_capacity=2, mid_term_heat_threshold=3.0)
+    b.restore(tmp_path / "snap")
+    ra, rb = a.recall("How do I stake tomato plants?"), b.recall("How do I stake tomato plants?")
+    assert rb.items == ra.items and all(it.sources for it in ra.items) and b.profile_sources == a.profile_sources
+
+    state = json.loads((tmp_path / "snap" / "state.json").read_text())  # a snapshot written before provenance
+    del state["profile_sources"]
+    for qa in state["short_term"]:
+        del qa["sources"]
+    for seg in state["sessions"]:
+        for p in seg["details"]:
+            del p["sources"], p["meta_sources"]
+    for e in state["user_knowledge"] + state["assistant_knowledge"]:
+        del e["sources"]
+    (tmp_path / "snap" / "state.json").write_text(json.dumps(state))
+    c = build(models, tmp_path / "c", short_term_capacity=2, mid_term_heat_threshold=3.0)
+    c.restore(tmp_path / "snap")
+    rc = c.recall("How do I stake tomato plants?")
+    assert [it.text for it in rc.items] == [it.text for it in rb.items] and all(not it.sources for it in rc.items)
+
+
+def test_shared_and_native_answer_prompts(fake, models, tmp_path):
+    script_write_path(fake)
+    fake.add_rule("The user just said:", "Native reply.")
+    fake.add_rule("<memory>", "Shared reply.")
+    sessions = make_trace(2, 2).sessions
+    answers = {}
+    for mode in ("shared", "native"):
+        s = build(models, tmp_path / mode, short_term_capacity=2, mid_term_heat_threshold=3.0, answer_mode=mode,
+                  write_answers=False)
+        for sess in sessions:
+            s.ingest_session(sess)
+        answers[mode] = s.answer("How do I stake tomato plants?")
+    shared, native = answers["shared"], answers["native"]
+    assert shared.text == "Shared reply." and shared.meta["answer_prompt"] == SHARED_ANSWER_VERSION
+    [sys_msg, user_msg] = shared.context
+    assert sys_msg.content.startswith("You are a helpful assistant.") and user_msg.content == "How do I stake tomato plants?"
+    memory = sys_msg.content.split("<memory>\n")[1]
+    assert memory.startswith("<CONTEXT>\nRecent conversation with the user:\nUser: Session 1 question 0")
+    assert "【Historical Memory】\nUser: Session 0 question 0" in memory and "【User Profile】" in memory
+    assert "words" not in sys_msg.content and "role-play" not in sys_msg.content
+    assert native.text == "Native reply." and native.meta["answer_prompt"] == mos.NATIVE_ANSWER_VERSION
+    assert native.context[1].content.endswith(
+        "The user just said: How do I stake tomato plants?\n"
+        "Please respond to the user's statement using the following format (maximum 30 words, must be in English):\n "
+        "When answering questions, be sure to check whether the timestamp of the referenced information matches the "
+        "timeframe of the question")
+    # both modes put the same items in front of the answerer
+    assert shared.items == native.items and shared.items
+
+
+def test_reasoning_endpoint_gets_no_refused_parameter(fake, tmp_path):
+    from inmind_exp.llm import CallCache, Models
+    from tests.conftest import fake_endpoints
+
+    models = Models.build(fake_endpoints(fake.base_url, reasoning=True), CallCache(tmp_path / "cache"))
+    script_write_path(fake)
+    s = build(models, tmp_path / "w", short_term_capacity=1, mid_term_heat_threshold=2.0, answer_mode="native")
+    s.ingest_session(make_trace(1, 3).sessions[0])
+    s.answer("How do I stake tomato plants?")
+    bodies = fake.chat_requests()
+    assert len(bodies) >= 8 and s.profile == PROFILE_TEXT and s.take_faults() == []
+    for b in bodies:
+        assert not {"temperature", "top_p", "max_tokens", "logprobs", "top_logprobs"} & set(b)
+        assert b["max_completion_tokens"] == 256

@@ -240,7 +240,7 @@ def test_themes_merge_at_the_merge_threshold(fake, models, tmp_path, encoder, n_
 
 
 def test_read_path_gates_episodes_with_logprobs(fake, models, tmp_path, encoder):
-    mem = build(fake, models, tmp_path, encoder)
+    mem = build(fake, models, tmp_path, encoder, answer_mode="native")
     buffer_before, episodes_before = list(mem.st.buffer), list(mem.st.episodes)
     fake.reset_log()
     ans = mem.answer(QUERY)
@@ -277,7 +277,7 @@ def test_read_path_gates_episodes_with_logprobs(fake, models, tmp_path, encoder)
         "    • assistant: Great, keep the soil moist.",
         "- [2024-01-01T10:00:00] The user grows tomatoes in the backyard."]
     assert ctx.content.endswith(f"Question: {QUERY}\n\nAnswer:") and ans.text == "Water them deeply."
-    assert requests_with(fake, ANSWER)[-1]["max_tokens"] == 256  # the answerer role's default, not upstream's 64
+    assert requests_with(fake, ANSWER)[-1]["max_tokens"] == 64  # upstream's cap in native mode
 
 
 def test_gate_stops_probing_after_a_low_gain_probe_among_the_first_three(fake, models, tmp_path, encoder):
@@ -351,3 +351,216 @@ def test_default_fake_replies_keep_everything_buffered_and_answer(fake, models, 
     ans = mem.answer("What should I plant next week?")
     assert ans.meta["path"] == "baseline" and ans.meta["flushed_tail_messages"] == 8
     assert re.search(r"- \[2024-01-01T10:00:00\] Episode created at 2024-01-01 10:00:00 with 8 messages\.", ans.context[0].content)
+
+
+# -- provenance, faults, answer modes and reasoning endpoints on the whole protocol ------------------------------
+
+from inmind_exp.answering import SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION  # noqa: E402
+from inmind_exp.llm import CallCache, Models  # noqa: E402
+from inmind_exp.protocol import run_task  # noqa: E402
+from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Task  # noqa: E402
+from systems.xmemory import ANSWER_PROMPT_VERSION  # noqa: E402
+from tests.conftest import fake_endpoints  # noqa: E402
+from tests.systems.test_reasoning_endpoint import reasoning_refusal  # noqa: E402
+
+BEES = "I keep two beehives on the flat roof of my apartment building."
+BEE_FACT = "The user keeps two beehives on the roof of their apartment building."
+TASK = Task(id="bees", domain="other", user_message=BEES, assistant_message="Good to know, thanks for telling me.",
+            naive_query="Where do I keep my beehives?", query="Where do my beehives live?",
+            explanation="The hives are on the roof.")
+
+
+def protocol_dispatch(truncate_fact_episode: bool = False):
+    """A memory LLM for whole-protocol runs: every user message opens an episode, an episode's content is its
+    conversation, facts are extracted from bee and tomato episodes, everything else gets a neutral reply."""
+
+    def reply(body: dict):
+        p = prompt_of(body)
+        if BOUNDARY in p:
+            new = p.split("Newly added message:\n", 1)[1].split("\n\nWeigh", 1)[0]
+            return {"should_end": new.startswith("user:"), "reason": "new exchange"}
+        if EPISODE in p:
+            conv = p.split("Conversation:\n", 1)[1].split("\n\nWhy the episode", 1)[0]
+            if truncate_fact_episode and "beehives" in conv:
+                return '{"title": "Beehives on the roof", "content": "The user keeps'  # cut off mid-reply
+            return {"title": "Exchange", "content": "Conversation: " + conv, "timestamp": "2024-01-01T10:00:00"}
+        if COLD in p or COMPARE in p:
+            if "beehives" in p:
+                return {"statements": [BEE_FACT]}
+            m = re.search(r"Session (\d+) question", p)
+            return {"statements": [f"The user grows tomato plants in week {m.group(1)}."]} if m else {"statements": []}
+        if PREDICT in p:
+            return "PREDICTED EPISODE"
+        if THEME in p:
+            return "Theme: " + ("bees" if "beehives" in p else "gardening")
+        if GATE in p:
+            return words(5)
+        if body.get("response_format"):
+            return {"score": 1, "reason": "fake"}  # judges
+        return "Answer."
+
+    return reply
+
+
+def run(fake, models, tmp_path, encoder, task: Task = TASK, **params):
+    fake.add_rule("", protocol_dispatch(params.pop("truncate_fact_episode", False)))
+    trace = make_trace(n_sessions=3, user_turns_per_session=2)
+    make = lambda wd: XMemory(models, encoder, wd, **params)  # noqa: E731
+    rec = run_task(task, trace, 1, make, models, tmp_path / "w", config_hash="h", system_name="xmemory",
+                   keep_workdir=True)
+    stored = XMemory(models, encoder, tmp_path / "check")
+    stored.restore(tmp_path / "w" / "post_ingest")
+    return rec, stored
+
+
+def test_injected_fact_stored_and_retrieved_gives_provenance_recall_1(fake, models, tmp_path, encoder):
+    rec, mem = run(fake, models, tmp_path, encoder)
+    assert rec.error is None
+    (fact,) = [s for s in mem.st.semantics.values() if s["content"] == BEE_FACT]
+    assert fact["sources"] == [FACT_TURN_ID, FACT_REPLY_TURN_ID]  # the fact's episode's turns
+    (ep,) = [mem.st.episodes[e] for e in fact["source_episodes"]]
+    assert ep["sources"] == [FACT_TURN_ID, FACT_REPLY_TURN_ID]
+    other = [s for s in mem.st.semantics.values() if s["content"] != BEE_FACT]
+    assert other and all(s["sources"] and FACT_TURN_ID not in s["sources"] for s in other)
+    assert all(re.fullmatch(r"bg_\d\d#\d+", t) for s in other for t in s["sources"])
+    # a theme summary carries the sources of exactly the facts it summarised
+    for t in mem.st.themes.values():
+        assert t["summary_sources"] == sorted({x for s in t["summarised"] for x in mem.st.semantics[s]["sources"]})
+    assert rec.target_recall_provenance == 1 and rec.naive_recall_provenance == 1
+    kinds = {it.kind for it in rec.indirect.items}
+    assert {"fact", "episode"} <= kinds
+    assert any(it.kind == "fact" and BEE_FACT in it.text and FACT_TURN_ID in it.sources for it in rec.indirect.items)
+    assert all(it.text in rec.indirect.context_text() for it in rec.indirect.items)  # items are what the answerer saw
+
+
+def test_injected_fact_stored_but_not_retrieved_gives_provenance_recall_0(fake, models, tmp_path, encoder):
+    unrelated = Task(id="bees2", domain="other", user_message=BEES, assistant_message=TASK.assistant_message,
+                     naive_query="How do I stake tomato plants in week 2?",
+                     query="How do I stake tomato plants in week 2?", explanation="-")
+    rec, mem = run(fake, models, tmp_path, encoder, unrelated, sem_pool=1, max_semantics=1, episode_vec_top=1,
+                   episode_probe=1, top_k_episodes=1)
+    assert rec.error is None
+    assert any(s["content"] == BEE_FACT and FACT_TURN_ID in s["sources"] for s in mem.st.semantics.values())
+    assert rec.indirect.items and not any(FACT_TURN_ID in it.sources for it in rec.indirect.items)
+    assert "beehives" not in rec.indirect.context_text()
+    assert rec.target_recall_provenance == 0 and rec.naive_recall_provenance == 0
+
+
+def test_truncated_episode_reply_on_the_injected_exchange_is_a_fact_write_fault(fake, models, tmp_path, encoder):
+    rec, mem = run(fake, models, tmp_path, encoder, truncate_fact_episode=True)
+    assert rec.error is None and rec.fact_write_fault is True
+    assert rec.fault_counts()["malformed_reply"] == 1
+    (f,) = [f for f in rec.faults if f.kind == "malformed_reply"]
+    assert f.where == "episode" and f.phase == "ingest" and FACT_TURN_ID in f.turns and FACT_REPLY_TURN_ID in f.turns
+    assert "The user keeps" in f.detail
+    # upstream's fallback episode is stored, and still carries the injected turns
+    (ep,) = [e for e in mem.st.episodes.values() if FACT_TURN_ID in e["sources"]]
+    assert ep["content"].startswith("Episode created at")
+
+
+def test_boundary_and_fact_fallbacks_name_the_turns_being_written(fake, models, tmp_path, encoder):
+    def reply(body):
+        p = prompt_of(body)
+        if BOUNDARY in p:
+            return "not json at all"
+        return protocol_dispatch()(body)
+
+    fake.add_rule("", reply)
+    mem = XMemory(models, encoder, tmp_path / "b")
+    mem.ingest_session(session("s1", D1, "first", "second").with_turn_ids())
+    (f,) = mem.take_faults()
+    assert (f.kind, f.where, f.turns) == ("malformed_reply", "boundary", ("s1#0", "s1#1"))
+    fake.rules.insert(0, (COLD, {"facts": ["wrong key"]}))
+    st = mem.st
+    eid = st.new_id("episode")
+    st.episodes[eid] = {"title": "t", "content": "c", "timestamp": "2024-01-01T10:00:00", "reason": "",
+                        "messages": [], "sources": ["s1#0"]}
+    mem._extract_semantics(st, eid)
+    (f,) = mem.take_faults()
+    assert (f.kind, f.where, f.turns) == ("malformed_reply", "facts", ("s1#0",))
+
+
+def test_snapshot_restore_keeps_provenance_and_old_snapshots_load(fake, models, tmp_path, encoder):
+    mem = build(fake, models, tmp_path, encoder)
+    e1, e2 = mem.st.episodes
+    assert mem.st.episodes[e1]["sources"] == ["s1#0", "s1#1"] and mem.st.episodes[e2]["sources"] == ["s1#2", "s1#3"]
+    assert [m["id"] for m in mem.st.buffer] == ["s1#4", "s1#5"]
+    mem.snapshot(tmp_path / "snap")
+    other = XMemory(models, encoder, tmp_path / "other")
+    other.restore(tmp_path / "snap")
+    assert other.st.semantics == mem.st.semantics and other.st.episodes == mem.st.episodes
+    assert other.st.buffer == mem.st.buffer
+    assert ([t["summary_sources"] for t in other.st.themes.values()]
+            == [t["summary_sources"] for t in mem.st.themes.values()])
+    assert other.recall(QUERY).items == mem.recall(QUERY).items
+    # a snapshot written before provenance existed loads with empty sources
+    import json
+    state = json.loads((tmp_path / "snap" / "state.json").read_text())
+    for _, v in state["episodes"] + state["semantics"]:
+        v.pop("sources")
+    for m in state["buffer"] + [m for _, e in state["episodes"] for m in e["messages"]]:
+        m.pop("id")
+    (tmp_path / "snap" / "state.json").write_text(json.dumps(state))
+    old = XMemory(models, encoder, tmp_path / "old")
+    old.restore(tmp_path / "snap")
+    items = old.recall(QUERY).items
+    assert items and all(it.sources == () for it in items)
+
+
+def test_shared_and_native_answer_prompts(fake, models, tmp_path, encoder):
+    mem = build(fake, models, tmp_path, encoder)
+    mem.snapshot(tmp_path / "snap")
+    shared = mem.answer(QUERY)
+    assert [m.role for m in shared.context] == ["system", "user"] and shared.context[1].content == QUERY
+    assert shared.context[0].content.startswith(SHARED_ANSWER_SYSTEM.split("{memory}")[0])
+    assert "Semantic Memories:\n- [2024-01-01T10:00:00] " in shared.context[0].content
+    assert "Answer:" not in shared.context[0].content and shared.meta["answer_prompt"] == SHARED_ANSWER_VERSION
+    native_mem = XMemory(models, encoder, tmp_path / "n", answer_mode="native")
+    native_mem.restore(tmp_path / "snap")
+    fake.reset_log()
+    native = native_mem.answer(QUERY)
+    (ctx,) = native.context
+    assert ctx.role == "user" and native.meta["answer_prompt"] == ANSWER_PROMPT_VERSION
+    assert "8. The answer should be less than 5-8 words." in ctx.content  # upstream's length limit
+    assert "Take into account" not in ctx.content and "memories from two speakers" in ctx.content
+    assert native.items == shared.items
+    (req,) = requests_with(fake, "less than 5-8 words")
+    assert req["max_tokens"] == 64 and req["temperature"] == 0.0  # upstream's generation settings
+
+
+def test_reasoning_endpoint_memory_calls_work_and_the_gate_falls_back(tmp_path, encoder):
+    from tests.fake_openai import FakeOpenAI
+
+    with FakeOpenAI(validator=reasoning_refusal) as fake:
+        fake.add_rule("", dispatch)
+        models = Models.build(fake_endpoints(fake.base_url, reasoning=True, max_tokens=300),
+                              CallCache(tmp_path / "cache"))
+        mem = XMemory(models, encoder, tmp_path / "work", answer_mode="native")
+        mem.ingest_session(garden_session())
+        assert len(mem.st.episodes) == 2 and len(mem.st.semantics) == 3  # every memory call went through
+        assert mem.take_faults() == []
+        ans = mem.answer(QUERY)
+        reqs = fake.chat_requests()
+        assert all(reasoning_refusal(b) is None for b in reqs)
+        assert all(b["max_completion_tokens"] == 300 for b in reqs)  # upstream's fixed caps give way to the role's
+        assert not requests_with(fake, GATE)  # no probe can be scored, so none is sent
+        assert ans.meta["gate"] == "fallback_no_logprobs" and ans.meta["expanded"] == []
+        assert len(ans.meta["episodes"]) == 3 and ans.text == "Water them deeply."
+        (f,) = mem.take_faults()
+        assert f.kind == "logprobs_unavailable" and f.where == "gate" and fake.base_url in f.detail
+
+
+def test_gate_without_logprobs_on_an_ordinary_endpoint_is_a_fault(fake, models, tmp_path, encoder):
+    mem = build(fake, models, tmp_path, encoder)
+    mem.take_faults()
+    chat = fake._chat
+
+    def without_logprobs(body):
+        out = chat(body)
+        out["choices"][0].pop("logprobs", None)
+        return out
+
+    fake._chat = without_logprobs
+    ans = mem.answer(QUERY)
+    assert ans.meta["gate"] == "fallback_no_logprobs"
+    assert [f.kind for f in mem.take_faults()] == ["logprobs_unavailable"]

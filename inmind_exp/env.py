@@ -1,0 +1,29 @@
+"""The environment defaults of every process the project starts, stated once: the entry point and the tests apply
+``DRIVER``, Ray workers get ``WORKER`` (through the runtime env and again in the actor). Values already set in the
+environment always win (``os.environ.setdefault``)."""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping, MutableMapping
+
+#: Ray without a dashboard login, usage reporting or the Windows/macOS cluster warning.
+RAY: dict[str, str] = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+                       "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+#: MLflow without telemetry (any process that imports it); the entry point also silences its INFO chatter.
+MLFLOW: dict[str, str] = {"MLFLOW_DISABLE_TELEMETRY": "true"}
+QUIET_MLFLOW: dict[str, str] = {"MLFLOW_LOGGING_LEVEL": "WARNING"}
+#: Hugging Face: never download at run time (MiniLM ships as a package), no tokenizer thread pools, no bars.
+HF: dict[str, str] = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+#: A task actor owns one CPU: one BLAS/OpenMP thread.
+THREADS: dict[str, str] = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+DRIVER: dict[str, str] = {**RAY, **MLFLOW, **QUIET_MLFLOW, **HF}
+WORKER: dict[str, str] = {**HF, **THREADS, **MLFLOW}
+
+
+def apply(defaults: Mapping[str, str], environ: MutableMapping[str, str] | None = None) -> None:
+    """Set each default that the environment does not already set."""
+    env = os.environ if environ is None else environ
+    for k, v in defaults.items():
+        env.setdefault(k, v)

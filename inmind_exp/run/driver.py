@@ -1,0 +1,120 @@
+"""Run one configuration: log the plan, open (or find again) its MLflow run, have the executor run what the ledger
+does not hold yet, append each result to the ledger as it arrives, then write the records, the config and the
+results table to the job directory and MLflow. Interrupted or failed, it still saves and logs what finished."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from inmind_exp import config as C
+from inmind_exp.metrics import RunMetrics, compute, cost_usd, results_table
+from inmind_exp.records import Task, TaskRecord, write_jsonl
+from inmind_exp.run.ledger import Ledger
+from inmind_exp.run.plan import Plan
+from inmind_exp.run.resources import Resources
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    plan: Plan
+    records: list[TaskRecord]
+    metrics: RunMetrics
+    run_id: str | None
+    wall_s: float
+
+
+def progress_line(plan: Plan, records: dict[str, TaskRecord], t0: float) -> str:
+    """The live display: tasks done, errors, tokens and calls so far."""
+    recs = list(records.values())
+    errors = sum(1 for r in recs if r.error)
+    m = compute(recs)
+    tok = sum(u.prompt_tokens + u.completion_tokens for u in m.usage.values())
+    cached = sum(u.cached_calls for u in m.usage.values())
+    calls = sum(u.calls for u in m.usage.values())
+    return (f"[{plan.name}] {len(recs)}/{len(plan.tasks)} tasks, {errors} errors, {tok / 1000:.1f}k tokens, "
+            f"{calls} calls ({cached} cached), {time.perf_counter() - t0:.0f}s")
+
+
+def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "sweep", executor: Any = None,
+             resources: Resources | None = None) -> RunResult:
+    """(Re)run what is missing of ``plan``, log to MLflow, write artifacts; returns the metrics of this configuration.
+    ``executor`` defaults to the process's Ray executor."""
+    t0 = time.perf_counter()
+    res = resources or Resources.get()
+    remaining = plan.remaining()
+    log.info(f"[inmind] {plan.name}: config {plan.config_hash}, {len(plan.tasks)} tasks "
+             f"({len(plan.tasks) - len(remaining)} already done), fact injected into session "
+             f"{plan.session_index + 1}/{len(plan.trace.sessions)}")
+
+    tracker = res.tracker(plan.tracking)
+    parent_id = tracker.open_sweep_run(parent_key, plan.root) if parent_key else None  # MLflow layout: tracking.py
+    run_key = C.identity_hash({"root": str(plan.root.resolve()), "config": plan.config_hash})
+    run_id = tracker.open_config_run(plan, dict(plan.params), run_key, parent_id, _dataset_path(plan))
+    status = "FINISHED"
+    records: dict[str, TaskRecord] = {t.id: plan.done[t.id] for t in plan.tasks if t.id in plan.done}
+    try:
+        if remaining:
+            _execute(plan, remaining, records, res, executor or res.executor, t0)
+    except KeyboardInterrupt:
+        status = "KILLED"
+        log.info(f"\n[inmind] interrupted: {len(records)} results are in the ledger {plan.ledger_path}; "
+                 f"run the same command again to finish the rest.")
+        raise
+    except BaseException:
+        status = "FAILED"
+        raise
+    finally:
+        ordered = [records[t.id] for t in plan.tasks if t.id in records]
+        metrics = compute(ordered)
+        shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
+        tracker.finish(run_id, status)
+        if parent_id:
+            tracker.add_to_sweep(parent_id, run_id, shown)
+            tracker.finish(parent_id, status)
+    log.info(progress_line(plan, records, t0))
+    return RunResult(plan, ordered, metrics, run_id, time.perf_counter() - t0)
+
+
+def _execute(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], res: Resources, executor: Any,
+             t0: float) -> None:
+    """Start the local server if the plan needs one, check the endpoints, then run on the executor."""
+    if plan.local is not None:
+        plan = plan.bind(res.local_base_url(plan.local, plan.cluster.address, plan.root / "logs"))
+    res.preflight(plan.endpoints.values(), plan.embedding)
+    res.system_preflight(plan)
+    ledger = Ledger(plan.ledger_path)
+
+    def report(rec: TaskRecord) -> None:
+        ledger.append(rec)
+        records[rec.task_id] = rec
+
+    executor.run(plan, remaining, report, lambda: log.info(progress_line(plan, records, t0)))
+
+
+def _dataset_path(plan: Plan) -> Path:
+    """The task file the plan read (the bundled set when ``dataset.path`` is null), for MLflow's dataset input."""
+    from inmind_exp.data.tasks import BUNDLED_TASKS
+
+    path = plan.params.get("dataset.path")
+    return Path(path) if path not in (None, "None", "null", "") else BUNDLED_TASKS
+
+
+def _write_outputs(plan: Plan, records: list[TaskRecord], metrics: RunMetrics, tracker: Any, run_id: str) -> dict[str, float]:
+    plan.job_dir.mkdir(parents=True, exist_ok=True)
+    rec_path = plan.job_dir / "records.jsonl"
+    write_jsonl(rec_path, (r.to_dict() for r in records))
+    cfg_path = plan.job_dir / "config.yaml"
+    cfg_path.write_text(plan.config_yaml)
+    table_path = plan.job_dir / "results.md"
+    table_path.write_text(results_table([(plan.name, metrics)]) + "\n")
+    flat = metrics.flat()
+    cost = cost_usd(metrics.usage, dict(plan.prices), {r: e.model for r, e in plan.endpoints.items()})
+    if cost is not None:
+        flat["cost_usd"] = cost
+    return tracker.log_config_results(run_id, flat, list(records), [rec_path, cfg_path, table_path])

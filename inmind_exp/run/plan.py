@@ -1,0 +1,278 @@
+"""Turn one composed Hydra config into a frozen, fully resolved ``Plan``: the system class and its parameters, the
+endpoints, the embedding, the tasks and trace, the injection session, the result identity and every run setting.
+Nothing downstream reads the raw config; every problem is raised here, naming its key, before any work starts.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from omegaconf import DictConfig, OmegaConf
+
+from inmind_exp import config as C
+from inmind_exp.data import DataError, load_tasks, load_trace
+from inmind_exp.data.tasks import BUNDLED_TASKS
+from inmind_exp.data.trace import BUNDLED_TRACE
+from inmind_exp.embed import EmbeddingSpec
+from inmind_exp.errors import PlanError
+from inmind_exp.llm import Endpoint
+from inmind_exp.llm.local_server import model_cache_id
+from inmind_exp.memory import ANSWER_MODES, SYSTEMS, MemorySystem
+from inmind_exp.protocol import injection_session_index
+from inmind_exp.records import Task, TaskRecord, Trace
+from inmind_exp.run.ledger import Ledger
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """``run.*``: where the call cache lives, how often a task is retried, what is kept."""
+
+    cache_dir: str
+    retry_errors: bool = True
+    max_task_attempts: int = 2
+    judge_attempts: int = 3
+    keep_workdirs: bool = False
+    progress_every_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """``cluster.*``: join ``address`` or start a local Ray; ``workers`` task actors."""
+
+    address: str | None = None
+    num_cpus: int | None = None
+    workers: int = 2
+    object_store_memory: int | None = 200_000_000
+    runtime_env: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrackingSettings:
+    uri: str = "sqlite:///mlflow.db"
+    experiment: str = "inmind"
+
+
+@dataclass(frozen=True)
+class LocalServerSpec:
+    """``llm=local``: the embedded llama.cpp server to start and the roles it serves (those without a base URL)."""
+
+    model: str
+    model_path: str | None
+    n_ctx: int
+    n_threads: int
+    startup_timeout_s: float
+    cache_id: str
+    roles: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a task actor needs to serve one configuration; equal specs let a worker keep its clients and encoder."""
+
+    cache_dir: str
+    endpoints: Mapping[str, Endpoint]
+    embedding: EmbeddingSpec
+    system: str
+    params: Mapping[str, Any]
+    answer_mode: str
+    config_hash: str
+    judge_attempts: int
+    keep_workdirs: bool
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything needed to run one configuration, resolved and validated.
+
+    ``endpoints`` of the roles a local server will serve (``local.roles``) have no base URL until ``bind`` is given
+    the started server's URL; their cache identity (``cache_id``) is known from the start, so the config hash is too.
+    """
+
+    name: str
+    config_hash: str
+    identity: Mapping[str, Any]
+    system_name: str
+    system_cls: type[MemorySystem]
+    system_params: Mapping[str, Any]
+    answer_mode: str
+    endpoints: Mapping[str, Endpoint]
+    embedding: EmbeddingSpec
+    tasks: tuple[Task, ...]
+    trace: Trace
+    session_index: int
+    root: Path
+    job_dir: Path
+    run: RunSettings
+    cluster: ClusterSettings
+    tracking: TrackingSettings
+    local: LocalServerSpec | None
+    #: model -> (USD per 1M prompt tokens, per 1M completion tokens)
+    prices: Mapping[str, tuple[float, float]]
+    #: the resolved config, flattened for MLflow params (secrets dropped) and as YAML for the job directory
+    params: Mapping[str, str]
+    config_yaml: str
+    done: Mapping[str, TaskRecord] = field(default_factory=dict)
+
+    @property
+    def ledger_path(self) -> Path:
+        return self.root / "ledger" / f"{self.config_hash}.jsonl"
+
+    @property
+    def prefix_hash(self) -> str:
+        ident = {k: self.identity[k] for k in ("system", "embedding", "trace")}
+        ident["memory"] = self.identity["roles"]["memory"]
+        ident["session_index"] = self.session_index
+        return C.identity_hash(ident)
+
+    @property
+    def prefix_path(self) -> Path:
+        """The shared prefix snapshot, built once per prefix identity and reused by every later run."""
+        return self.root / "prefix" / f"{self.prefix_hash}.tar.gz"
+
+    def remaining(self, retry_errors: bool | None = None) -> list[Task]:
+        """Tasks without a finished record (errored ones too, when retrying errors)."""
+        retry = self.run.retry_errors if retry_errors is None else retry_errors
+        out = []
+        for t in self.tasks:
+            rec = self.done.get(t.id)
+            if rec is None or (rec.error and retry):
+                out.append(t)
+        return out
+
+    def bind(self, base_url: str) -> "Plan":
+        """The plan with the local server's URL given to the roles it serves."""
+        if self.local is None:
+            return self
+        eps = {r: (e.with_base_url(base_url, self.local.cache_id) if r in self.local.roles else e)
+               for r, e in self.endpoints.items()}
+        return replace(self, endpoints=eps)
+
+    def worker_spec(self) -> WorkerSpec:
+        unbound = [r for r, e in self.endpoints.items() if not e.base_url]
+        if unbound:
+            raise PlanError(f"role(s) {', '.join(unbound)} have no base URL: start the local server and bind it first")
+        return WorkerSpec(
+            cache_dir=self.run.cache_dir, endpoints=dict(self.endpoints), embedding=self.embedding,
+            system=self.system_name, params=dict(self.system_params), answer_mode=self.answer_mode,
+            config_hash=self.config_hash, judge_attempts=self.run.judge_attempts, keep_workdirs=self.run.keep_workdirs,
+        )
+
+    def error_record(self, task: Task, error: str, attempts: int) -> TaskRecord:
+        """The record of a task that never produced one (its worker died on every attempt)."""
+        from inmind_exp.protocol import failed_record
+
+        return failed_record(task, config_hash=self.config_hash, system_name=self.system_name,
+                             session_index=self.session_index, error=error, attempts=attempts)
+
+
+def run_label(system: str, embedding: str, injection: str, user_turn: int | str | None, llm: str,
+              answer_mode: str | None = "shared") -> str:
+    """The human label of a configuration, ``system/embedding/injection/llm[/answer mode]``; an explicit position
+    (``injection=position``) is named by its turn, and the default ``shared`` answer mode is left out."""
+    inj = f"turn{user_turn}" if injection == "position" and user_turn is not None else injection
+    answer = "" if answer_mode in (None, "shared") else f"/{answer_mode}"
+    return f"{system}/{embedding}/{inj}/{llm}{answer}"
+
+
+def _container(node: Any, key: str) -> dict[str, Any]:
+    value = OmegaConf.to_container(node, resolve=True) if node is not None else {}
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PlanError(f"{key}: expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _local_server(cfg: DictConfig) -> LocalServerSpec | None:
+    llm = cfg.llm
+    if llm.provider == "openai":
+        return None
+    if llm.provider != "local":
+        raise PlanError(f"llm.provider={llm.provider!r}: expected 'openai' or 'local'")
+    return LocalServerSpec(
+        model=str(llm.model), model_path=llm.model_path, n_ctx=int(llm.server.n_ctx),
+        n_threads=int(llm.server.n_threads), startup_timeout_s=float(llm.server.startup_timeout_s),
+        cache_id=model_cache_id(llm.model_path, int(llm.server.n_ctx)),
+        roles=tuple(r for r in llm.roles if not llm.roles[r].base_url),
+    )
+
+
+def plan_config(cfg: DictConfig, root: Path, job_dir: Path) -> Plan:
+    """Validate and resolve a composed config; every problem names its key and is raised before work starts."""
+    try:
+        system_cls = SYSTEMS.get(cfg.system.name)
+    except KeyError as e:
+        raise PlanError(f"system={cfg.system.name}: {e.args[0]}") from None
+    if cfg.embedding.name not in system_cls.embeddings:
+        raise PlanError(
+            f"embedding={cfg.embedding.name} is not supported by system={cfg.system.name} "
+            f"(supported: {', '.join(system_cls.embeddings)})"
+        )
+    try:
+        tasks = load_tasks(cfg.dataset.path, limit=cfg.dataset.limit)
+        trace = load_trace(cfg.trace.path, index=cfg.trace.index)
+    except DataError as e:
+        raise PlanError(str(e)) from e
+    try:
+        session_index = injection_session_index(trace, C.injection_spec(cfg.injection))
+    except ValueError as e:
+        raise PlanError(str(e)) from None
+    local = _local_server(cfg)
+    endpoints = C.role_endpoints(cfg.llm)
+    if local is not None:  # the served roles' identity is the model, not the port the server gets
+        endpoints = {r: (replace(e, base_url="", cache_id=local.cache_id) if r in local.roles else e)
+                     for r, e in endpoints.items()}
+    for r, e in endpoints.items():
+        if not e.base_url and not (local and r in local.roles):
+            raise PlanError(f"llm.base_url (or llm.roles.{r}.base_url) is not set for role '{r}'")
+        if not e.model:
+            raise PlanError(f"llm.model is not set for role '{r}'")
+    embedding = C.embedding_spec(cfg.embedding, cfg.llm)
+    if embedding.kind == "api" and not (embedding.endpoint and embedding.endpoint.base_url):
+        raise PlanError(f"embedding={cfg.embedding.name}: set embedding.base_url (or llm.base_url) for the embeddings API")
+    params = _container(cfg.system.params, "system.params")
+    if cfg.answer.mode not in ANSWER_MODES:
+        raise PlanError(f"answer={cfg.answer.mode}: expected one of {', '.join(ANSWER_MODES)}")
+    _check_params(system_cls, cfg.system.name, params)
+    dataset_digest = C.file_digest(Path(cfg.dataset.path) if cfg.dataset.path else BUNDLED_TASKS)
+    trace_digest = C.file_digest(Path(cfg.trace.path) if cfg.trace.path else BUNDLED_TRACE)
+    identity = C.result_identity(cfg, endpoints, dataset_digest, trace_digest)
+    config_hash = C.identity_hash(identity)
+    run = cfg.run
+    plan = Plan(
+        name=run_label(cfg.system.name, cfg.embedding.name, cfg.injection.name, cfg.injection.user_turn,
+                       cfg.llm.name, cfg.answer.mode),
+        config_hash=config_hash, identity=identity, system_name=cfg.system.name, system_cls=system_cls,
+        system_params=params, answer_mode=cfg.answer.mode, endpoints=endpoints, embedding=embedding,
+        tasks=tuple(tasks), trace=trace, session_index=session_index, root=root, job_dir=job_dir,
+        run=RunSettings(
+            cache_dir=str(Path(run.cache_dir).expanduser().resolve()), retry_errors=bool(run.retry_errors),
+            max_task_attempts=max(1, int(run.max_task_attempts)), judge_attempts=int(run.judge_attempts),
+            keep_workdirs=bool(run.keep_workdirs), progress_every_s=float(run.progress_every_s),
+        ),
+        cluster=ClusterSettings(
+            address=cfg.cluster.address, num_cpus=cfg.cluster.num_cpus, workers=int(cfg.cluster.workers),
+            object_store_memory=cfg.cluster.object_store_memory,
+            runtime_env=_container(cfg.cluster.runtime_env, "cluster.runtime_env"),
+        ),
+        tracking=TrackingSettings(uri=cfg.tracking.uri, experiment=cfg.tracking.experiment),
+        local=local,
+        prices={k: (float(v.prompt_per_1m), float(v.completion_per_1m)) for k, v in cfg.llm.prices.items()},
+        params={**C.flatten_params(cfg), "inmind.config_hash": config_hash},
+        config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
+    )
+    return replace(plan, done=Ledger(plan.ledger_path).load())
+
+
+def _check_params(system_cls: type[MemorySystem], name: str, params: dict[str, Any]) -> None:
+    """Fail on unknown or ill-typed system parameters now, not inside a worker: build one throwaway instance."""
+    with tempfile.TemporaryDirectory(prefix="inmind-check-") as d:
+        try:
+            system_cls(None, None, Path(d), **params)  # type: ignore[arg-type]
+        except TypeError as e:
+            raise PlanError(f"system.params for {name}: {e}") from None
+        except Exception:
+            pass  # constructors that need a live client or encoder are checked by their first task

@@ -1,0 +1,90 @@
+"""What a process keeps for the length of a sweep, shared by every configuration it runs: the embedded local LLM
+server, one MLflow tracker per store and experiment, the endpoints already checked, and the executor."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from inmind_exp.embed import EmbeddingSpec
+from inmind_exp.errors import PlanError
+from inmind_exp.llm import Endpoint
+from inmind_exp.run.plan import LocalServerSpec, TrackingSettings
+
+log = logging.getLogger(__name__)
+
+
+class Resources:
+    """Process-wide resources started on first use (the local server stops at exit)."""
+
+    _instance: "Resources | None" = None
+
+    def __init__(self) -> None:
+        self.local_server: Any = None
+        self.trackers: dict[tuple[str, str], Any] = {}
+        self.checked: set[tuple[str, str]] = set()
+        self.systems_checked: set[tuple[str, ...]] = set()
+        self._executor: Any = None
+
+    @classmethod
+    def get(cls) -> "Resources":
+        if cls._instance is None:
+            cls._instance = cls()
+        return cls._instance
+
+    @property
+    def executor(self) -> Any:
+        """The Ray executor, created on first use."""
+        if self._executor is None:
+            from inmind_exp.run.executor import RayExecutor
+
+            self._executor = RayExecutor()
+        return self._executor
+
+    def local_base_url(self, spec: LocalServerSpec, cluster_address: str | None, log_dir: Path) -> str:
+        """The embedded server's URL, starting it (again, if it died) when needed."""
+        from inmind_exp.llm.local_server import start_local_server
+
+        if cluster_address:
+            raise PlanError(
+                "llm=local serves the model on this machine's loopback, which a remote Ray cluster cannot reach; "
+                "point llm.base_url at a server the cluster can reach (llm=vllm / llm=openai)"
+            )
+        if self.local_server is None or self.local_server.process.poll() is not None:
+            log.info(f"[inmind] starting the embedded local LLM (llama.cpp, {spec.model}) ...")
+            t0 = time.perf_counter()
+            self.local_server = start_local_server(
+                spec.model_path, n_ctx=spec.n_ctx, n_threads=spec.n_threads, log_dir=log_dir,
+                startup_timeout_s=spec.startup_timeout_s,
+            )
+            log.info(f"[inmind] local LLM ready at {self.local_server.base_url} in {time.perf_counter() - t0:.1f}s")
+        return self.local_server.base_url
+
+    def tracker(self, tracking: TrackingSettings) -> Any:
+        from inmind_exp.tracking import Tracker
+
+        key = (tracking.uri, tracking.experiment)
+        if key not in self.trackers:
+            self.trackers[key] = Tracker(tracking.uri, tracking.experiment)
+        return self.trackers[key]
+
+    def preflight(self, endpoints: Iterable[Endpoint], embedding: EmbeddingSpec) -> None:
+        """Check each endpoint once per process: the key is set and the server answers."""
+        from inmind_exp.llm.preflight import check_endpoints
+
+        eps = list(endpoints) + ([embedding.endpoint] if embedding.endpoint else [])
+        todo = [e for e in eps if (e.base_url, e.model) not in self.checked]
+        if todo:
+            check_endpoints(todo)
+            self.checked.update((e.base_url, e.model) for e in todo)
+
+    def system_preflight(self, plan: Any) -> None:
+        """The system's own check of its endpoints (``MemorySystem.preflight``), once per system and endpoints."""
+        from inmind_exp.llm import CallCache, Models
+
+        key = (plan.system_name, *sorted(e.identity for e in plan.endpoints.values()))
+        if key not in self.systems_checked:
+            plan.system_cls.preflight(Models.build(dict(plan.endpoints), CallCache(plan.run.cache_dir)))
+            self.systems_checked.add(key)

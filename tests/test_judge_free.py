@@ -1,0 +1,124 @@
+"""Judge-free measurement: provenance recall decided by the protocol from the items a system reports, the judge's
+self-audit against the two bounds, memory faults on the record, and paired rates over the same tasks."""
+
+from __future__ import annotations
+
+import pytest
+
+from inmind_exp.embed import MiniLMEncoder
+from inmind_exp.memory import SYSTEMS, MemorySystem, Recall
+from inmind_exp.metrics import compute, results_table
+from inmind_exp.protocol import run_task
+from inmind_exp.records import (FACT_TURN_ID, Answer, ContextItem, Message, Session, Task, TaskRecord, Usage,
+                                Verdict)
+from tests.conftest import make_trace
+
+TASK = Task(id="t1", domain="health_wellness", user_message="I have a tree nut allergy.",
+            assistant_message="Noted, thanks for telling me.", naive_query="What allergy do I have?",
+            query="Any good macaron recipes for this weekend?", explanation="Macarons are made with almond flour.")
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return MiniLMEncoder()
+
+
+def run(models, tmp_path, encoder, **params):
+    cls = SYSTEMS.get("naive_rag")
+    make = lambda d: cls(models, encoder, d, **params)  # noqa: E731
+    return run_task(TASK, make_trace(n_sessions=4), 1, make, models, tmp_path / "w", config_hash="h",
+                    system_name="naive_rag")
+
+
+def test_provenance_is_one_when_the_fact_turn_reaches_the_context(models, tmp_path, encoder):
+    rec = run(models, tmp_path, encoder, top_k=20)  # every chunk retrieved: the fact turn is among them
+    assert rec.error is None
+    assert rec.naive_recall_provenance == 1 and rec.target_recall_provenance == 1
+    assert any(FACT_TURN_ID in it.sources for it in rec.indirect.items)
+
+
+def test_provenance_is_zero_when_the_fact_is_stored_but_not_retrieved(models, tmp_path, encoder):
+    rec = run(models, tmp_path, encoder, top_k=1)
+    # the naive query names the allergy, so the fact turn is the nearest chunk; the macaron query shares nothing
+    assert rec.naive_recall_provenance == 1
+    assert rec.target_recall_provenance == 0
+    assert rec.target_recall_exact == 0
+    assert all(FACT_TURN_ID not in it.sources for it in rec.indirect.items)
+
+
+class Faulty(MemorySystem):
+    """Drops every exchange it is given, recording a fault with the exchange's turn ids (as Mem0 does on a
+    malformed extraction reply)."""
+
+    name = "faulty-test"
+
+    def ingest_session(self, session: Session) -> None:
+        for t in session.turns:
+            if t.role == "user" and "allergy" in t.content:
+                self.fault("malformed_reply", "extract", "truncated JSON", [t.id])
+
+    def recall(self, query: str) -> Recall:
+        return Recall("", ())
+
+    def snapshot(self, directory):
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def restore(self, directory):
+        pass
+
+
+def test_a_fault_on_the_injected_exchange_is_flagged_and_counted(models, tmp_path):
+    rec = run_task(TASK, make_trace(n_sessions=3), 1, lambda d: Faulty(models, None, d), models, tmp_path / "w",
+                   config_hash="h", system_name="faulty-test")
+    assert rec.error is None
+    assert rec.fact_write_fault is True
+    assert rec.fault_counts() == {"malformed_reply": 1}
+    assert rec.faults[0].phase == "ingest" and rec.faults[0].turns == (FACT_TURN_ID,)
+    assert rec.target_recall_provenance == 0  # measured (the system reports items), and nothing reached the context
+    back = TaskRecord.from_dict(rec.to_dict())
+    assert back.faults == rec.faults and back.fact_write_fault
+    m = compute([rec])
+    assert m.fact_write_fault_rate == 100.0 and m.memory_fault_rate == 100.0
+    assert m.flat()["faults_malformed_reply"] == 1.0
+
+
+def _rec(tid, *, tr, prov, exact, app=1, naive=1, judge_error=None):
+    ans = Answer("a", (Message("user", "q"),), items=(ContextItem("chunk", "x", ("s#0",)),))
+    v = {"naive": Verdict("naive", naive), "application": Verdict("application", app),
+         "target_recall": Verdict("target_recall", tr), "answer_only": Verdict("answer_only", app)}
+    if judge_error:
+        v["answer_only"] = Verdict("answer_only", None, error=judge_error)
+    return TaskRecord("h", tid, "other", "s", 0, ans, ans, v, exact, {"judge": Usage(calls=1)}, 1.0,
+                      error=f"judge failed: {judge_error}" if judge_error else None,
+                      naive_recall_provenance=1, target_recall_provenance=prov)
+
+
+def test_a_row_with_one_errored_verdict_is_computed_over_n_minus_one_tasks_for_every_rate():
+    recs = [_rec("a", tr=1, prov=1, exact=1), _rec("b", tr=0, prov=0, exact=0), _rec("c", tr=1, prov=1, exact=0),
+            _rec("d", tr=1, prov=1, exact=1, judge_error="no JSON")]
+    m = compute(recs)
+    assert {k: r.n for k, r in m.rates.items()} == {k: 3 for k in m.rates}
+    assert all(r.errors == 1 for r in m.rates.values())
+    assert m.excluded == ("d",)
+    assert m.rates["target_recall_provenance"].successes == 2
+    assert m.rates["target_recall_exact"].successes == 1
+    assert "left out of every rate (errored): d" in results_table([("cfg", m)])
+
+
+def test_judge_audit_finds_certain_false_positives_and_negatives():
+    recs = [_rec("fp", tr=1, prov=0, exact=0), _rec("fn", tr=0, prov=1, exact=1), _rec("ok", tr=1, prov=1, exact=1)]
+    m = compute(recs)
+    assert m.audit.false_positives == ("fp",) and m.audit.false_negatives == ("fn",) and m.audit.checked == 3
+    flat = m.flat()
+    assert flat["judge_false_positives"] == 1.0 and flat["judge_false_negatives"] == 1.0
+    table = results_table([("cfg", m)])
+    assert "Target recall (verbatim, lower bound)" in table and "Target recall (provenance, upper bound)" in table
+    assert "false positives (provenance 0): fp" in table and "false negatives (verbatim 1): fn" in table
+
+
+def test_provenance_not_measured_for_a_system_without_items():
+    ans = Answer("a", (Message("user", "q"),))  # items None: the system reports no provenance
+    rec = TaskRecord("h", "x", "other", "s", 0, ans, ans, {"target_recall": Verdict("target_recall", 1)}, 1, {}, 1.0)
+    m = compute([rec])
+    assert m.rates["target_recall_provenance"].n == 0 and m.rates["target_recall_provenance"].errors == 0
+    assert m.audit.false_positives == ()
