@@ -96,8 +96,7 @@ def screenshot(chrome: str, url: str, out: Path, profile: Path, budget_ms: int, 
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0 or not out.is_file():
         sys.exit(f"chromium failed on {url}: {p.stderr[-2000:]}")
-    if "/#/experiments/" in url:
-        crop_assistant_panel(out)
+    crop_assistant_panel(out)
     shrink_png(out)
     print(f"[screenshots] {out} <- {url}", flush=True)
 
@@ -113,19 +112,19 @@ def shrink_png(png: Path) -> None:
 
 def crop_assistant_panel(png: Path) -> None:
     """Cut off the right-hand "MLflow Assistant" panel that MLflow 3 opens on a fresh browser profile (its open
-    state lives in the browser's local storage, which a command-line capture cannot set)."""
+    state lives in the browser's local storage, which a command-line capture cannot set). The panel is separated from
+    the page's white main card by a strip of the light, never white, page background: crop at its first column."""
     from PIL import Image
 
     with Image.open(png) as im:
-        w, h = im.size
-        px = im.convert("RGB").load()
-        # the panel is separated by a light vertical gap: find the rightmost column in the right third that is
-        # background-coloured from top to bottom
-        for x in range(int(w * 0.6), int(w * 0.9)):
-            column = [px[x, y] for y in range(60, h - 60, 20)]
-            if all(c == column[0] for c in column) and x > 0:
-                im.crop((0, 0, x, h)).save(png, optimize=True)
-                return
+        rgb = im.convert("RGB")
+    w, h = rgb.size
+    px = rgb.load()
+    for x in range(int(w * 0.55), w - 1):
+        column = [px[x, y] for y in range(80, h - 80, 10)]
+        if all(c != (255, 255, 255) and min(c) > 200 for c in column):
+            rgb.crop((0, 0, x, h)).save(png)
+            return
 
 
 def main() -> int:
