@@ -1,7 +1,7 @@
 """Screenshots of the MLflow UI for the README: run a 3-system sweep against the fake OpenAI-compatible server, start
-``mlflow ui`` on its SQLite store and photograph the runs list, the chart view and the compare view with headless
-Chromium. The numbers in the pictures come from the fake server (deterministic pseudo-random verdicts): they show
-the layout, not any system's quality.
+``mlflow ui`` on its SQLite store and photograph the runs list, the chart view, the per-task view and the compare
+view with headless Chromium. The numbers in the pictures come from the fake server (deterministic pseudo-random
+verdicts): they show the layout, not any system's quality.
 
     python docs/screenshots.py [--out docs/img] [--keep DIR]
 
@@ -34,7 +34,8 @@ SYSTEMS = ("backbone", "naive_rag", "always_in_state")
 EXPERIMENT = "inmind"
 #: window size per picture: wide enough for Table 1's columns beside the runs; the compare page is tall (its
 #: metric and param tables are below the plots)
-WINDOWS = {"mlflow_runs.png": (2400, 560), "mlflow_charts.png": (2000, 1000), "mlflow_compare.png": (1600, 2000)}
+WINDOWS = {"mlflow_runs.png": (2400, 560), "mlflow_charts.png": (2000, 1000), "mlflow_samples.png": (2000, 800),
+           "mlflow_compare.png": (1600, 2000)}
 #: Chrome flags for a reproducible, offline, headless capture (no first-run UI, no background network, no GPU).
 CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -156,6 +157,7 @@ def main() -> int:
     pages = {
         "mlflow_runs.png": view,
         "mlflow_charts.png": f"{view}&compareRunsMode=CHART",
+        "mlflow_samples.png": f"{view}&compareRunsMode=ARTIFACT",
         "mlflow_compare.png": (f"http://127.0.0.1:{port}/#/compare-runs?runs={json.dumps(run_ids)}"
                                f"&experiments={json.dumps([exp.experiment_id])}"),
     }
