@@ -117,3 +117,29 @@ def test_the_holder_record_never_holds_a_secret(tmp_path, monkeypatch):
     with SweepLock(tmp_path):
         text = (tmp_path / LOCK_NAME).read_text()
     assert "sk-secret-in-argv-1" not in text and "OPENAI_API_KEY=***" in text
+
+
+LOCK_CB = "+hydra.callbacks.sweep_lock._target_=inmind_exp.hydra_lock.HoldSweepLock"
+
+
+def test_launch_refuses_a_held_sweep_then_takes_over_after_kill_9(tmp_path):
+    """Through ``launch.py`` with the callback of WIRING.md: exit 75 naming the holder, nothing written; after the
+    holder is killed the same command runs and reports the dead driver."""
+    from tests.launch_helpers import launch_cmd, run, write_small_data
+
+    write_small_data(tmp_path / "data")
+    cmd = launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "dry_run=true", "system=backbone,naive_rag", LOCK_CB)
+    p = holder_process(tmp_path / "sweep")
+    try:
+        refused = run(cmd)
+        assert refused.returncode == 75, refused.stderr[-2000:]
+        assert f"pid {p.pid} on host" in refused.stderr and "Only one driver may run a sweep" in refused.stderr
+        assert not (tmp_path / "sweep" / "multirun.yaml").exists()  # refused before Hydra wrote anything
+    finally:
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+    after = run(cmd)
+    assert after.returncode == 0, after.stderr[-2000:]
+    assert f"took over the lock on {tmp_path / 'sweep'} from a driver that ended without releasing it: pid {p.pid}" \
+        in after.stderr
+    assert (tmp_path / "sweep" / LOCK_NAME).read_text() == ""  # released at the end of the sweep
