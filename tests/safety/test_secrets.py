@@ -87,6 +87,16 @@ def test_dry_run_sweep_leaves_no_planted_key_anywhere(tmp_path):
     assert PLANTED not in p.stdout + p.stderr
 
 
+def test_dry_single_run_leaves_no_planted_key_anywhere(tmp_path):
+    write_small_data(tmp_path / "data")
+    cmd = launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "dry_run=true",
+                     f"+cluster.runtime_env.env_vars.OPENAI_API_KEY={PLANTED}", multirun=False)
+    p = run(cmd)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert (tmp_path / "run" / ".hydra" / "overrides.yaml").is_file()
+    assert files_holding(tmp_path, PLANTED) == ([], []) and PLANTED not in p.stdout + p.stderr
+
+
 @pytest.mark.xfail(strict=True, reason="needs the runner wiring of WIRING.md (item 5: config.yaml artifact, "
                                        "MLflow params/artifacts, sweep lock record); remove this mark once wired")
 def test_full_run_leaves_no_planted_key_anywhere(tmp_path):
