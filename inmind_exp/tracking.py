@@ -53,12 +53,10 @@ class Tracker:
     def __init__(self, uri: str, experiment: str):
         self.uri = uri
         mlflow.set_tracking_uri(uri)
-        self.client = MlflowClient(tracking_uri=uri)
-        exp = self.client.get_experiment_by_name(experiment)
-        if exp is None:
-            self.experiment_id = self.client.create_experiment(experiment, artifact_location=artifact_location(uri))
-        else:
-            self.experiment_id = exp.experiment_id
+        from inmind_exp.tracking_store import ensure_experiment, open_tracking_store
+
+        self.client = open_tracking_store(uri)  # two processes creating one new SQLite store do not race
+        self.experiment_id = ensure_experiment(self.client, experiment, artifact_location(uri))
 
     def find_run(self, key: str) -> str | None:
         runs = self.client.search_runs(

@@ -24,6 +24,7 @@ from inmind_exp.memory import ANSWER_MODES, SYSTEMS, MemorySystem
 from inmind_exp.protocol import injection_session_index
 from inmind_exp.records import Task, TaskRecord, Trace
 from inmind_exp.run.ledger import Ledger
+from inmind_exp.secrets import redact
 
 
 @dataclass(frozen=True)
@@ -237,6 +238,8 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path) -> Plan:
     if cfg.answer.mode not in ANSWER_MODES:
         raise PlanError(f"answer={cfg.answer.mode}: expected one of {', '.join(ANSWER_MODES)}")
     _check_params(system_cls, cfg.system.name, params)
+    if not isinstance(cfg.cluster.workers, int) or cfg.cluster.workers < 1:
+        raise PlanError(f"cluster.workers={cfg.cluster.workers}: must be an integer >= 1")
     dataset_digest = C.file_digest(Path(cfg.dataset.path) if cfg.dataset.path else BUNDLED_TASKS)
     trace_digest = C.file_digest(Path(cfg.trace.path) if cfg.trace.path else BUNDLED_TRACE)
     identity = C.result_identity(cfg, endpoints, dataset_digest, trace_digest)
@@ -262,9 +265,17 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path) -> Plan:
         local=local,
         prices={k: (float(v.prompt_per_1m), float(v.completion_per_1m)) for k, v in cfg.llm.prices.items()},
         params={**C.flatten_params(cfg), "inmind.config_hash": config_hash},
-        config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
+        config_yaml=OmegaConf.to_yaml(OmegaConf.create(redact(OmegaConf.to_container(cfg, resolve=True)))),
     )
     return replace(plan, done=Ledger(plan.ledger_path).load())
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Everything ``plan_config`` checks, without a sweep directory: used to validate every job of a sweep before
+    the first one runs (``inmind_exp.sweep_check.CheckSweep``). Endpoint keys and reachability are checked by the
+    driver before its first MLflow run."""
+    with tempfile.TemporaryDirectory(prefix="inmind-check-") as d:
+        plan_config(cfg, Path(d), Path(d))
 
 
 def _check_params(system_cls: type[MemorySystem], name: str, params: dict[str, Any]) -> None:

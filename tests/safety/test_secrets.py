@@ -97,8 +97,6 @@ def test_dry_single_run_leaves_no_planted_key_anywhere(tmp_path):
     assert files_holding(tmp_path, PLANTED) == ([], []) and PLANTED not in p.stdout + p.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="needs the runner wiring of WIRING.md (item 5: config.yaml artifact, "
-                                       "MLflow params/artifacts, sweep lock record); remove this mark once wired")
 def test_full_run_leaves_no_planted_key_anywhere(tmp_path):
     """Every file a real run writes (records, config artifact, MLflow db and artifacts, ledgers, Hydra files)."""
     write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)

@@ -29,7 +29,7 @@ def test_expand_sweep_composes_every_job():
 def test_launch_with_bad_later_job_stops_before_any_job(tmp_path):
     write_small_data(tmp_path / "data")
     cmd = launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "dry_run=true", "injection.user_turn=5,100000",
-                     "cluster.workers=2,0", "+hydra.callbacks.check_sweep._target_=inmind_exp.sweep_check.CheckSweep")
+                     "cluster.workers=2,0")  # CheckSweep is on by default (conf/config.yaml)
     p = run(cmd)
     assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
     assert "4 job(s) of the sweep; nothing was run" in p.stderr
