@@ -355,3 +355,16 @@ def test_truncated_analysis_of_the_fact_turn_is_a_fact_write_fault(fake, models,
     # upstream's fallback keeps the note with an empty analysis, so it can still be retrieved
     assert rec.target_recall_provenance == 1
     assert "memory context: General" in _fact_items(rec.indirect)[0].text
+
+
+def test_reasoning_endpoint_gets_no_sampling_parameters(fake, encoder, tmp_path):
+    from inmind_exp.llm import CallCache, Models
+    from tests.conftest import fake_endpoints
+
+    models = Models.build(fake_endpoints(fake.base_url, reasoning=True), CallCache(tmp_path / "cache"))
+    for mode in ("shared", "native"):
+        rec = protocol_run(fake, models, encoder, tmp_path / mode, keywords="logbook, train rides", answer_mode=mode)
+        assert rec.error is None and rec.target_recall_provenance == 1
+    reqs = fake.chat_requests()
+    assert reqs and not any(k in r for r in reqs for k in ("temperature", "top_p", "logprobs", "max_tokens"))
+    assert all("max_completion_tokens" in r for r in reqs)

@@ -416,3 +416,18 @@ def test_malformed_update_on_a_background_exchange_is_counted_but_not_a_fact_fau
     [f] = rec.faults
     assert (f.phase, f.where, f.turns) == ("ingest", "mem0.decide", ("bg_02#2", "bg_02#3"))
     assert rec.target_recall_provenance == 1
+
+
+def test_reasoning_endpoint_gets_no_sampling_parameters(fake, tmp_path, encoder):
+    from inmind_exp.llm import CallCache, Models
+    from tests.conftest import fake_endpoints
+
+    models = Models.build(fake_endpoints(fake.base_url, reasoning=True), CallCache(tmp_path / "cache"))
+    script_protocol(fake, {"facts": [FACT_MEMORY]})
+    for mode in ("shared", "native"):
+        rec = run_task(TASK, make_trace(n_sessions=2), 1, lambda wd: Mem0(models, encoder, wd, answer_mode=mode),
+                       models, tmp_path / f"w-{mode}", config_hash="h", system_name="mem0")
+        assert rec.error is None and rec.target_recall_provenance == 1
+    reqs = fake.chat_requests()
+    assert reqs and not any(k in r for r in reqs for k in ("temperature", "top_p", "logprobs", "max_tokens"))
+    assert all("max_completion_tokens" in r for r in reqs)
