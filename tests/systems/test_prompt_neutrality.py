@@ -11,19 +11,23 @@ must see the fact. Each text is cut into paragraphs and sentences (its units).
 Two measures, either one flags a (unit, task) pair:
   1. Embedding: MiniLM cosine between a unit and a task field >= ``COSINE_THRESHOLD`` (0.55).
   2. Keywords: a sentence and one task (its four fields together) share >= ``MIN_SHARED_RARE`` (2) rare content
-     words (per sentence, since a long paragraph collects unrelated words by chance).
+     words, at least one of them from what the user says (``user_message`` or ``query``). Per sentence, since a long
+     paragraph collects unrelated words by chance; anchored, since two ordinary words that only the task's
+     explanation happens to use (upstream's Stanton passage: "peer-reviewed ... applications" against
+     financial-06's "Medicaid reviews ... application") are no sign of the fact.
      Words are lower-cased, at least 5 letters, not stop words, with a light suffix stem ("intolerant" and
      "intolerance" -> "intoler"). A word is rare when at most ``RARE_TASK_DF`` (2) of the bundled tasks use it and
      it is not memory-system vocabulary, i.e. not used by the prompts of two or more different modules ("memory",
      "conversation", "context", "health" ... are shared by many systems and say nothing about a task).
 
-Calibration (bundled tasks, 125; prompts of the nine systems on main at f85e4f5/0f886c0): HippoRAG 2's one-shot
-examples written about a user's asthma inhaler and a lactose-intolerant brother share {asthma, inhaler} with task
-health_wellness-21 and {lactose, intolerant(+dairy)} with health_wellness-29 (keywords), and its QA one-shot's
-marathon-training passage has cosine 0.67 with health_wellness-06's query; every other prompt stays at most 0.52
-(Mem0's upstream "Monitor Health and Wellness Preferences ..." category line, 0.519) and shares at most one rare
-word with any task. ``test_detector_*`` pin that calibration on fixed texts, independent of the modules' current
-state.
+Calibration (bundled tasks, 125; prompts of the nine systems at 0f886c0, before HippoRAG 2's fix): HippoRAG 2's
+one-shot examples written about a user's asthma inhaler and a lactose-intolerant brother share {asthma, inhaler} with
+task health_wellness-21 and {lactose, intolerant(, dairy)} with health_wellness-29 (keywords), and its QA one-shot's
+marathon-training passage has cosine 0.67 with health_wellness-06's query (sourdough: 0.55 with
+professional_career-06's); every other prompt stays at cosine <= 0.52 (Mem0's upstream "Monitor Health and Wellness
+Preferences ..." category line, 0.519) and shares at most one rare word with any task. With upstream's Radio City and
+Stanton one-shots (main at 0871a62) HippoRAG 2 passes both measures. ``test_detector_*`` pin this calibration on
+fixed texts, independent of the modules' current state.
 """
 
 from __future__ import annotations
@@ -179,6 +183,7 @@ class Detector:
         self.tasks = tasks
         self.generic = generic
         self.task_words = {t.id: set().union(*(content_words(getattr(t, f)) for f in TASK_FIELDS)) for t in tasks}
+        self.said = {t.id: content_words(t.user_message) | content_words(t.query) for t in tasks}
         self.df = collections.Counter(w for ws in self.task_words.values() for w in ws)
         self.fields = [(t.id, f, getattr(t, f)) for t in tasks for f in TASK_FIELDS]
         self.encoder = MiniLMEncoder()
@@ -201,7 +206,7 @@ class Detector:
             rare = self.rare(content_words(u.text))
             for tid, words in self.task_words.items():
                 shared = rare & words
-                if len(shared) >= MIN_SHARED_RARE:
+                if len(shared) >= MIN_SHARED_RARE and shared & self.said[tid]:
                     out.append(Flag("keywords", u, tid, "all fields", float(len(shared)), tuple(sorted(shared))))
         return out
 
@@ -264,6 +269,8 @@ NEUTRAL = {  # upstream one-shots: HippoRAG's Radio City passage, Mem0's example
                   "and other music-related features.",
     "Mem0 examples": "Input: Hi, I am looking for a restaurant in San Francisco.\nInput: Yesterday, I had a meeting with "
                      "John at 3pm. We discussed the new project.\nInput: Hi, my name is John. I am a software engineer.",
+    "Stanton": "He has written and edited over a forty books and over three hundered peer-reviewed journal papers on "
+               "applications of the subject.",
     "instruction": "Read all the memories provided carefully and pay special attention to the timestamps.",
 }
 
