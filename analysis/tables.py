@@ -14,27 +14,21 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from inmind_exp.metrics import METRICS, Rate, RunMetrics
+from inmind_exp.metrics import METRIC_INFO, METRICS, Rate, RunMetrics
 from inmind_exp.records import DOMAINS
 
 from analysis.compare import EXCLUSION_NOTE, Comparison, compare, outcome
 from analysis.load import EMBEDDING_ORDER, Run
 from analysis.stats import benjamini_hochberg, holm
 
-METRIC_TITLES: dict[str, str] = {
-    "naive": "Naive",
-    "target_recall": "Target Recall (judge)",
-    "target_recall_exact": "Target Recall (exact)",
-    "application": "Application",
-    "answer_only": "Answer-only",
-}
+#: Column titles and short names come from the judge registry and the judge-free metrics (inmind_exp.metrics).
+METRIC_TITLES: dict[str, str] = {k: m.title for k, m in METRIC_INFO.items()}
 DELTA_TITLES: dict[str, str] = {
     "delta_recall_naive": "Δ Recall−Naive",
     "delta_application_recall": "Δ Application−Recall",
     "delta_application_naive": "Δ Application−Naive",
 }
-SHORT: dict[str, str] = {"naive": "N", "target_recall": "TR", "target_recall_exact": "TRx", "application": "App",
-                         "answer_only": "AO"}
+SHORT: dict[str, str] = {k: m.short for k, m in METRIC_INFO.items()}
 ALPHA = 0.05
 
 
