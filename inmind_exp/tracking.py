@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from inmind_exp import env
+from inmind_exp import tags as T
 
 env.apply(env.MLFLOW)
 
@@ -25,15 +26,15 @@ def provenance_tags() -> dict[str, str]:
 
     tags: dict[str, str] = {}
     try:
-        tags["inmind.version"] = version("inmind-exp")
+        tags[T.VERSION] = version("inmind-exp")
     except PackageNotFoundError:
-        tags["inmind.version"] = "unknown"
+        tags[T.VERSION] = "unknown"
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
         if commit.returncode == 0:
-            tags["mlflow.source.git.commit"] = commit.stdout.strip()
-            tags["inmind.git_dirty"] = str(bool(dirty.stdout.strip())).lower()
+            tags[T.GIT_COMMIT] = commit.stdout.strip()
+            tags[T.GIT_DIRTY] = str(bool(dirty.stdout.strip())).lower()
     except (OSError, subprocess.SubprocessError):
         pass
     return tags
@@ -60,16 +61,16 @@ class Tracker:
 
     def find_run(self, key: str) -> str | None:
         runs = self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.`inmind.key` = '{key}'", max_results=1, order_by=["start_time ASC"]
+            [self.experiment_id], filter_string=f"tags.`{T.KEY}` = '{key}'", max_results=1, order_by=["start_time ASC"]
         )
         return runs[0].info.run_id if runs else None
 
     def get_or_create_run(self, key: str, name: str, tags: dict[str, str], parent_id: str | None = None) -> tuple[str, bool]:
-        """The run with tag ``inmind.key == key``, reopened if it exists; else a new one. Returns (run_id, created)."""
+        """The run with tag ``tags.KEY == key``, reopened if it exists; else a new one. Returns (run_id, created)."""
         run_id = self.find_run(key)
-        all_tags = {"inmind.key": key, **provenance_tags(), **tags}
+        all_tags = {T.KEY: key, **provenance_tags(), **tags}
         if parent_id:
-            all_tags["mlflow.parentRunId"] = parent_id
+            all_tags[T.PARENT_RUN] = parent_id
         if run_id is None:
             run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
             return run.info.run_id, True

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inmind_exp import config as C
+from inmind_exp import tags as T
 from inmind_exp.metrics import RunMetrics, compute, cost_usd, results_table
 from inmind_exp.records import Task, TaskRecord, write_jsonl
 from inmind_exp.run.ledger import Ledger
@@ -56,10 +57,10 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
     tracker = res.tracker(plan.tracking)
     parent_id = None
     if parent_key:
-        parent_id, _ = tracker.get_or_create_run(parent_key, parent_name, {"inmind.kind": "sweep"})
+        parent_id, _ = tracker.get_or_create_run(parent_key, parent_name, {T.KIND: T.SWEEP})
     run_key = C.identity_hash({"root": str(plan.root.resolve()), "config": plan.config_hash})
     run_id, _ = tracker.get_or_create_run(
-        run_key, plan.name, {"inmind.kind": "config", "inmind.config_hash": plan.config_hash, "inmind.system": plan.system_name},
+        run_key, plan.name, {T.KIND: T.CONFIG, T.CONFIG_HASH: plan.config_hash, T.SYSTEM: plan.system_name},
         parent_id=parent_id,
     )
     tracker.log_params(run_id, dict(plan.params))

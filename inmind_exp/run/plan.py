@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from inmind_exp import config as C
+from inmind_exp import tags as T
 from inmind_exp.data import DataError, load_tasks, load_trace
 from inmind_exp.data.tasks import BUNDLED_TASKS
 from inmind_exp.data.trace import BUNDLED_TRACE
@@ -169,13 +170,16 @@ class Plan:
                              session_index=self.session_index, error=error, attempts=attempts)
 
 
-def run_label(system: str, embedding: str, injection: str, user_turn: int | str | None, llm: str,
-              answer_mode: str | None = "shared") -> str:
-    """The human label of a configuration, ``system/embedding/injection/llm[/answer mode]``; an explicit position
-    (``injection=position``) is named by its turn, and the default ``shared`` answer mode is left out."""
-    inj = f"turn{user_turn}" if injection == "position" and user_turn is not None else injection
+def injection_label(name: str, user_turn: int | str | None) -> str:
+    """``injection=position`` is named by its turn (``turn12``); a named preset by its name."""
+    return f"turn{user_turn}" if name == "position" and user_turn is not None else name
+
+
+def run_label(system: str, embedding: str, injection: str, llm: str, answer_mode: str | None = "shared") -> str:
+    """The label of a configuration in logs, MLflow and tables, ``system/embedding/injection/llm[/answer mode]``
+    (``injection`` as ``injection_label`` gives it); the default ``shared`` answer mode is left out."""
     answer = "" if answer_mode in (None, "shared") else f"/{answer_mode}"
-    return f"{system}/{embedding}/{inj}/{llm}{answer}"
+    return f"{system}/{embedding}/{injection}/{llm}{answer}"
 
 
 def _container(node: Any, key: str) -> dict[str, Any]:
@@ -246,7 +250,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path) -> Plan:
     config_hash = C.identity_hash(identity)
     run = cfg.run
     plan = Plan(
-        name=run_label(cfg.system.name, cfg.embedding.name, cfg.injection.name, cfg.injection.user_turn,
+        name=run_label(cfg.system.name, cfg.embedding.name, injection_label(cfg.injection.name, cfg.injection.user_turn),
                        cfg.llm.name, cfg.answer.mode),
         config_hash=config_hash, identity=identity, system_name=cfg.system.name, system_cls=system_cls,
         system_params=params, answer_mode=cfg.answer.mode, endpoints=endpoints, embedding=embedding,
@@ -264,7 +268,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path) -> Plan:
         tracking=TrackingSettings(uri=cfg.tracking.uri, experiment=cfg.tracking.experiment),
         local=local,
         prices={k: (float(v.prompt_per_1m), float(v.completion_per_1m)) for k, v in cfg.llm.prices.items()},
-        params={**C.flatten_params(cfg), "inmind.config_hash": config_hash},
+        params={**C.flatten_params(cfg), T.CONFIG_HASH: config_hash},
         config_yaml=OmegaConf.to_yaml(OmegaConf.create(redact(OmegaConf.to_container(cfg, resolve=True)))),
     )
     return replace(plan, done=Ledger(plan.ledger_path).load())
