@@ -15,7 +15,6 @@ env.apply(env.MLFLOW)
 
 import mlflow  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
-from mlflow.tracking import MlflowClient  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
