@@ -3,6 +3,11 @@
     python launch.py                                   # default run on the embedded local LLM
     python launch.py -m system=backbone,naive_rag embedding=minilm,bm25
     python launch.py -m dry_run=true system=a_mem,mem0  # estimated calls and tokens, nothing runs
+
+Exit codes: 0 every task finished without error; 1 a crash (a bug: traceback); 2 bad input (config, data, missing
+key, unreachable endpoint), found before anything ran or was logged; 3 the launch ran but some task ended in error or
+a configuration failed while the others ran (rerun the same command to retry them); 75 another driver holds this
+sweep; 130 interrupted (finished work is kept: rerun the same command).
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ from inmind_exp.run import plan_config, print_estimate, run_plan  # noqa: E402
 
 register_configs()
 _ROWS: list = []
+EXIT_TASK_ERRORS = 3
+#: (configuration, tasks errored, tasks) of every configuration run, and configurations that failed while running
+_ERRORED: list[tuple[str, int, int]] = []
+_FAILED: list[tuple[str, str]] = []
 
 
 def configure_logging() -> None:
@@ -56,21 +65,59 @@ def main(cfg: DictConfig) -> float | None:
     job_dir = Path(hc.runtime.output_dir)
     try:
         plan = plan_config(cfg, root, job_dir)
-        if cfg.dry_run:
-            print_estimate(plan)
-            return None
-        result = run_plan(plan, parent_key=f"sweep:{root}" if multirun else None, parent_name=f"sweep {root.name}")
     except InmindError as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
+    if cfg.dry_run:
+        print_estimate(plan)
+        return None
+    try:
+        result = run_plan(plan, parent_key=f"sweep:{root}" if multirun else None, parent_name=f"sweep {root.name}")
     except KeyboardInterrupt:
         sys.exit(130)  # the driver has said what is saved and how to resume
+    except InmindError as e:
+        cause = getattr(e, "cause", None) or e  # a Ray task error carries the worker's exception as ``cause``
+        msg = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        if not _ROWS and not _FAILED and not multirun:
+            print(f"error: {plan.name}: {msg}", file=sys.stderr, flush=True)
+            sys.exit(2 if is_input_error(e) else EXIT_TASK_ERRORS)
+        # in a sweep, one configuration's failure (e.g. an endpoint error while its shared prefix is built) ends
+        # that configuration with a clear message and the others still run
+        print(f"error: {plan.name}: {msg}", file=sys.stderr, flush=True)
+        _FAILED.append((plan.name, msg))
+        return None
     _ROWS.append((result.plan.name, result.metrics))
+    _ERRORED.append((result.plan.name, result.metrics.n_errors, result.metrics.n_tasks))
     print("\n" + results_table(_ROWS) + "\n", flush=True)
     print(f"records: {job_dir / 'records.jsonl'}  |  MLflow run {result.run_id} in {plan.tracking.uri} "
           f"(experiment {plan.tracking.experiment})", flush=True)
     return result.metrics.rates["application"].pct
 
 
+def is_input_error(e: BaseException) -> bool:
+    """Errors found before any task ran: a bad config, data, key or endpoint (exit 2)."""
+    from inmind_exp.errors import EndpointError, LocalModelError, PlanError
+
+    return isinstance(e, (PlanError, EndpointError, LocalModelError))
+
+
+def exit_code() -> int:
+    """0 when every task of every configuration finished; 3 (with a summary saying how to retry) otherwise."""
+    n_err = sum(e for _, e, _ in _ERRORED)
+    n_all = sum(n for _, _, n in _ERRORED)
+    if not n_err and not _FAILED:
+        return 0
+    parts = []
+    if n_err:
+        k = sum(1 for _, e, _ in _ERRORED if e)
+        parts.append(f"{n_err} of {n_all} tasks ended in error in {k} configuration(s)")
+    if _FAILED:
+        parts.append(f"{len(_FAILED)} configuration(s) failed: {', '.join(name for name, _ in _FAILED)}")
+    print(f"[inmind] {'; '.join(parts)}. Rerun the same command to retry them (finished tasks are kept; errored "
+          f"ones are retried while run.retry_errors=true).", file=sys.stderr, flush=True)
+    return EXIT_TASK_ERRORS
+
+
 if __name__ == "__main__":
     main()
+    sys.exit(exit_code())

@@ -16,12 +16,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from inmind_exp import tags as T
+from inmind_exp.memory import SYSTEMS
 from inmind_exp.metrics import RunMetrics, compute
-from inmind_exp.records import TaskRecord, read_jsonl
+from inmind_exp.records import TaskRecord
+from inmind_exp.run import ledger
+from inmind_exp.run.plan import injection_label, run_label
 
 # Table order: the in-context control, the single-shot RAG control, memory systems, then the always-in-state probe.
 SYSTEM_ORDER: dict[str, int] = {"backbone": 0, "naive_rag": 1, "always_in_state": 99}
-NON_RETRIEVAL: frozenset[str] = frozenset({"backbone", "always_in_state"})
 EMBEDDING_ORDER: dict[str, int] = {"minilm": 0, "emb3": 1, "bm25": 2}
 #: Systems whose results do not depend on the embedding: their ``MemorySystem.embeddings`` accepts ``"none"``.
 #: The analysis never imports ``systems/``, so the list lives here, in one place; tests/analysis checks it against
@@ -47,6 +50,7 @@ class RunConfig:
     answerer_model: str
     judge_model: str
     config_hash: str
+    answer: str = "shared"
 
     @classmethod
     def from_params(cls, params: Mapping[str, str], config_hash: str = "", system: str = "") -> "RunConfig":
@@ -54,10 +58,7 @@ class RunConfig:
             v = params.get(key)
             return None if v in (None, "None", "null", "") else str(v)
 
-        inj = get("injection.name") or "?"
-        turn = get("injection.user_turn")
-        if inj == "position" and turn is not None:
-            inj = f"turn{turn}"  # as runner.config_name
+        inj = injection_label(get("injection.name") or "?", get("injection.user_turn"))
         model = get("llm.model") or "?"
         return cls(
             system=get("system.name") or system or "?",
@@ -66,16 +67,21 @@ class RunConfig:
             llm=get("llm.name") or "?",
             answerer_model=get("llm.roles.answerer.model") or model,
             judge_model=get("llm.roles.judge.model") or model,
-            config_hash=get("inmind.config_hash") or config_hash,
+            config_hash=get(T.CONFIG_HASH) or config_hash,
+            answer=get("answer.mode") or "shared",
         )
 
     @property
     def name(self) -> str:
-        return f"{self.system}/{self.embedding}/{self.injection}/{self.llm}"
+        return run_label(self.system, self.embedding, self.injection, self.llm, self.answer)
 
     @property
     def is_retrieval(self) -> bool:
-        return self.system not in NON_RETRIEVAL
+        """From the system's ``retrieval`` class attribute; a system no longer registered counts as retrieval."""
+        try:
+            return SYSTEMS.get(self.system).retrieval
+        except KeyError:
+            return True
 
     @property
     def uses_embedding(self) -> bool:
@@ -195,12 +201,7 @@ def flatten(node: Any, prefix: str = "") -> dict[str, str]:
 
 def read_records(path: Path) -> list[TaskRecord]:
     """Task records of one JSONL file; for a ledger (appended on retries) the last record of a task wins."""
-    by_task: dict[str, TaskRecord] = {}
-    for d in read_jsonl(path):
-        rec = TaskRecord.from_dict(d)
-        by_task.pop(rec.task_id, None)
-        by_task[rec.task_id] = rec
-    return list(by_task.values())
+    return list(ledger.read_records(path).values())
 
 
 def _hash_of(records: list[TaskRecord], where: Path) -> str:
@@ -281,7 +282,7 @@ def load_experiment(experiment: str, tracking_uri: str) -> RunSet:
         raise LoadError(f"no experiment {experiment!r} in {tracking_uri} (experiments: {names or 'none'})")
     runs, token = [], None
     while True:
-        page = client.search_runs([exp.experiment_id], filter_string="tags.`inmind.kind` = 'config'",
+        page = client.search_runs([exp.experiment_id], filter_string=T.kind_filter(T.CONFIG),
                                   max_results=1000, order_by=["start_time ASC"], page_token=token)
         runs.extend(page)
         token = page.token
@@ -302,9 +303,9 @@ def load_experiment(experiment: str, tracking_uri: str) -> RunSet:
                 skipped.append(f"run {rid} ({run.info.run_name}): records.jsonl is empty")
                 continue
             tags, params = run.data.tags, dict(run.data.params)
-            cfg = RunConfig.from_params(params, tags.get("inmind.config_hash", ""), tags.get("inmind.system", ""))
+            cfg = RunConfig.from_params(params, tags.get(T.CONFIG_HASH, ""), tags.get(T.SYSTEM, ""))
             items.append(dict(name=run.info.run_name or cfg.name, config=cfg, records=tuple(records), run_id=rid,
-                              parent_run_id=tags.get("mlflow.parentRunId"), status=run.info.status,
+                              parent_run_id=tags.get(T.PARENT_RUN), status=run.info.status,
                               source=f"mlflow run {rid}", params=params))
     if not items:
         raise LoadError(f"experiment {experiment!r} in {tracking_uri} has no config run with records"

@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from inmind_exp.metrics import LABELS, METRICS, Rate, RunMetrics
+from inmind_exp.metrics import LABELS, METRIC_INFO, METRICS, Rate, RunMetrics
 from inmind_exp.records import DOMAINS, TaskRecord
 
 from analysis.caveats import FLAG, FLAG_NOTE, flag
@@ -22,17 +22,15 @@ from analysis.compare import EXCLUSION_NOTE, Comparison, compare, outcome
 from analysis.load import EMBEDDING_ORDER, Run
 from analysis.stats import benjamini_hochberg, cohen_kappa, holm
 
-#: Column titles: ``inmind_exp.metrics.LABELS`` (the verbatim metric keeps its key ``target_recall_exact`` for old
-#: runs but is labelled a lower bound; provenance an upper bound).
+#: Column titles: the results table's labels (``inmind_exp.metrics.LABELS``, from the judge registry and the
+#: judge-free metrics: the verbatim metric keeps its key ``target_recall_exact`` but is labelled a lower bound).
 METRIC_TITLES: dict[str, str] = dict(LABELS)
 DELTA_TITLES: dict[str, str] = {
     "delta_recall_naive": "Δ Recall−Naive",
     "delta_application_recall": "Δ Application−Recall",
     "delta_application_naive": "Δ Application−Naive",
 }
-SHORT: dict[str, str] = {"naive": "N", "target_recall": "TR", "target_recall_exact": "TRv",
-                         "target_recall_provenance": "TRp", "naive_recall_provenance": "NRp", "application": "App",
-                         "answer_only": "AO"}
+SHORT: dict[str, str] = {k: m.short for k, m in METRIC_INFO.items()}
 ALPHA = 0.05
 
 

@@ -151,6 +151,9 @@ class ClusterConf:
 @dataclass
 class RunConf:
     cache_dir: str = ".inmind_cache"
+    #: a second launch of the same sweep waits for the first (up to lock_timeout_s) instead of exiting with 75
+    wait_for_lock: bool = False
+    lock_timeout_s: Optional[float] = None
     max_task_attempts: int = 2
     retry_errors: bool = True
     judge_attempts: int = 3
@@ -270,13 +273,14 @@ def identity_hash(identity: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-SECRET_MARKERS = ("api_key", "apikey", "secret", "password", "access_token", "auth_token", "bearer")
 
 
 def flatten_params(cfg: DictConfig) -> dict[str, str]:
     """The resolved config flattened to ``a.b.c -> str`` for MLflow params; values of secret-looking keys are dropped
     (``*_env`` keys hold only the *name* of an environment variable and are kept)."""
-    container = OmegaConf.to_container(cfg, resolve=True)
+    from inmind_exp.secrets import is_secret_key, redact
+
+    container = redact(OmegaConf.to_container(cfg, resolve=True))
     out: dict[str, str] = {}
 
     def walk(prefix: str, node: Any) -> None:
@@ -284,8 +288,8 @@ def flatten_params(cfg: DictConfig) -> dict[str, str]:
             for k, v in sorted(node.items()):
                 walk(f"{prefix}.{k}" if prefix else str(k), v)
         else:
-            leaf = prefix.rsplit(".", 1)[-1].lower()
-            if any(m in leaf for m in SECRET_MARKERS) and not leaf.endswith("_env"):
+            leaf = prefix.rsplit(".", 1)[-1]
+            if is_secret_key(leaf):
                 return
             out[prefix] = json.dumps(node) if isinstance(node, (list, dict)) else str(node)
 

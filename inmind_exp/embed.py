@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from inmind_exp import env
-from inmind_exp.llm import CallCache, Endpoint, Limiter, LLMClient, UsageMeter, cache_key
+from inmind_exp.llm import CallCache, CallPolicy, Endpoint, Limiter, LLMClient, Model, UsageMeter
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -81,42 +81,41 @@ def _minilm_model() -> Any:
         return _MINILM_MODEL
 
 
+class MiniLMProvider:
+    """all-MiniLM-L6-v2 on the CPU as an embedding provider: one ``encode`` call per batch, nothing to retry."""
+
+    def __init__(self, batch_size: int = 64):
+        self.batch_size = batch_size
+
+    def embed_key(self, text: str, dimensions: int | None) -> dict[str, Any]:
+        return {"kind": "embed", "endpoint": f"local|{MINILM_ID}", "text": text}
+
+    def embed(self, batch: list[str], dimensions: int | None) -> tuple[list[np.ndarray], int]:
+        vecs = _minilm_model().encode(batch, batch_size=self.batch_size, convert_to_numpy=True,
+                                      show_progress_bar=False, normalize_embeddings=True)
+        return [v.astype(np.float32) for v in vecs], 0
+
+    def is_retryable(self, exc: BaseException) -> bool:
+        return False
+
+    def failure(self, exc: BaseException, retryable: bool) -> None:
+        return None
+
+
 class MiniLMEncoder(Encoder):
-    """all-MiniLM-L6-v2 on the CPU, one torch thread, vectors cached per text."""
+    """all-MiniLM-L6-v2 on the CPU, one torch thread, vectors cached per text (and kept in memory) by the model
+    wrapper; every text this process has not seen goes to the model in one call."""
 
     name = "minilm"
     dim = 384
 
     def __init__(self, cache: CallCache | None = None, batch_size: int = 64):
-        self.cache = cache
-        self.batch_size = batch_size
-        self._memo: dict[str, np.ndarray] = {}
+        self.model = Model(MiniLMProvider(batch_size), CallPolicy(), role="embedding", cache=cache, memo=True)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        out: list[np.ndarray | None] = [None] * len(texts)
-        todo: list[int] = []
-        keys = [cache_key({"kind": "embed", "endpoint": f"local|{MINILM_ID}", "text": t}) for t in texts]
-        for i, (t, k) in enumerate(zip(texts, keys)):
-            if t in self._memo:
-                out[i] = self._memo[t]
-                continue
-            hit = self.cache.get("embed", k) if self.cache is not None else None
-            if hit is not None:
-                out[i] = self._memo[t] = np.asarray(hit["vector"], dtype=np.float32)
-            else:
-                todo.append(i)
-        if todo:
-            model = _minilm_model()
-            vecs = model.encode([texts[i] for i in todo], batch_size=self.batch_size, convert_to_numpy=True,
-                                show_progress_bar=False, normalize_embeddings=True)
-            for i, v in zip(todo, vecs):
-                v = v.astype(np.float32)
-                out[i] = self._memo[texts[i]] = v
-                if self.cache is not None:
-                    self.cache.put("embed", keys[i], {"vector": v.tolist()})
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return _normalise(np.vstack(out))
+        return _normalise(self.model.embed(list(texts), batch_size=None))
 
 
 class APIEncoder(Encoder):

@@ -3,6 +3,8 @@
 Every judge returns a binary verdict as a JSON object ``{"score": 0 or 1, "reason": "..."}``. A reply that cannot
 be parsed into one after the allowed attempts becomes a ``Verdict`` with ``error`` set and ``score`` None, which
 metrics count as an error, never as a 0. Prompts are versioned constants: change the text, bump the version.
+``JUDGES`` is the registry: ``judge_task``, the metric list and table headers (``metrics``), the analysis titles,
+the result identity (``config``) and the dry-run estimate (``run.estimate``) all derive from it.
 """
 
 from __future__ import annotations
@@ -11,26 +13,40 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from inmind_exp.llm import LLMCallError, LLMClient
-from inmind_exp.llm.client import JSONReplyError
+from inmind_exp.llm import JSONReplyError, LLMCallError, LLMClient
 from inmind_exp.records import Answer, Task, Verdict, msgs
-
-JUDGE_NAMES: tuple[str, ...] = ("naive", "application", "target_recall", "answer_only")
 
 _OUTPUT = 'Return only a JSON object of the form {"score": 0 or 1, "reason": "<one or two sentences>"}.'
 
 
 @dataclass(frozen=True)
-class JudgePrompt:
+class Judge:
+    """One registered judge: its versioned prompt, the answer it reads (``naive`` or ``indirect``), how its metric
+    is shown (``label`` in the results table, ``title`` and ``short`` in the analysis tables, ``order`` among all
+    metrics' columns) and its prompt size for the dry-run estimate. Change the prompt, bump the version."""
+
     name: str
     version: str
     system: str
     template: str
+    reads: str
+    label: str
+    title: str
+    short: str
+    order: int
+    prompt_tokens: int = 1200
+
+    def fields(self, task: Task, answer: Answer) -> dict[str, str]:
+        """The template's fields for ``answer`` (templates use the ones they need)."""
+        return {"user_message": task.user_message, "context": answer.context_text(),
+                "query": task.naive_query if self.reads == "naive" else task.query,
+                "explanation": task.explanation, "answer": answer.text}
 
 
-NAIVE_JUDGE = JudgePrompt(
+NAIVE_JUDGE = Judge(
     name="naive",
     version="naive-v1",
+    reads="naive", label="Naive", title="Naive", short="N", order=0,
     system=(
         "You are a strict evaluator of a memory-augmented assistant. Earlier, the user told the assistant a personal "
         "fact. Now the user asks the assistant directly to recall it. Score 1 if the assistant's answer correctly "
@@ -44,9 +60,10 @@ NAIVE_JUDGE = JudgePrompt(
     ),
 )
 
-APPLICATION_JUDGE = JudgePrompt(
+APPLICATION_JUDGE = Judge(
     name="application",
     version="application-v1",
+    reads="indirect", label="Application", title="Application", short="App", order=50,
     system=(
         "You are a strict evaluator of a memory-augmented assistant. Earlier, the user told the assistant a personal "
         "fact. Later the user made a request that never mentions that fact, but whose correct answer changes because "
@@ -62,9 +79,10 @@ APPLICATION_JUDGE = JudgePrompt(
     ),
 )
 
-TARGET_RECALL_JUDGE = JudgePrompt(
+TARGET_RECALL_JUDGE = Judge(
     name="target_recall",
     version="target_recall-v1",
+    reads="indirect", label="Target recall (judge)", title="Target Recall (judge)", short="TR", order=10,
     system=(
         "You audit what a memory system retrieved. You see the personal fact the user stated earlier and the exact "
         "context the assistant was given for a later request (you do not see the assistant's answer). Score 1 if the "
@@ -78,9 +96,10 @@ TARGET_RECALL_JUDGE = JudgePrompt(
     ),
 )
 
-ANSWER_ONLY_JUDGE = JudgePrompt(
+ANSWER_ONLY_JUDGE = Judge(
     name="answer_only",
     version="answer_only-v1",
+    reads="indirect", label="Answer-only", title="Answer-only", short="AO", order=60,
     system=(
         "You evaluate an assistant's answer on its own. The user has a personal fact (given below) and made a request "
         "whose correct answer changes because of it, as the explanation describes. You do not see what the assistant "
@@ -93,9 +112,16 @@ ANSWER_ONLY_JUDGE = JudgePrompt(
     ),
 )
 
-JUDGES: dict[str, JudgePrompt] = {
+#: The judge registry, in the order a task's judges run: adding a judge is one entry here; the verdicts, the
+#: metric list, the table headers, the result identity and the dry-run estimate follow from it.
+JUDGES: dict[str, Judge] = {
     j.name: j for j in (NAIVE_JUDGE, APPLICATION_JUDGE, TARGET_RECALL_JUDGE, ANSWER_ONLY_JUDGE)
 }
+
+
+def applicable(evaluates_naive: bool) -> list[Judge]:
+    """The judges a task of a system gets: those of the naive answer only if the system is asked the naive query."""
+    return [j for j in JUDGES.values() if j.reads == "indirect" or evaluates_naive]
 
 
 def _validate_verdict(obj: dict[str, Any]) -> str | None:
@@ -114,7 +140,7 @@ def _score(obj: dict[str, Any]) -> int:
     return int(s.strip()) if isinstance(s, str) else int(s)
 
 
-def judge(client: LLMClient, prompt: JudgePrompt, fields: dict[str, str], attempts: int = 3) -> Verdict:
+def judge(client: LLMClient, prompt: Judge, fields: dict[str, str], attempts: int = 3) -> Verdict:
     """Run one judge; any failure (call or parse) is returned as an errored verdict, never a score."""
     messages = msgs(("system", prompt.system), ("user", prompt.template.format(**fields)))
     try:
@@ -127,23 +153,10 @@ def judge(client: LLMClient, prompt: JudgePrompt, fields: dict[str, str], attemp
 
 
 def judge_task(client: LLMClient, task: Task, naive: Answer | None, indirect: Answer, attempts: int = 3) -> dict[str, Verdict]:
-    """All applicable verdicts for one task: naive (when the system was asked), application, target recall, answer-only."""
-    verdicts: dict[str, Verdict] = {}
-    if naive is not None:
-        verdicts["naive"] = judge(client, NAIVE_JUDGE, {
-            "user_message": task.user_message, "context": naive.context_text(), "query": task.naive_query,
-            "answer": naive.text}, attempts)
-    indirect_ctx = indirect.context_text()
-    verdicts["application"] = judge(client, APPLICATION_JUDGE, {
-        "user_message": task.user_message, "context": indirect_ctx, "query": task.query,
-        "explanation": task.explanation, "answer": indirect.text}, attempts)
-    verdicts["target_recall"] = judge(client, TARGET_RECALL_JUDGE, {
-        "user_message": task.user_message, "context": indirect_ctx, "query": task.query,
-        "explanation": task.explanation}, attempts)
-    verdicts["answer_only"] = judge(client, ANSWER_ONLY_JUDGE, {
-        "user_message": task.user_message, "query": task.query, "explanation": task.explanation,
-        "answer": indirect.text}, attempts)
-    return verdicts
+    """Every registered judge whose answer exists (the naive one only when the system was asked), in registry order."""
+    answers = {"naive": naive, "indirect": indirect}
+    return {j.name: judge(client, j, j.fields(task, answer), attempts)
+            for j in JUDGES.values() if (answer := answers[j.reads]) is not None}
 
 
 def _norm(text: str) -> str:

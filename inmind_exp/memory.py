@@ -60,7 +60,15 @@ class MemorySystem(abc.ABC):
     embeddings: ClassVar[tuple[str, ...]] = ("minilm", "emb3")
     #: False for the in-context backbone, which the paper does not score on the naive query
     evaluates_naive: ClassVar[bool] = True
+    #: False for the controls that put memory in front of the answerer without retrieving (analysis groups them
+    #: apart); unless a class says, a system that runs with ``embedding=none`` (no retriever at all) does not retrieve
+    retrieval: ClassVar[bool] = True
     cost: ClassVar[CallProfile] = CallProfile()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "retrieval" not in cls.__dict__:
+            cls.retrieval = "none" not in cls.embeddings
 
     def __init__(self, llm: Models, encoder: Encoder | None, workdir: Path, *, answer_mode: str = "shared",
                  **params: Any) -> None:

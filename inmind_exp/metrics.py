@@ -9,24 +9,40 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
 
+from inmind_exp.judges import JUDGES, Judge
 from inmind_exp.records import TaskRecord, Usage
 
 Z95 = 1.959963984540054
-METRICS: tuple[str, ...] = ("naive", "target_recall", "target_recall_exact", "target_recall_provenance",
-                            "naive_recall_provenance", "application", "answer_only")
-#: Display labels; ``target_recall_exact`` keeps its key (older runs) but says what it is: a verbatim lower bound.
-LABELS: dict[str, str] = {
-    "naive": "Naive",
-    "target_recall": "Target recall (judge)",
-    "target_recall_exact": "Target recall (verbatim, lower bound)",
-    "target_recall_provenance": "Target recall (provenance, upper bound)",
-    "naive_recall_provenance": "Naive recall (provenance)",
-    "application": "Application",
-    "answer_only": "Answer-only",
-}
-_JUDGE_FREE = {"target_recall_exact": "indirect", "target_recall_provenance": "indirect", "naive_recall_provenance": "naive"}
+
+
+@dataclass(frozen=True)
+class JudgeFreeMetric:
+    """A metric read from a ``TaskRecord`` field rather than a verdict; shown like a judge's (see ``judges.Judge``)."""
+
+    name: str
+    reads: str
+    label: str
+    title: str
+    short: str
+    order: int
+
+
+#: ``target_recall_exact`` keeps its key (older runs) but says what it is: a verbatim lower bound.
+JUDGE_FREE: dict[str, JudgeFreeMetric] = {m.name: m for m in (
+    JudgeFreeMetric("target_recall_exact", "indirect", "Target recall (verbatim, lower bound)", "Target Recall (exact)",
+                    "TRv", 20),
+    JudgeFreeMetric("target_recall_provenance", "indirect", "Target recall (provenance, upper bound)",
+                    "Target Recall (provenance)", "TRp", 30),
+    JudgeFreeMetric("naive_recall_provenance", "naive", "Naive recall (provenance)", "Naive Recall (provenance)",
+                    "NRp", 40),
+)}
+#: Every metric a run reports, in column order: the judges' (from the judge registry) and the judge-free ones.
+METRIC_INFO: dict[str, Judge | JudgeFreeMetric] = {
+    m.name: m for m in sorted([*JUDGES.values(), *JUDGE_FREE.values()], key=lambda m: m.order)}
+METRICS: tuple[str, ...] = tuple(METRIC_INFO)
+#: Column labels of the results table.
+LABELS: dict[str, str] = {k: m.label for k, m in METRIC_INFO.items()}
 
 
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -66,7 +82,7 @@ def valid(record: TaskRecord) -> bool:
 def _value(r: TaskRecord, metric: str) -> int | None:
     """The task's 0/1 for ``metric``, or None when the metric does not apply (naive for the backbone, provenance
     for a system that reports no items)."""
-    if metric in _JUDGE_FREE:
+    if metric in JUDGE_FREE:
         return getattr(r, metric)
     verdict = r.verdicts.get(metric)
     return int(verdict.score) if verdict is not None and verdict.ok else None  # type: ignore[arg-type]

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from inmind_exp import env
+from inmind_exp import tags as T
 
 env.apply(env.MLFLOW)
 
 import mlflow  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
-from mlflow.tracking import MlflowClient  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,15 +89,15 @@ def provenance_tags() -> dict[str, str]:
 
     tags: dict[str, str] = {}
     try:
-        tags["inmind.version"] = version("inmind-exp")
+        tags[T.VERSION] = version("inmind-exp")
     except PackageNotFoundError:
-        tags["inmind.version"] = "unknown"
+        tags[T.VERSION] = "unknown"
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
         if commit.returncode == 0:
-            tags["mlflow.source.git.commit"] = commit.stdout.strip()
-            tags["inmind.git_dirty"] = str(bool(dirty.stdout.strip())).lower()
+            tags[T.GIT_COMMIT] = commit.stdout.strip()
+            tags[T.GIT_DIRTY] = str(bool(dirty.stdout.strip())).lower()
     except (OSError, subprocess.SubprocessError):
         pass
     return tags
@@ -139,10 +139,10 @@ def config_tags(plan: Any, flat_cfg: Mapping[str, str]) -> dict[str, str]:
     turn, fraction = get("injection.user_turn"), get("injection.fraction")
     point = f"turn{turn}" if turn is not None else f"{float(fraction or 0):.0%} of user turns"
     tags = {
-        "inmind.kind": "config",
-        "inmind.config_hash": plan.config_hash,
+        T.KIND: T.CONFIG,
+        T.CONFIG_HASH: plan.config_hash,
         "inmind.label": plan.name,
-        "inmind.system": plan.system_name,
+        T.SYSTEM: plan.system_name,
         "inmind.embedding": get("embedding.name") or "?",
         "inmind.injection": get("injection.name") or "?",
         "inmind.injection_point": f"{point} (session {plan.session_index + 1}/{len(plan.trace.sessions)})",
@@ -249,30 +249,29 @@ class Tracker:
     def __init__(self, uri: str, experiment: str):
         self.uri = uri
         mlflow.set_tracking_uri(uri)
-        self.client = MlflowClient(tracking_uri=uri)
-        exp = self.client.get_experiment_by_name(experiment)
-        if exp is None:
-            self.experiment_id = self.client.create_experiment(
-                experiment, artifact_location=artifact_location(uri), tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
-        else:
-            self.experiment_id = exp.experiment_id
-            if EXPERIMENT_KIND_TAG not in exp.tags:  # experiments made before the tag existed
-                self.client.set_experiment_tag(self.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
-        self.client.set_experiment_tag(self.experiment_id, VIEW_TAG_PREFIX + VIEW_KEY,
-                                       json.dumps(runs_view_state(), sort_keys=True))
+        from inmind_exp.tracking_store import ensure_experiment, open_tracking_store
+
+        self.client = open_tracking_store(uri)  # two processes creating one new SQLite store do not race
+        self.experiment_id = ensure_experiment(self.client, experiment, artifact_location(uri))
+        tags = self.client.get_experiment(self.experiment_id).tags
+        if EXPERIMENT_KIND_TAG not in tags:  # also for experiments made before the tag existed
+            self.client.set_experiment_tag(self.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        view = json.dumps(runs_view_state(), sort_keys=True)
+        if tags.get(VIEW_TAG_PREFIX + VIEW_KEY) != view:
+            self.client.set_experiment_tag(self.experiment_id, VIEW_TAG_PREFIX + VIEW_KEY, view)
 
     def find_run(self, key: str) -> str | None:
         runs = self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.`inmind.key` = '{key}'", max_results=1, order_by=["start_time ASC"]
+            [self.experiment_id], filter_string=f"tags.`{T.KEY}` = '{key}'", max_results=1, order_by=["start_time ASC"]
         )
         return runs[0].info.run_id if runs else None
 
     def get_or_create_run(self, key: str, name: str, tags: dict[str, str], parent_id: str | None = None) -> tuple[str, bool]:
-        """The run with tag ``inmind.key == key``, reopened if it exists; else a new one. Returns (run_id, created)."""
+        """The run with tag ``tags.KEY == key``, reopened if it exists; else a new one. Returns (run_id, created)."""
         run_id = self.find_run(key)
-        all_tags = {"inmind.key": key, **provenance_tags(), **tags}
+        all_tags = {T.KEY: key, **provenance_tags(), **tags}
         if parent_id:
-            all_tags["mlflow.parentRunId"] = parent_id
+            all_tags[T.PARENT_RUN] = parent_id
         if run_id is None:
             run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
             return run.info.run_id, True
@@ -285,7 +284,7 @@ class Tracker:
     def open_sweep_run(self, key: str, root: Path) -> str:
         """The sweep's parent run, named after its overrides, with the overrides as params."""
         overrides = sweep_overrides(root)
-        run_id, _ = self.get_or_create_run(key, sweep_name(root, overrides), {"inmind.kind": "sweep",
+        run_id, _ = self.get_or_create_run(key, sweep_name(root, overrides), {T.KIND: T.SWEEP,
                                                                                "inmind.sweep_dir": str(root)})
         self.log_params(run_id, {f"sweep.{k}": v for k, v in map(_split, overrides)
                                  if not k.startswith(("hydra.", "tracking."))})
@@ -300,7 +299,7 @@ class Tracker:
         rows: dict[str, Mapping[str, float]] = {}
         children = self.client.search_runs(
             [self.experiment_id], max_results=5000,
-            filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}' and tags.`inmind.kind` = 'config'")
+            filter_string=f"tags.`{T.PARENT_RUN}` = '{parent_id}' and {T.kind_filter(T.CONFIG)}")
         for child in children:
             rows[child.info.run_name] = flat if child.info.run_id == run_id else child.data.metrics
         cols = ["configuration", "n_tasks", "n_errors", *[m for m in METRICS], "delta_recall_naive",

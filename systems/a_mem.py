@@ -18,11 +18,28 @@ Write path, per trace turn (user and assistant turns alike, as the reproduction 
   4. the note is embedded as "content:… context:… keywords: … tags: …"; every ``evo_threshold`` evolutions
      the whole retriever is rebuilt from the current notes ("<content> , <context> <keywords> <tags>").
   The evolution call is made even for the first note (empty neighbour list), as in the reproduction.
-Read path (``test_advanced.py``): one LLM call turns the question into keywords; ``find_related_memories_raw``
-takes the top ``retrieve_k`` notes for those keywords and, after each, up to k+1 of its linked notes, each line
-"talk start time:…memory content: …memory context: …memory keywords: […]memory tags: […]"; one answer call with
-the reproduction's default answer prompt (the one it sends for LoCoMo categories 1, 3 and 4), asking for
-{"answer": …}; an unparseable reply is used as the answer text as is, as the reproduction does.
+Read path (``test_advanced.py``), split for the answer modes: ``recall`` makes one LLM call that turns the
+question into keywords, then ``find_related_memories_raw`` takes the top ``retrieve_k`` notes for those keywords and,
+after each, up to k+1 of its linked notes, each line "talk start time:…memory content: …memory context: …memory
+keywords: […]memory tags: […]"; every line is one ``note`` item.
+
+Answer modes: ``shared`` (default) gives those lines to the shared prompt of ``inmind_exp.answering``; ``native``
+sends the reproduction's default answer prompt (``test_advanced.py`` ``answer_question``, the one it sends for LoCoMo
+categories 1, 3 and 4: "write an answer in the form of a short phrase … Answer with exact words from the context
+whenever possible", then "Short answer:") with its JSON output ``{"answer": …}``; an unparseable reply is used as the
+answer text as is, as the reproduction does (and counted as a fault). ``answer_prompt`` in the meta names which.
+
+Provenance: a note carries the id of the trace turn it was made from. An evolution call rewrites fields of notes
+(``strengthen`` the new note's tags, ``update_neighbor`` the shown neighbours' context and tags); every note it
+rewrites carries the union of the sources of the notes that were inputs to that call (the new note and every
+neighbour shown). Links add no sources: a linked note appears in the context as its own item.
+
+Faults (``MemorySystem.fault``, with the turn id of the note being written): an analysis or evolution reply that
+is never valid JSON of the asked shape after ``json_attempts`` (``malformed_reply``, or ``empty_reply`` when blank;
+upstream falls back to an empty analysis / no evolution), an evolution field that is missing or ill-typed and so
+skipped, or a suggested connection that is not a shown memory index (``malformed_reply`` at ``a_mem.evolution``);
+on the read path a keyword reply that is not the JSON asked for (the raw reply is used, as upstream) and a native
+answer that is not ``{"answer": "…"}`` (turns empty: nothing is being written).
 
 Deliberate deviations:
   - json_schema is replaced by json_object with the schema described in the prompts (our own wording, same
@@ -30,12 +47,14 @@ Deliberate deviations:
     trailing comma). A reply that is not valid JSON, or lacks a key, is re-asked by the shared client
     (``json_attempts``), then falls back as upstream does: empty analysis (context "General"), no evolution,
     the raw reply as keywords. A missing or ill-typed evolution field makes its part of the action a no-op.
+    Each of these fallbacks is counted as a fault (see above).
   - A neighbour rewritten by ``update_neighbor`` is re-embedded at once (requested by the issue); upstream keeps
     its stale vector until the next consolidation.
   - Links are stored as note ids (upstream stores memory indices; notes are never deleted, so they coincide);
     suggested connections that are not valid memory indices are dropped instead of crashing the read path.
-  - Note ids and timestamps come from the trace (``<session id>#<turn index>``, ``session.date``), not uuid4 and
-    the wall clock; a space is added in "Speaker <role> says" (upstream glues the name to "says").
+  - Note ids and timestamps come from the trace (the turn id: ``<session id>#<turn index>`` or the injected pair's
+    ids; ``session.date``), not uuid4 and the wall clock; a space is added in "Speaker <role> says" (upstream glues
+    the name to "says").
   - Sampling parameters are the roles' configured defaults (upstream: temperature 0.7, max_tokens 1000); the
     answer is made by the answerer role, the other calls by the memory role.
   - Note fields that no prompt or ranking reads (category, importance_score, retrieval_count, last_accessed,
@@ -50,10 +69,11 @@ from typing import Any
 
 from inmind_exp.embed import TextIndex
 from inmind_exp.llm import JSONReplyError, parse_json_object
-from inmind_exp.records import Answer, Message, Session
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
+from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
+from inmind_exp.records import Answer, ContextItem, Message, Session
 
-PROMPT_VERSION = "a_mem-v1"
+PROMPT_VERSION = "a_mem-v2"
+ANSWER_PROMPT_VERSION = "a_mem-answer-v1"
 
 JSON_SYSTEM_PROMPT = "You must respond with a JSON object."
 
@@ -134,7 +154,8 @@ Question: {question} Short answer:"""
 
 @dataclass
 class Note:
-    """One memory note; ``links`` are ids of notes the evolution step connected it to (duplicates kept)."""
+    """One memory note; ``links`` are ids of notes the evolution step connected it to (duplicates kept);
+    ``sources`` the turn ids it derives from (its own turn, plus the inputs of evolution calls that rewrote it)."""
 
     id: str
     content: str
@@ -143,6 +164,7 @@ class Note:
     context: str = "General"
     tags: list[str] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
 
 
 def note_document(n: Note) -> str:
@@ -194,6 +216,16 @@ def _check_evolution(obj: dict[str, Any]) -> str | None:
     return None
 
 
+def _union(*groups: Any) -> list[str]:
+    """Turn ids of all ``groups`` in first-seen order, without repeats."""
+    out: list[str] = []
+    for g in groups:
+        for s in g:
+            if s not in out:
+                out.append(s)
+    return out
+
+
 def _memory_index(v: Any) -> int | None:
     if isinstance(v, bool):
         return None
@@ -229,13 +261,15 @@ class AMem(MemorySystem):
 
     # -- write path ---------------------------------------------------------------------------------------------
     def ingest_session(self, session: Session) -> None:
-        for i, turn in enumerate(session.turns):
-            self.add_note(f"{session.id}#{i}", f"Speaker {turn.role} says : {turn.content}", session.date)
+        for turn in session.with_turn_ids().turns:
+            self.add_note(turn.id, f"Speaker {turn.role} says : {turn.content}", session.date)
 
     def add_note(self, note_id: str, content: str, timestamp: str) -> Note:
+        """Add the note for trace turn ``note_id`` (its id and its source)."""
         if note_id in self.position:
             raise ValueError(f"a_mem: note {note_id!r} already exists (session ingested twice?)")
-        note = Note(id=note_id, content=content, timestamp=timestamp, **self.analyze_content(content))
+        note = Note(id=note_id, content=content, timestamp=timestamp, sources=[note_id],
+                    **self.analyze_content(content, (note_id,)))
         evolved = self.process_memory(note)
         self.position[note.id] = len(self.notes)
         self.notes.append(note)
@@ -246,18 +280,21 @@ class AMem(MemorySystem):
                 self.consolidate_memories()
         return note
 
-    def _ask_json(self, prompt: str, validate) -> dict[str, Any] | None:
-        """One JSON-mode memory call; None when the model never produced a valid object (upstream's fallback)."""
+    def _ask_json(self, prompt: str, validate, where: str, turns: tuple[str, ...]) -> dict[str, Any] | None:
+        """One JSON-mode memory call; None when the model never produced a valid object (upstream's fallback),
+        which is recorded as a fault on ``turns``."""
         messages = (Message("system", JSON_SYSTEM_PROMPT), Message("user", prompt))
         try:
             obj, _ = self.llm.memory.chat_json(messages, attempts=self.json_attempts, validate=validate)
-        except JSONReplyError:
+        except JSONReplyError as e:
+            self.fault("empty_reply" if not e.raw.strip() else "malformed_reply", where,
+                       f"{e}; reply: {e.raw[:300]}", turns)
             return None
         return obj
 
-    def analyze_content(self, content: str) -> dict[str, Any]:
+    def analyze_content(self, content: str, turns: tuple[str, ...] = ()) -> dict[str, Any]:
         """Keywords, context and tags of a note's content (``MemoryNote.analyze_content``)."""
-        obj = self._ask_json(ANALYZE_PROMPT.format(content=content), _check_analysis)
+        obj = self._ask_json(ANALYZE_PROMPT.format(content=content), _check_analysis, "a_mem.analyze_content", turns)
         if obj is None:
             return {"keywords": [], "context": "General", "tags": []}
         context = obj["context"]
@@ -279,39 +316,71 @@ class AMem(MemorySystem):
         return text, indices
 
     def process_memory(self, note: Note) -> bool:
-        """The evolution step: link/retag the new note and rewrite its neighbours; returns should_evolve."""
+        """The evolution step: link/retag the new note and rewrite its neighbours; returns should_evolve.
+
+        Every note this call rewrites gets the union of the sources of its input notes (the new note and the
+        neighbours shown); fields that are missing or ill-typed are skipped and counted as one fault."""
         neighbours, indices = self.find_related_memories(note.content, self.evolution_k)
         prompt = EVOLUTION_PROMPT.format(context=note.context, content=note.content, keywords=repr(note.keywords),
                                          nearest_neighbors_memories=neighbours, neighbor_number=len(indices))
-        obj = self._ask_json(prompt, _check_evolution)
+        turns = tuple(note.sources)
+        obj = self._ask_json(prompt, _check_evolution, "a_mem.evolution", turns)
         if obj is None or not _as_bool(obj["should_evolve"]):
             return False
-        actions = _str_list(obj.get("actions")) or []
-        for action in actions:
+        inputs = _union(note.sources, *(self.notes[i].sources for i in indices))
+        problems: list[str] = []
+        actions = _str_list(obj.get("actions"))
+        if actions is None:
+            problems.append(f"actions is not a list: {obj.get('actions')!r}")
+        for action in actions or []:
             if action.strip() == "strengthen":
-                for v in obj.get("suggested_connections") or []:
+                connections = obj.get("suggested_connections")
+                if not isinstance(connections, list):
+                    problems.append(f"suggested_connections is not a list: {connections!r}")
+                for v in connections if isinstance(connections, list) else []:
                     idx = _memory_index(v)
                     if idx is not None and 0 <= idx < len(self.notes):
                         note.links.append(self.notes[idx].id)
+                    else:
+                        problems.append(f"suggested connection {v!r} is not a memory index")
                 tags = _str_list(obj.get("tags_to_update"))
-                if tags is not None:
+                if tags is None:
+                    problems.append(f"tags_to_update is not a list: {obj.get('tags_to_update')!r}")
+                else:
                     note.tags = tags
+                    note.sources = list(inputs)
             elif action.strip() == "update_neighbor":
-                self._update_neighbours(indices, obj.get("new_context_neighborhood"), obj.get("new_tags_neighborhood"))
+                problems += self._update_neighbours(indices, obj.get("new_context_neighborhood"),
+                                                    obj.get("new_tags_neighborhood"), inputs)
+        if problems:
+            self.fault("malformed_reply", "a_mem.evolution", "; ".join(problems), turns)
         return True
 
-    def _update_neighbours(self, indices: list[int], contexts: Any, tags_lists: Any) -> None:
-        contexts = contexts if isinstance(contexts, list) else []
-        tags_lists = tags_lists if isinstance(tags_lists, list) else []
+    def _update_neighbours(self, indices: list[int], contexts: Any, tags_lists: Any, inputs: list[str]) -> list[str]:
+        """Rewrite the i-th shown neighbour's tags (and context, when given); returns what had to be skipped."""
+        problems = []
+        if not isinstance(contexts, list):
+            problems.append(f"new_context_neighborhood is not a list: {contexts!r}")
+            contexts = []
+        if not isinstance(tags_lists, list):
+            problems.append(f"new_tags_neighborhood is not a list: {tags_lists!r}")
+            tags_lists = []
+        # as upstream, a shorter list than there are neighbours updates the first ones only
         for i in range(min(len(indices), len(tags_lists))):
             tags = _str_list(tags_lists[i])
             if tags is None:
+                problems.append(f"new_tags_neighborhood[{i}] is not a list: {tags_lists[i]!r}")
                 continue
             n = self.notes[indices[i]]
             n.tags = tags
-            if i < len(contexts) and isinstance(contexts[i], str):
-                n.context = contexts[i]
+            if i < len(contexts):
+                if isinstance(contexts[i], str):
+                    n.context = contexts[i]
+                else:
+                    problems.append(f"new_context_neighborhood[{i}] is not a string: {contexts[i]!r}")
+            n.sources = _union(n.sources, inputs)
             self.index.replace(n.id, note_document(n))
+        return problems
 
     def consolidate_memories(self) -> None:
         """Rebuild the retriever from the current notes (``consolidate_memories``)."""
@@ -328,39 +397,57 @@ class AMem(MemorySystem):
                 messages, attempts=self.json_attempts,
                 validate=lambda o: None if isinstance(o.get("keywords"), (str, list)) else "missing string 'keywords'")
         except JSONReplyError as e:
+            self.fault("empty_reply" if not e.raw.strip() else "malformed_reply", "a_mem.generate_query",
+                       f"{e}; the raw reply is the retrieval query: {e.raw[:300]}")
             return e.raw.strip()
         kw = obj["keywords"]
         return kw if isinstance(kw, str) else ", ".join(str(x) for x in kw)
 
-    def find_related_memories_raw(self, query: str, k: int) -> str:
+    def related_notes(self, query: str, k: int) -> list[Note]:
         """Top-k notes for ``query``, each followed by up to k+1 of its linked notes (upstream's loop bound)."""
         if not self.notes:
-            return ""
+            return []
         out = []
         for doc_id, _ in self.index.search(query, k):
             n = self.notes[self.position[doc_id]]
-            out.append(raw_memory_line(n))
+            out.append(n)
             for j, link in enumerate(n.links):
-                out.append(raw_memory_line(self.notes[self.position[link]]))
+                out.append(self.notes[self.position[link]])
                 if j >= k:
                     break
-        return "".join(out)
+        return out
 
-    def answer(self, query: str) -> Answer:
+    def find_related_memories_raw(self, query: str, k: int) -> str:
+        """``find_related_memories_raw``: the lines of ``related_notes``."""
+        return "".join(raw_memory_line(n) for n in self.related_notes(query, k))
+
+    def recall(self, query: str) -> Recall:
+        """The keyword call, then the notes and linked notes upstream puts in the answer prompt, one item per line."""
         keywords = self.generate_query(query)
-        memories = self.find_related_memories_raw(keywords, self.retrieve_k)
+        notes = self.related_notes(keywords, self.retrieve_k)
+        items = tuple(ContextItem("note", raw_memory_line(n), tuple(n.sources)) for n in notes)
+        return Recall("".join(it.text for it in items), items,
+                      {"keywords": keywords, "notes": len(self.notes), "prompt_version": PROMPT_VERSION})
+
+    def native_answer(self, query: str, recall: Recall) -> Answer:
+        """The reproduction's short-phrase answer prompt with JSON output ``{"answer": ...}``."""
         context = (Message("system", ANSWER_SYSTEM_PROMPT),
-                   Message("user", ANSWER_PROMPT.format(context=memories, question=query)))
+                   Message("user", ANSWER_PROMPT.format(context=recall.text, question=query)))
         comp = self.llm.answerer.chat(context, response_format={"type": "json_object"})
         text = comp.text
         try:
             ans = parse_json_object(comp.text).get("answer")
-            if isinstance(ans, str):
-                text = ans
-        except ValueError:
-            pass
-        return Answer(text, context, meta={"keywords": keywords, "notes": len(self.notes), "raw": comp.text,
-                                           "prompt_version": PROMPT_VERSION})
+        except ValueError as e:
+            ans, problem = None, str(e)
+        else:
+            problem = "no string 'answer'"
+        if isinstance(ans, str):
+            text = ans
+        else:  # upstream uses the raw reply as the answer; so do we, but not silently
+            self.fault("empty_reply" if not comp.text.strip() else "malformed_reply", "a_mem.native_answer",
+                       f"{problem}; the raw reply is the answer: {comp.text[:300]}")
+        return Answer(text, context, meta={**recall.meta, "raw": comp.text, "answer_prompt": ANSWER_PROMPT_VERSION},
+                      items=recall.items)
 
     # -- persistence --------------------------------------------------------------------------------------------
     def snapshot(self, directory: Path) -> None:
@@ -370,7 +457,7 @@ class AMem(MemorySystem):
 
     def restore(self, directory: Path) -> None:
         state = read_json(directory / "state.json")
-        self.notes = [Note(**d) for d in state["notes"]]
+        self.notes = [Note(**d) for d in state["notes"]]  # a snapshot without sources loads with empty ones
         self.position = {n.id: i for i, n in enumerate(self.notes)}
         self.evo_cnt = int(state["evo_cnt"])
         self.index = TextIndex(self.encoder)

@@ -62,6 +62,7 @@ def _strip_fence(text: str) -> str:
 
 @SYSTEMS.register("always_in_state")
 class AlwaysInState(MemorySystem):
+    retrieval = False  # no query-time retrieval: a control, not a retrieval configuration
     embeddings = ("minilm", "emb3", "bm25", "none")
     cost = CallProfile(memory_calls_per_session=1.0, prompt_tokens_per_memory_call=4000, prompt_tokens_per_answer_call=3000)
 

@@ -4,7 +4,6 @@ task whose worker is killed is retried on a fresh worker without losing or dupli
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 from inmind_exp.llm import CallCache, LLMClient

@@ -4,7 +4,7 @@ exits 2 with a message naming the endpoint, and nothing is paid for tasks or log
 from __future__ import annotations
 
 from tests.fake_openai import FakeOpenAI
-from tests.launch_helpers import launch_cmd, mlflow_runs, run, write_small_data
+from tests.launch_helpers import launch_cmd, run, write_small_data
 
 
 def test_a_rag_refuses_an_endpoint_without_structured_tool_calls(tmp_path):

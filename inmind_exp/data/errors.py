@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inmind_exp.errors import InmindError
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -20,7 +22,7 @@ class Problem:
         return f"{where}{key}: {self.message}"
 
 
-class DataError(ValueError):
+class DataError(InmindError, ValueError):
     """Raised with every problem of a file at once, before any work starts."""
 
     def __init__(self, problems: list[Problem]):

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from inmind_exp.data.errors import DataError, Problem
+from inmind_exp.data.text import MAX_FIELD_BYTES, MAX_LINE_BYTES, decode, invalid_utf8, read_lines, strings, utf8_len
 from inmind_exp.records import DOMAINS, ORIGINS, Task
 
 REQUIRED_TEXT = ("id", "domain", "user_message", "assistant_message", "naive_query", "query", "explanation")
@@ -24,19 +25,24 @@ def load_tasks(path: str | Path | None = None, limit: int | None = None) -> list
     problems: list[Problem] = []
     tasks: list[Task] = []
     seen: dict[str, int] = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
+    with open(path, "rb") as f:
+        for lineno, raw, length in read_lines(f):
+            if length > MAX_LINE_BYTES:
+                problems.append(Problem(str(path), lineno, None, f"line is {length} bytes; the limit is {MAX_LINE_BYTES}"))
+                continue
+            line = decode(raw)
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
-                problems.append(Problem(str(path), lineno, None, f"invalid JSON: {e.msg} (column {e.colno})"))
+                bad = invalid_utf8(line)
+                problems.append(Problem(str(path), lineno, None, bad or f"invalid JSON: {e.msg} (column {e.colno})"))
                 continue
             if not isinstance(obj, dict):
                 problems.append(Problem(str(path), lineno, None, f"expected a JSON object, got {type(obj).__name__}"))
                 continue
-            line_problems = _check_task(obj, str(path), lineno)
+            line_problems = _check_text(obj, str(path), lineno) or _check_task(obj, str(path), lineno)
             tid = obj.get("id")
             if isinstance(tid, str) and tid.strip():
                 if tid in seen:
@@ -55,6 +61,18 @@ def load_tasks(path: str | Path | None = None, limit: int | None = None) -> list
             raise DataError([Problem(str(path), None, "dataset.limit", f"must be >= 1 or null, got {limit}")])
         tasks = tasks[:limit]
     return tasks
+
+
+def _check_text(obj: dict, path: str, lineno: int) -> list[Problem]:
+    """Invalid UTF-8 and oversize fields, named by key; checked first, since the other checks read the text."""
+    problems = []
+    for key, text in strings(obj):
+        bad = invalid_utf8(text)
+        if bad:
+            problems.append(Problem(path, lineno, key, bad))
+        elif utf8_len(text) > MAX_FIELD_BYTES:
+            problems.append(Problem(path, lineno, key, f"field is {utf8_len(text)} bytes; the limit is {MAX_FIELD_BYTES}"))
+    return problems
 
 
 def _check_task(obj: dict, path: str, lineno: int) -> list[Problem]:

@@ -1,14 +1,16 @@
-"""LLM and embedding access: one client per role over the real openai client, with cache, retries, limits and usage."""
+"""LLM and embedding access: a provider (``provider``: the openai wire format and its errors) under one wrapper
+(``model.Model``: cache, limits, retries, usage), one ``LLMClient`` per role, and ``Models``, the three roles."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from inmind_exp.llm.cache import CallCache, cache_key
-from inmind_exp.llm.client import Completion, JSONReplyError, LLMClient, parse_json_object
-from inmind_exp.llm.endpoint import ROLES, Endpoint, EndpointError
+from inmind_exp.errors import EndpointError, JSONReplyError, LLMCallError
+from inmind_exp.llm.endpoint import ROLES, Endpoint
 from inmind_exp.llm.limits import Limiter, LocalLimiter
-from inmind_exp.llm.retry import LLMCallError
+from inmind_exp.llm.model import CallPolicy, LLMClient, Model, parse_json_object
+from inmind_exp.llm.provider import Completion, OpenAIProvider
 from inmind_exp.llm.usage import UsageMeter
 
 
@@ -35,5 +37,6 @@ class Models:
 
 __all__ = [
     "CallCache", "cache_key", "Completion", "JSONReplyError", "LLMClient", "parse_json_object", "ROLES", "Endpoint",
-    "EndpointError", "Limiter", "LocalLimiter", "LLMCallError", "UsageMeter", "Models",
+    "EndpointError", "Limiter", "LocalLimiter", "LLMCallError", "UsageMeter", "Models", "Model", "CallPolicy",
+    "OpenAIProvider",
 ]

@@ -2,7 +2,9 @@
 
 One file per entry under ``<dir>/<kind>/<key[:2]>/<key>.json``, written to a temporary file and renamed into
 place, so any number of processes (Ray workers on several nodes over a shared path included) can read and
-write it at once without locks and without ever seeing a partial entry.
+write it at once without locks and without ever seeing a partial entry. An entry that cannot be used (truncated,
+not JSON, or JSON of the wrong shape for its kind) is a miss: the caller computes the value again and ``put``
+overwrites the entry; ``CallCache.invalid`` counts such entries so a run can report them.
 """
 
 from __future__ import annotations
@@ -12,9 +14,35 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 CACHE_FORMAT_VERSION = 1
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _valid_chat(v: Any) -> bool:
+    """A completion as ``Completion.to_cache`` writes it: a text, a list of tool calls, token counts."""
+    if not isinstance(v, dict) or not isinstance(v.get("text"), str):
+        return False
+    if not isinstance(v.get("tool_calls") or [], list):
+        return False
+    return all(_is_count(v.get(k, 0)) for k in ("prompt_tokens", "completion_tokens"))
+
+
+def _valid_embed(v: Any) -> bool:
+    """An embedding: a non-empty list of numbers under ``vector`` (``tokens``, when present, a count)."""
+    if not isinstance(v, dict) or not isinstance(v.get("vector"), list) or not v["vector"]:
+        return False
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v["vector"]):
+        return False
+    return _is_count(v.get("tokens", 0))
+
+
+#: Shape checks per kind; a kind without one accepts any JSON value.
+VALIDATORS: dict[str, Callable[[Any], bool]] = {"chat": _valid_chat, "embed": _valid_embed}
 
 
 def cache_key(payload: dict[str, Any]) -> str:
@@ -29,6 +57,8 @@ class CallCache:
     def __init__(self, directory: str | Path):
         self.dir = Path(directory).expanduser().resolve()
         self.dir.mkdir(parents=True, exist_ok=True)
+        #: Entries found unusable by this process (corrupt or of the wrong shape), per kind; each was a miss.
+        self.invalid: dict[str, int] = {}
 
     def _path(self, kind: str, key: str) -> Path:
         return self.dir / kind / key[:2] / f"{key}.json"
@@ -37,11 +67,24 @@ class CallCache:
         path = self._path(kind, key)
         try:
             with open(path, encoding="utf-8") as f:
-                return json.load(f)
+                value = json.load(f)
         except FileNotFoundError:
             return None
         except (json.JSONDecodeError, UnicodeDecodeError):
-            return None  # a corrupt entry (disk full, foreign writer) is a miss, not a crash
+            return self._miss(kind)  # a corrupt entry (disk full, foreign writer) is a miss, not a crash
+        check = VALIDATORS.get(kind)
+        if check is not None and not check(value):
+            return self._miss(kind)  # valid JSON of the wrong shape (older format, foreign writer): a miss too
+        return value
+
+    def _miss(self, kind: str) -> None:
+        self.invalid[kind] = self.invalid.get(kind, 0) + 1
+        return None
+
+    @property
+    def invalid_entries(self) -> int:
+        """How many unusable entries this process met (each was treated as a miss and is rewritten by ``put``)."""
+        return sum(self.invalid.values())
 
     def put(self, kind: str, key: str, value: Any) -> None:
         path = self._path(kind, key)

@@ -54,14 +54,6 @@ def default_cache_dir() -> Path:
     return Path(base) / "inmind-exp" / "models"
 
 
-def sha256_file(path: Path, chunk: int = 1 << 24) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
 def packaged_model_path(cache_dir: Path | None = None) -> Path:
     """Join the 22 packaged parts in order into the cache directory (once), verify size and SHA-256, return the path."""
     cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()

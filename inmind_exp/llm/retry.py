@@ -6,7 +6,7 @@ import random
 
 import openai
 
-from inmind_exp.errors import LLMCallError
+from inmind_exp.errors import LLMCallError  # noqa: F401  (re-exported: its old home)
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 

@@ -52,6 +52,8 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
              f"({len(plan.tasks) - len(remaining)} already done), fact injected into session "
              f"{plan.session_index + 1}/{len(plan.trace.sessions)}")
 
+    if remaining:  # the local server, keys and endpoints are checked before any MLflow run is created
+        plan = prepare(plan, res)
     tracker = res.tracker(plan.tracking)
     parent_id = tracker.open_sweep_run(parent_key, plan.root) if parent_key else None  # MLflow layout: tracking.py
     run_key = C.identity_hash({"root": str(plan.root.resolve()), "config": plan.config_hash})
@@ -81,13 +83,19 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
     return RunResult(plan, ordered, metrics, run_id, time.perf_counter() - t0)
 
 
-def _execute(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], res: Resources, executor: Any,
-             t0: float) -> None:
-    """Start the local server if the plan needs one, check the endpoints, then run on the executor."""
+def prepare(plan: Plan, res: Resources) -> Plan:
+    """Start the local server if the plan needs one (and bind its URL), then check every endpoint (key set, server
+    answers) and the system's own needs (``MemorySystem.preflight``)."""
     if plan.local is not None:
         plan = plan.bind(res.local_base_url(plan.local, plan.cluster.address, plan.root / "logs"))
     res.preflight(plan.endpoints.values(), plan.embedding)
     res.system_preflight(plan)
+    return plan
+
+
+def _execute(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], res: Resources, executor: Any,
+             t0: float) -> None:
+    """Run the remaining tasks of a prepared plan on the executor, appending each final record to the ledger."""
     ledger = Ledger(plan.ledger_path)
 
     def report(rec: TaskRecord) -> None:

@@ -1,11 +1,12 @@
 """The dry run: an upper bound on the calls and prompt tokens a plan still needs (cache hits not subtracted), from
-the system's ``CallProfile``, the trace's shape and the judges that apply."""
+the system's ``CallProfile``, the trace's shape and the registered judges that apply (``judges.applicable``)."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any, Sequence
 
+from inmind_exp.judges import applicable
 from inmind_exp.records import Session
 from inmind_exp.run.plan import Plan
 
@@ -26,7 +27,8 @@ def estimate(plan: Plan, retry_errors: bool | None = None) -> dict[str, float]:
     queries = 2 if plan.system_cls.evaluates_naive else 1
     per_task_memory = suffix_calls + cost.memory_calls_per_query * queries
     per_task_answer = cost.answer_calls_per_query * queries
-    per_task_judge = 4 if plan.system_cls.evaluates_naive else 3
+    judges = applicable(plan.system_cls.evaluates_naive)
+    per_task_judge = len(judges)
     n = len(remaining)
     prefix_needed = n > 0 and not plan.prefix_path.is_file()
     memory_calls = n * per_task_memory + (prefix_calls if prefix_needed else 0)
@@ -37,7 +39,7 @@ def estimate(plan: Plan, retry_errors: bool | None = None) -> dict[str, float]:
         "answer_calls": n * per_task_answer,
         "judge_calls": n * per_task_judge,
         "prompt_tokens": memory_calls * cost.prompt_tokens_per_memory_call
-        + n * per_task_answer * cost.prompt_tokens_per_answer_call + n * per_task_judge * 1200,
+        + n * per_task_answer * cost.prompt_tokens_per_answer_call + n * sum(j.prompt_tokens for j in judges),
     }
 
 

@@ -158,7 +158,19 @@ class RayExecutor:
         self.limiter = ray.remote(LimiterActor).options(max_concurrency=1000).remote()
         self._actor_cls = ray.remote(num_cpus=1)(self.worker_cls)
         self.ray = ray
+        import atexit
+
+        atexit.register(self.close)  # before Ray's own shutdown (atexit runs last-registered first)
         return ray
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Let every live worker remove its temp dir (Ray kills actor processes without running atexit)."""
+        if self.ray is None or not self.workers or not self.ray.is_initialized():
+            return
+        try:
+            self.ray.get([w.close.remote() for w in self.workers], timeout=timeout_s)
+        except Exception as e:  # a dead worker's dir is removed by the next worker's start
+            log.debug(f"closing workers: {type(e).__name__}: {e}")
 
     def _new_worker(self) -> Any:
         return self._actor_cls.remote(RayLimiterClient(self.limiter))

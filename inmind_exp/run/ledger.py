@@ -13,6 +13,22 @@ from pathlib import Path
 from inmind_exp.records import TaskRecord
 
 
+def read_records(path: Path) -> dict[str, TaskRecord]:
+    """Task records of a JSONL file (a ledger, or a job's ``records.jsonl``) by task id, the last record of a task
+    winning and ordered by when it was written. A line cut short by a killed writer (and ended by the next append,
+    so it may sit mid-file) is skipped: its task simply runs again."""
+    out: dict[str, TaskRecord] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rec = TaskRecord.from_dict(json.loads(line))
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+            out.pop(rec.task_id, None)
+            out[rec.task_id] = rec
+    return out
+
+
 class Ledger:
     """Append-only JSONL of task records for one configuration; the last record of a task wins."""
 
@@ -20,18 +36,8 @@ class Ledger:
         self.path = path
 
     def load(self) -> dict[str, TaskRecord]:
-        """Records by task id; a line cut short by a killed writer is skipped (its task simply runs again)."""
-        if not self.path.is_file():
-            return {}
-        out: dict[str, TaskRecord] = {}
-        with open(self.path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    rec = TaskRecord.from_dict(json.loads(line))
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    continue
-                out[rec.task_id] = rec
-        return out
+        """Records by task id (none when the file does not exist yet); see ``read_records``."""
+        return read_records(self.path) if self.path.is_file() else {}
 
     def append(self, record: TaskRecord) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

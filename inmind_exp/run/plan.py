@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from inmind_exp import config as C
+from inmind_exp import tags as T
 from inmind_exp.data import DataError, load_tasks, load_trace
 from inmind_exp.data.tasks import BUNDLED_TASKS
 from inmind_exp.data.trace import BUNDLED_TRACE
@@ -24,6 +25,7 @@ from inmind_exp.memory import ANSWER_MODES, SYSTEMS, MemorySystem
 from inmind_exp.protocol import injection_session_index
 from inmind_exp.records import Task, TaskRecord, Trace
 from inmind_exp.run.ledger import Ledger
+from inmind_exp.secrets import redact
 
 
 @dataclass(frozen=True)
@@ -168,13 +170,16 @@ class Plan:
                              session_index=self.session_index, error=error, attempts=attempts)
 
 
-def run_label(system: str, embedding: str, injection: str, user_turn: int | str | None, llm: str,
-              answer_mode: str | None = "shared") -> str:
-    """The human label of a configuration, ``system/embedding/injection/llm[/answer mode]``; an explicit position
-    (``injection=position``) is named by its turn, and the default ``shared`` answer mode is left out."""
-    inj = f"turn{user_turn}" if injection == "position" and user_turn is not None else injection
+def injection_label(name: str, user_turn: int | str | None) -> str:
+    """``injection=position`` is named by its turn (``turn12``); a named preset by its name."""
+    return f"turn{user_turn}" if name == "position" and user_turn is not None else name
+
+
+def run_label(system: str, embedding: str, injection: str, llm: str, answer_mode: str | None = "shared") -> str:
+    """The label of a configuration in logs, MLflow and tables, ``system/embedding/injection/llm[/answer mode]``
+    (``injection`` as ``injection_label`` gives it); the default ``shared`` answer mode is left out."""
     answer = "" if answer_mode in (None, "shared") else f"/{answer_mode}"
-    return f"{system}/{embedding}/{inj}/{llm}{answer}"
+    return f"{system}/{embedding}/{injection}/{llm}{answer}"
 
 
 def _container(node: Any, key: str) -> dict[str, Any]:
@@ -237,13 +242,15 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path) -> Plan:
     if cfg.answer.mode not in ANSWER_MODES:
         raise PlanError(f"answer={cfg.answer.mode}: expected one of {', '.join(ANSWER_MODES)}")
     _check_params(system_cls, cfg.system.name, params)
+    if not isinstance(cfg.cluster.workers, int) or cfg.cluster.workers < 1:
+        raise PlanError(f"cluster.workers={cfg.cluster.workers}: must be an integer >= 1")
     dataset_digest = C.file_digest(Path(cfg.dataset.path) if cfg.dataset.path else BUNDLED_TASKS)
     trace_digest = C.file_digest(Path(cfg.trace.path) if cfg.trace.path else BUNDLED_TRACE)
     identity = C.result_identity(cfg, endpoints, dataset_digest, trace_digest)
     config_hash = C.identity_hash(identity)
     run = cfg.run
     plan = Plan(
-        name=run_label(cfg.system.name, cfg.embedding.name, cfg.injection.name, cfg.injection.user_turn,
+        name=run_label(cfg.system.name, cfg.embedding.name, injection_label(cfg.injection.name, cfg.injection.user_turn),
                        cfg.llm.name, cfg.answer.mode),
         config_hash=config_hash, identity=identity, system_name=cfg.system.name, system_cls=system_cls,
         system_params=params, answer_mode=cfg.answer.mode, endpoints=endpoints, embedding=embedding,
@@ -261,10 +268,18 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path) -> Plan:
         tracking=TrackingSettings(uri=cfg.tracking.uri, experiment=cfg.tracking.experiment),
         local=local,
         prices={k: (float(v.prompt_per_1m), float(v.completion_per_1m)) for k, v in cfg.llm.prices.items()},
-        params={**C.flatten_params(cfg), "inmind.config_hash": config_hash},
-        config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
+        params={**C.flatten_params(cfg), T.CONFIG_HASH: config_hash},
+        config_yaml=OmegaConf.to_yaml(OmegaConf.create(redact(OmegaConf.to_container(cfg, resolve=True)))),
     )
     return replace(plan, done=Ledger(plan.ledger_path).load())
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Everything ``plan_config`` checks, without a sweep directory: used to validate every job of a sweep before
+    the first one runs (``inmind_exp.sweep_check.CheckSweep``). Endpoint keys and reachability are checked by the
+    driver before its first MLflow run."""
+    with tempfile.TemporaryDirectory(prefix="inmind-check-") as d:
+        plan_config(cfg, Path(d), Path(d))
 
 
 def _check_params(system_cls: type[MemorySystem], name: str, params: dict[str, Any]) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +25,15 @@ class TaskWorker:
         env.apply(env.WORKER)
         self.limiter = limiter
         self.spec: WorkerSpec | None = None
-        self.tmp = Path(tempfile.mkdtemp(prefix="inmind-worker-"))
+        from inmind_exp.workdirs import open_worker_dir
+
+        self._workdir = open_worker_dir()  # removes the dirs of killed workers first; removed again at exit
+        self.tmp = self._workdir.path
         self._prefixes: dict[str, Path] = {}
+
+    def close(self) -> None:
+        """Remove this worker's temp dir (Ray kills actor processes without running atexit)."""
+        self._workdir.close()
 
     def configure(self, spec: WorkerSpec) -> int:
         from inmind_exp.embed import build_encoder

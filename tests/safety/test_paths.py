@@ -4,7 +4,6 @@ named by a hash, and removal is refused outside the parent directory."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -1,5 +1,6 @@
-"""A-Mem against the fake OpenAI server: two memory calls per turn, evolution (strengthen / update_neighbor),
-the find_related_memories_raw read path, fallbacks on malformed JSON, consolidation and snapshot/restore."""
+"""A-Mem against the fake OpenAI server: two memory calls per turn, evolution (strengthen / update_neighbor) and the
+provenance it carries, the find_related_memories_raw read path, shared and native answers, fallbacks on malformed
+JSON counted as faults, provenance recall through the protocol, consolidation and snapshot/restore."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import re
 import numpy as np
 import pytest
 
+from inmind_exp.answering import SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION
 from inmind_exp.embed import MiniLMEncoder
 from inmind_exp.llm import LLMCallError
-from inmind_exp.records import Session, Turn
-from systems.a_mem import AMem, consolidated_document, note_document, raw_memory_line
 from inmind_exp.memory import SYSTEMS
+from inmind_exp.protocol import run_task
+from inmind_exp.records import FACT_TURN_ID, Session, Task, Turn
+from systems.a_mem import ANSWER_PROMPT_VERSION, AMem, consolidated_document, note_document, raw_memory_line
+from tests.conftest import make_trace
 from tests.fake_openai import Fault
 
 ANALYZE = "Content to analyse:"
@@ -76,6 +80,8 @@ def test_ingest_makes_two_memory_calls_per_turn(fake, models, encoder, tmp_path)
     assert "content: Speaker assistant says : Water them deeply at dawn.\nkeywords: ['water', 'them', 'deeply']" in p
     assert [(n.id, n.timestamp, n.context) for n in mem.notes] == [("s7#0", DATE, "About my."), ("s7#1", DATE, "About water.")]
     assert mem.index.ids == ["s7#0", "s7#1"]
+    assert [n.sources for n in mem.notes] == [["s7#0"], ["s7#1"]]  # each note derives from its own turn
+    assert mem.faults == []
     assert mem.index.texts[1] == ("content:Speaker assistant says : Water them deeply at dawn. context:About water. "
                                   "keywords: water, them, deeply tags: chat, dawn")
 
@@ -96,11 +102,17 @@ def test_strengthen_adds_links_and_retags_the_new_note(fake, models, encoder, tm
     assert mem.evo_cnt == 0 and all(n.links == [] for n in mem.notes)
     mem.ingest_session(session("b", "How do I revive my sourdough starter?"))
     new = mem.notes[2]
-    assert new.links == ["a#0", "a#1"]  # indices 0 and "1" resolved; 99 and "x" dropped
+    assert new.links == ["a#0", "a#1"]  # indices 0 and "1" resolved; 99 and "x" dropped ...
+    [f] = mem.take_faults()  # ... and counted, on the note being written
+    assert (f.kind, f.where, f.turns) == ("malformed_reply", "a_mem.evolution", ("b#0",))
+    assert "suggested connection 99 is not a memory index" in f.detail and "'x'" in f.detail
     assert new.tags == ["baking", "linked"]
+    # its tags were rewritten by a call that saw both neighbours: it carries their sources too
+    assert new.sources[0] == "b#0" and sorted(new.sources) == ["a#0", "a#1", "b#0"]
     assert mem.evo_cnt == 1
     assert mem.index.texts[2].endswith("tags: baking, linked")
     assert [n.tags for n in mem.notes[:2]] == [["chat", "weekends"], ["chat", "warm"]]  # neighbours untouched
+    assert [n.sources for n in mem.notes[:2]] == [["a#0"], ["a#1"]]
 
 
 def test_update_neighbor_rewrites_context_tags_and_embedding(fake, models, encoder, tmp_path):
@@ -135,6 +147,11 @@ def test_update_neighbor_rewrites_context_tags_and_embedding(fake, models, encod
         assert np.allclose(v, encoder.encode([note_document(n)])[0], atol=1e-5)
     untouched = next(n for i, n in enumerate(mem.notes[:3]) if i not in order)
     assert untouched.tags[0] == "chat" and np.allclose(mem.index.vector(untouched.id), before[untouched.id][1])
+    # both rewritten neighbours carry the union of the call's input notes: the new note and the two shown
+    inputs = {"b#0", first.id, second.id}
+    assert set(first.sources) == set(second.sources) == inputs and first.sources[0] == first.id
+    assert untouched.sources == [untouched.id] and mem.notes[3].sources == ["b#0"]  # not rewritten: own turn only
+    assert mem.faults == []  # a shorter context list is upstream's tolerated case, not a fault
     assert mem.notes[3].tags == ["chat", "week"]  # update_neighbor alone does not retag the new note
 
 
@@ -157,7 +174,7 @@ def _linked_memory(fake, models, encoder, tmp_path, **params) -> AMem:
 
 
 def test_read_path_returns_top_k_plus_linked_notes(fake, models, encoder, tmp_path):
-    mem = _linked_memory(fake, models, encoder, tmp_path, retrieve_k=2)
+    mem = _linked_memory(fake, models, encoder, tmp_path, retrieve_k=2, answer_mode="native")
     fake.add_rule(KEYWORDS, {"keywords": "peanut, hives, allergy"})
     fake.add_rule("Short answer:", {"answer": "Avoid peanut snacks."})
     fake.reset_log()
@@ -181,6 +198,10 @@ def test_read_path_returns_top_k_plus_linked_notes(fake, models, encoder, tmp_pa
                                       "possible.\n\nQuestion: What snacks should I pack for my run? Short answer:")
     assert [m["content"] for m in reqs[1]["messages"]] == [m.content for m in ans.context]
     assert reqs[1]["response_format"] == {"type": "json_object"}
+    assert ans.meta["answer_prompt"] == ANSWER_PROMPT_VERSION and ans.meta["keywords"] == "peanut, hives, allergy"
+    assert [it.text for it in ans.items] == [raw_memory_line(by_id[i]) for i in ("b#0", "a#2", "a#0", "a#1", top[1])]
+    assert [it.sources for it in ans.items][1:4] == [("a#2",), ("a#0",), ("a#1",)]  # linked notes: their own turns
+    assert set(ans.items[0].sources) == {"b#0", "a#0", "a#1", "a#2"}  # strengthened: it saw the three neighbours
     # upstream's loop bound: at most k+1 linked notes follow a retrieved note
     assert mem.find_related_memories_raw("peanut hives", 1).count("talk start time:") == 3
 
@@ -190,14 +211,20 @@ def test_malformed_json_falls_back_like_upstream(fake, models, encoder, tmp_path
     fake.add_rule(EVOLVE, "I think it should evolve: True")
     fake.add_rule(KEYWORDS, "tomato cosmos garden")
     fake.add_rule("Short answer:", "Stake them.")
-    mem = build(models, encoder, tmp_path, json_attempts=1)
+    mem = build(models, encoder, tmp_path, json_attempts=1, answer_mode="native")
     mem.ingest_session(session("s", "Tomatoes need stakes.", "Yes, and mulch."))
     assert len(fake.chat_requests()) == 4
     assert [(n.keywords, n.context, n.tags, n.links) for n in mem.notes] == [([], "General", [], [])] * 2
     assert mem.evo_cnt == 0
+    # every fallback is a fault on the note being written
+    assert [(f.kind, f.where, f.turns) for f in mem.take_faults()] == [
+        ("malformed_reply", "a_mem.analyze_content", ("s#0",)), ("malformed_reply", "a_mem.evolution", ("s#0",)),
+        ("malformed_reply", "a_mem.analyze_content", ("s#1",)), ("malformed_reply", "a_mem.evolution", ("s#1",))]
     ans = mem.answer("How are my tomatoes?")
     assert ans.meta["keywords"] == "tomato cosmos garden"
     assert ans.text == "Stake them."  # not JSON: the raw reply is the answer
+    assert [(f.kind, f.where, f.turns) for f in mem.take_faults()] == [
+        ("malformed_reply", "a_mem.generate_query", ()), ("malformed_reply", "a_mem.native_answer", ())]
     fake.fail_next(Fault(status=400))
     with pytest.raises(LLMCallError):
         mem.ingest_session(session("t", "Another turn."))
@@ -227,6 +254,8 @@ def test_snapshot_restore_round_trips(fake, models, encoder, tmp_path):
     a2 = other.answer("What snacks should I pack?")
     assert a1.context == a2.context and a1.text == a2.text
     assert [vars(n) for n in other.notes] == [vars(n) for n in mem.notes] and other.evo_cnt == mem.evo_cnt == 1
+    assert other.notes[3].sources == mem.notes[3].sources and len(other.notes[3].sources) == 4  # provenance kept
+    assert a2.items == a1.items
     assert np.array_equal(other.index._vectors, mem.index._vectors)
     # a restored instance keeps writing where the original left off
     fake.reset_log()
@@ -243,3 +272,99 @@ def test_default_fake_replies_contract(fake, models, encoder, tmp_path):
     other = build(models, encoder, tmp_path / "other")
     other.restore(tmp_path / "snap")
     assert other.answer("Anything?").context == a1.context
+
+
+def test_shared_answer_gets_the_note_lines_and_no_json_instruction(fake, models, encoder, tmp_path):
+    mem = _linked_memory(fake, models, encoder, tmp_path, retrieve_k=1)  # answer_mode defaults to shared
+    fake.add_rule(KEYWORDS, {"keywords": "peanut, hives"})
+    fake.reset_log()
+    ans = mem.answer("What snacks should I pack for my run?")
+    lines = mem.find_related_memories_raw("peanut, hives", 1)
+    assert [(m.role, m.content) for m in ans.context] == [
+        ("system", SHARED_ANSWER_SYSTEM.format(memory=lines.strip())), ("user", "What snacks should I pack for my run?")]
+    reqs = fake.chat_requests()
+    assert len(reqs) == 2 and "response_format" not in reqs[1]  # the keyword call, then the shared answer
+    assert "Short answer" not in ans.context_text() and ans.meta["answer_prompt"] == SHARED_ANSWER_VERSION
+    assert ans.text == "fake answer" and len(ans.items) == 3  # the top note and k+1 = 2 of its three links
+
+
+def test_old_snapshot_without_sources_loads_with_empty_sources(fake, models, encoder, tmp_path):
+    import json
+
+    mem = _linked_memory(fake, models, encoder, tmp_path)
+    mem.snapshot(tmp_path / "snap")
+    state = json.loads((tmp_path / "snap" / "state.json").read_text())
+    for n in state["notes"]:
+        del n["sources"]
+    (tmp_path / "snap" / "state.json").write_text(json.dumps(state))
+    old = build(models, encoder, tmp_path / "old")
+    old.restore(tmp_path / "snap")
+    assert [n.sources for n in old.notes] == [[]] * 4
+
+
+# -- the protocol: provenance recall and faults on the injected exchange -------------------------------------------
+
+TASK = Task(id="amem-t", domain="other", user_message="I keep a logbook of every train ride I take.",
+            assistant_message="Noted, thanks for telling me.", naive_query="What do I keep a logbook of?",
+            query="Any tips for my tomato plants this week?", explanation="(test task)")
+
+
+def protocol_run(fake, models, encoder, tmp_path, keywords: str, analysis=analysis_reply, **params):
+    fake.add_rule(ANALYZE, analysis)
+    fake.add_rule(EVOLVE, {"should_evolve": False})
+    fake.add_rule(KEYWORDS, lambda body: {"keywords": "logbook, train, rides" if TASK.naive_query in _prompt(body)
+                                          else keywords})
+    make = lambda wd: AMem(models, encoder, wd, **params)  # noqa: E731
+    return run_task(TASK, make_trace(n_sessions=3), 1, make, models, tmp_path / "w", config_hash="h",
+                    system_name="a_mem")
+
+
+def _fact_items(answer) -> list:
+    return [it for it in answer.items if FACT_TURN_ID in it.sources]
+
+
+def test_fact_note_retrieved_gives_provenance_recall_1(fake, models, encoder, tmp_path):
+    rec = protocol_run(fake, models, encoder, tmp_path, keywords="logbook, train rides, tomato")
+    assert rec.error is None and rec.faults == () and not rec.fact_write_fault
+    assert rec.target_recall_provenance == 1 and rec.naive_recall_provenance == 1
+    [item] = _fact_items(rec.indirect)
+    assert item.sources == (FACT_TURN_ID,) and f"Speaker user says : {TASK.user_message}" in item.text
+    assert item.text.strip() in rec.indirect.context_text()
+
+
+def test_fact_note_stored_but_not_retrieved_gives_provenance_recall_0(fake, models, encoder, tmp_path):
+    rec = protocol_run(fake, models, encoder, tmp_path, keywords="tomato plants, water, stake", retrieve_k=2)
+    assert rec.error is None and not rec.fact_write_fault
+    assert len(rec.indirect.items) == 2 and all("tomato plants" in it.text for it in rec.indirect.items)
+    assert rec.target_recall_provenance == 0
+    assert rec.naive_recall_provenance == 1  # stored: the direct query's keywords find it
+
+
+def test_truncated_analysis_of_the_fact_turn_is_a_fact_write_fault(fake, models, encoder, tmp_path):
+    def analysis(body):
+        if TASK.user_message in body["messages"][1]["content"]:  # also the client's re-asks (json_attempts 3)
+            return '{"keywords": ["logbook", "train'  # cut off
+        return analysis_reply(body)
+
+    rec = protocol_run(fake, models, encoder, tmp_path, keywords="logbook, train rides", analysis=analysis)
+    assert rec.error is None and rec.fact_write_fault is True
+    assert rec.fault_counts() == {"malformed_reply": 1}
+    [f] = rec.faults
+    assert (f.phase, f.where, f.turns) == ("ingest", "a_mem.analyze_content", (FACT_TURN_ID,))
+    assert "after 3 attempt(s)" in f.detail and '"train' in f.detail
+    # upstream's fallback keeps the note with an empty analysis, so it can still be retrieved
+    assert rec.target_recall_provenance == 1
+    assert "memory context: General" in _fact_items(rec.indirect)[0].text
+
+
+def test_reasoning_endpoint_gets_no_sampling_parameters(fake, encoder, tmp_path):
+    from inmind_exp.llm import CallCache, Models
+    from tests.conftest import fake_endpoints
+
+    models = Models.build(fake_endpoints(fake.base_url, reasoning=True), CallCache(tmp_path / "cache"))
+    for mode in ("shared", "native"):
+        rec = protocol_run(fake, models, encoder, tmp_path / mode, keywords="logbook, train rides", answer_mode=mode)
+        assert rec.error is None and rec.target_recall_provenance == 1
+    reqs = fake.chat_requests()
+    assert reqs and not any(k in r for r in reqs for k in ("temperature", "top_p", "logprobs", "max_tokens"))
+    assert all("max_completion_tokens" in r for r in reqs)

@@ -1,5 +1,6 @@
 """Mem0: the extract → retrieve-similar → ADD/UPDATE/DELETE/NONE write path, the top-k read path with timestamps,
-and exact snapshot/restore, against the fake OpenAI-compatible server."""
+shared and native answers, provenance and faults through the protocol, and exact snapshot/restore, against the fake
+OpenAI-compatible server."""
 
 from __future__ import annotations
 
@@ -10,17 +11,20 @@ import numpy as np
 import pytest
 import yaml
 
+from inmind_exp.answering import EMPTY_MEMORY, SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION
 from inmind_exp.embed import MiniLMEncoder
 from inmind_exp.llm import LLMCallError
-from inmind_exp.records import Session, Turn
 from inmind_exp.memory import SYSTEMS
-from systems.mem0 import Mem0
+from inmind_exp.protocol import run_task
+from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Session, Task, Turn
+from systems.mem0 import ANSWER_PROMPT_VERSION, Mem0
 from tests.conftest import make_trace
 from tests.fake_openai import Fault
 
-EXTRACT = "You organise personal information"
-UPDATE = "You are a memory manager"
+EXTRACT = "You are a Personal Information Organizer"
+UPDATE = "You are a smart memory manager"
 D1, D2, D3 = "2024/01/01 (Mon) 10:00", "2024/02/03 (Sat) 09:30", "2024/03/05 (Tue) 18:45"
+S1 = ["s1#0", "s1#1"]
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +43,7 @@ def old_memory(prompt: str) -> list[dict[str, str]]:
     """The old-memory list the update prompt shows (empty when it says the memory is empty)."""
     if "Current memory is empty." in prompt:
         return []
-    m = re.search(r"collected so far\. Update it using only the format that follows:\n\n```\n(.*?)\n```", prompt, re.S)
+    m = re.search(r"collected till now\. You have to update it in the following format only:\n\n```\n(.*?)\n```", prompt, re.S)
     assert m, prompt
     return json.loads(m.group(1))
 
@@ -86,11 +90,12 @@ def test_extraction_and_update_cycle_adds_memories(fake, models, tmp_path, encod
     assert UPDATE in upd["messages"][0]["content"] and "Current memory is empty." in upd["messages"][0]["content"]
     assert '["Drinks coffee every morning", "Lives in Lisbon with two cats"]' in upd["messages"][0]["content"]
     assert mem.memories == {
-        "m000001": {"text": "Drinks coffee every morning", "timestamp": D1, "created": D1},
-        "m000002": {"text": "Lives in Lisbon with two cats", "timestamp": D1, "created": D1},
-    }
+        "m000001": {"text": "Drinks coffee every morning", "timestamp": D1, "created": D1, "sources": S1},
+        "m000002": {"text": "Lives in Lisbon with two cats", "timestamp": D1, "created": D1, "sources": S1},
+    }  # each memory carries the turn ids of the exchange it was extracted from
     assert mem.index.ids == ["m000001", "m000002"]
     assert [h["event"] for h in mem.history] == ["ADD", "ADD"]
+    assert mem.faults == []
 
 
 def test_update_replaces_text_vector_and_timestamp(fake, models, tmp_path, encoder):
@@ -112,8 +117,10 @@ def test_update_replaces_text_vector_and_timestamp(fake, models, tmp_path, encod
     # the update call saw both existing memories (top 5 per fact) under small integer ids, never the real ids
     assert sorted(m["id"] for m in seen[0]) == ["0", "1"]
     assert "m00000" not in update_prompt(requests_with(fake, UPDATE)[0])
+    merged = ["s1#0", "s1#1", "s2#0", "s2#1"]  # the union of the old memory's and the new exchange's turns
     assert mem.memories["m000001"] == {"text": "Drinks green tea every morning instead of coffee", "timestamp": D2,
-                                       "created": D1}
+                                       "created": D1, "sources": merged}
+    assert mem.memories["m000002"]["sources"] == S1  # shown to the update call but not changed: sources kept
     assert mem.memories["m000002"]["text"] == "Lives in Lisbon with two cats" and len(mem.memories) == 2
     # the vector was replaced too: a search finds the memory by its new text
     assert mem.index.search("Drinks green tea every morning instead of coffee", 1)[0][0] == "m000001"
@@ -121,7 +128,7 @@ def test_update_replaces_text_vector_and_timestamp(fake, models, tmp_path, encod
                                encoder.encode(["Drinks green tea every morning instead of coffee"])[0], atol=1e-6)
     assert mem.history[-1] == {"batch": 2, "date": D2, "event": "UPDATE", "id": "m000001",
                                "text": "Drinks green tea every morning instead of coffee",
-                               "previous": "Drinks coffee every morning"}
+                               "previous": "Drinks coffee every morning", "sources": merged}
 
 
 def test_delete_removes_none_keeps_and_bad_entries_are_skipped(fake, models, tmp_path, encoder):
@@ -140,9 +147,15 @@ def test_delete_removes_none_keeps_and_bad_entries_are_skipped(fake, models, tmp
         ]}
 
     fake.add_rule(UPDATE, decide)
-    events = mem.add([("user", "I gave up coffee this week."), ("assistant", "Well done.")], D2)
+    events = mem.add([("user", "I gave up coffee this week."), ("assistant", "Well done.")], D2, ("s2#0", "s2#1"))
     assert [e["event"] for e in events] == ["DELETE"]
-    assert mem.memories == {"m000002": {"text": "Lives in Lisbon with two cats", "timestamp": D1, "created": D1}}
+    assert mem.memories == {"m000002": {"text": "Lives in Lisbon with two cats", "timestamp": D1, "created": D1,
+                                        "sources": S1}}
+    # the three skipped entries are one fault on the exchange being written, never silent
+    [f] = mem.take_faults()
+    assert (f.kind, f.where, f.turns) == ("malformed_reply", "mem0.update.entry", ("s2#0", "s2#1"))
+    assert "UPDATE of unknown id '17'" in f.detail and "DELETE with empty text" in f.detail
+    assert f.detail.count("UPDATE of unknown id") == 2  # the hallucinated id and the one deleted just before
     assert mem.index.ids == ["m000002"]
     assert [i for i, _ in mem.index.search("coffee every morning", 5)] == ["m000002"]
 
@@ -154,12 +167,23 @@ def test_no_facts_or_malformed_json_skip_the_update_call(fake, models, tmp_path,
     mem.ingest_session(session("s1", D1, ("Hello there, how are you?", "Fine."), ("Tell me a joke.", "No.")))
     assert len(fake.chat_requests()) == 2 and not requests_with(fake, UPDATE)
     assert mem.memories == {} and mem.n_batches == 2
+    # a valid empty extraction is Mem0's decision; the malformed reply is a fault on its exchange
+    [f] = mem.take_faults()
+    assert (f.kind, f.where, f.turns) == ("malformed_reply", "mem0.extract_facts", ("s1#2", "s1#3"))
+    assert "this is not JSON at all" in f.detail
     # an off-schema update reply is a no-op, not a crash
     fake.rules.clear()
     fake.add_rule("I own a red bicycle", {"facts": ["Owns a red bicycle"]})
     fake.add_rule(UPDATE, {"memory": "ADD everything"})
-    assert mem.add([("user", "I own a red bicycle."), ("assistant", "Nice.")], D2) == []
+    assert mem.add([("user", "I own a red bicycle."), ("assistant", "Nice.")], D2, ("s2#0", "s2#1")) == []
     assert mem.memories == {}
+    [f] = mem.take_faults()
+    assert (f.kind, f.where, f.turns) == ("malformed_reply", "mem0.decide", ("s2#0", "s2#1"))
+    # an empty reply is its own kind
+    fake.rules.clear()
+    fake.add_rule("I own a red bicycle", "")
+    assert mem.add([("user", "I own a red bicycle."), ("assistant", "Nice.")], D3, ("s3#0", "s3#1")) == []
+    assert [(f.kind, f.where) for f in mem.take_faults()] == [("empty_reply", "mem0.extract_facts")]
 
 
 def test_endpoint_failure_propagates(fake, models, tmp_path, encoder):
@@ -187,33 +211,62 @@ def test_extraction_sees_recent_messages_as_context(fake, models, tmp_path, enco
     plain.add([("user", "fourth question"), ("assistant", "fourth answer")], D3)
     last = fake.chat_requests()[-1]["messages"]
     assert last[1]["content"] == "Input:\nuser: fourth question\nassistant: fourth answer\n"
-    assert "Earlier messages" not in last[0]["content"] and "context" not in last[0]["content"].split("Keep in mind")[1]
+    assert "Earlier messages" not in last[0]["content"] and "context" not in last[0]["content"].split("Remember the following")[1]
 
 
-def test_read_path_lists_top_k_memories_with_timestamps(fake, models, tmp_path, encoder):
-    mem = Mem0(models, encoder, tmp_path / "work", top_k=2)
-    facts = {D1: "Is allergic to tree nuts", D2: "Plays the cello in an orchestra", D3: "Is baking a cake for a party"}
-    for date, fact in facts.items():
+def _three_memories(fake, models, tmp_path, encoder, **params) -> tuple[Mem0, dict[str, str]]:
+    mem = Mem0(models, encoder, tmp_path / "work", top_k=2, **params)
+    facts = {D1: "Plays the cello in an orchestra", D2: "Is baking a cake for a party", D3: "Owns a red bicycle"}
+    for n, (date, fact) in enumerate(facts.items()):
         fake.rules.clear()
         fake.add_rule(EXTRACT, {"facts": [fact]})
         fake.add_rule(UPDATE, {"memory": [{"id": "0", "text": fact, "event": "ADD"}]})
-        mem.add([("user", f"note for {date}"), ("assistant", "ok")], date)
-    assert len(mem.memories) == 3
+        mem.add([("user", f"note for {date}"), ("assistant", "ok")], date, (f"s{n}#0", f"s{n}#1"))
     fake.rules.clear()
-    fake.add_rule("Question: Which dessert", "Try a nut-free sponge cake.")
+    return mem, facts
+
+
+def _expected_lines(encoder, facts: dict[str, str], query: str, k: int) -> tuple[list[str], list[int]]:
+    vecs = encoder.encode(list(facts.values()))
+    order = [int(i) for i in np.argsort(-(vecs @ encoder.encode([query])[0]), kind="stable")[:k]]
+    return [f"{list(facts)[i]}: {list(facts.values())[i]}" for i in order], order
+
+
+def test_native_answer_is_the_evaluation_prompt_with_its_length_limit(fake, models, tmp_path, encoder):
+    mem, facts = _three_memories(fake, models, tmp_path, encoder, answer_mode="native")
+    fake.add_rule("Question: Which dessert", "Sponge cake.")
     query = "Which dessert recipe should I bake for my party?"
     ans = mem.answer(query)
 
-    vecs = encoder.encode(list(facts.values()))
-    order = np.argsort(-(vecs @ encoder.encode([query])[0]), kind="stable")[:2]
-    expected = [f"{list(facts)[i]}: {list(facts.values())[i]}" for i in order]
-    assert ans.text == "Try a nut-free sponge cake."
+    expected, order = _expected_lines(encoder, facts, query, 2)
+    assert ans.text == "Sponge cake."
     assert len(ans.context) == 1 and ans.context[0].role == "system"
     prompt = ans.context[0].content
+    assert prompt.startswith("You are an intelligent memory assistant tasked with retrieving accurate information "
+                             "from conversation memories.")
+    assert "8. The answer should be less than 5-6 words." in prompt  # upstream's length limit, kept
+    assert "based solely on the evidence in the memories" in prompt
+    assert "taking into account" not in prompt  # the old steering addition is gone
     assert f"Memories for the user:\n\n{json.dumps(expected, indent=4)}\n\nQuestion: {query}\n\nAnswer:" in prompt
-    assert ans.meta["retrieved"] == 2
+    assert ans.meta["retrieved"] == 2 and ans.meta["answer_prompt"] == ANSWER_PROMPT_VERSION
+    assert [it.text for it in ans.items] == expected
+    assert [it.sources for it in ans.items] == [(f"s{i}#0", f"s{i}#1") for i in order]
     sent = fake.chat_requests()[-1]["messages"]
     assert sent == [{"role": "system", "content": prompt}]  # the context is exactly what the answerer saw
+
+
+def test_shared_answer_renders_the_memory_list_into_the_shared_prompt(fake, models, tmp_path, encoder):
+    mem, facts = _three_memories(fake, models, tmp_path, encoder)  # answer_mode defaults to shared
+    query = "Which dessert recipe should I bake for my party?"
+    ans = mem.answer(query)
+    expected, _ = _expected_lines(encoder, facts, query, 2)
+    assert [(m.role, m.content) for m in ans.context] == [
+        ("system", SHARED_ANSWER_SYSTEM.format(memory=json.dumps(expected, indent=4))), ("user", query)]
+    assert ans.meta["answer_prompt"] == SHARED_ANSWER_VERSION
+    assert "5-6 words" not in ans.context_text()
+    assert [m["content"] for m in fake.chat_requests()[-1]["messages"]] == [m.content for m in ans.context]
+    empty = Mem0(models, encoder, tmp_path / "empty").answer(query)  # nothing stored: the shared empty marker
+    assert EMPTY_MEMORY in empty.context[0].content and empty.items == ()
 
 
 def test_snapshot_restore_round_trip(fake, models, tmp_path, encoder):
@@ -227,6 +280,8 @@ def test_snapshot_restore_round_trip(fake, models, tmp_path, encoder):
     after = other.answer("What should I drink tomorrow morning?")
     assert after.context == before.context and after.text == before.text
     assert other.memories == mem.memories and other.counter == 2 and other.recent == mem.recent
+    assert other.memories["m000002"]["sources"] == S1  # provenance survives the round trip
+    assert after.items == before.items and all(it.sources == tuple(S1) for it in after.items)
     np.testing.assert_array_equal(other.index.vector("m000002"), mem.index.vector("m000002"))
 
     # both continue identically: same extraction context, new ids after the restored counter
@@ -249,6 +304,9 @@ def test_registered_with_config_defaults_and_default_fake_replies(fake, models, 
     for s in make_trace(n_sessions=2).sessions:  # default JSON reply is off-schema: no facts, no crash
         mem.ingest_session(s)
     assert mem.n_batches == 4 and mem.memories == {}
+    faults = mem.take_faults()  # ... but each off-schema reply is counted, with the exchange it was writing
+    assert [(f.kind, f.where) for f in faults] == [("malformed_reply", "mem0.extract_facts")] * 4
+    assert faults[0].turns == ("bg_00#0", "bg_00#1") and faults[-1].turns == ("bg_01#2", "bg_01#3")
     first = mem.answer("What should I plant?")
     mem.snapshot(tmp_path / "snap")
     again = cls(models, encoder, tmp_path / "w2", **cfg["params"])
@@ -256,3 +314,120 @@ def test_registered_with_config_defaults_and_default_fake_replies(fake, models, 
     assert again.answer("What should I plant?").context == first.context
     with pytest.raises(TypeError):
         cls(models, encoder, tmp_path / "w3", top_n=3)
+
+
+def test_old_snapshot_without_sources_loads_with_empty_sources(fake, models, tmp_path, encoder):
+    mem = seed(fake, models, tmp_path, encoder)
+    mem.snapshot(tmp_path / "snap")
+    state = json.loads((tmp_path / "snap" / "state.json").read_text())
+    for m in state["memories"].values():
+        del m["sources"]
+    (tmp_path / "snap" / "state.json").write_text(json.dumps(state))
+    old = Mem0(models, encoder, tmp_path / "old")
+    old.restore(tmp_path / "snap")
+    assert [m["sources"] for m in old.memories.values()] == [[], []]
+    assert all(it.sources == () for it in old.recall("coffee").items)
+
+
+# -- the protocol: provenance recall and faults on the injected exchange -------------------------------------------
+
+TASK = Task(id="mem0-t", domain="other", user_message="I keep a logbook of every train ride I take.",
+            assistant_message="Noted, thanks for telling me.", naive_query="What do I keep a logbook of?",
+            query="Any tips for my tomato plants this week?", explanation="(test task)")
+FACT_MEMORY = "Keeps a logbook of every train ride"
+
+
+def script_protocol(fake, fact_reply, broken_update_for: str | None = None) -> None:
+    """Extraction: the fact exchange gives ``fact_reply``, every background exchange one fact naming its text; the
+    update call ADDs every new fact (or, for the facts containing ``broken_update_for``, replies with cut-off JSON).
+    Rules look at the "Input" part only (the context window repeats the fact)."""
+    def extract(body):
+        new = body["messages"][1]["content"].split("Input:\n", 1)[1]
+        if TASK.user_message in new:
+            return fact_reply
+        return {"facts": [f"Asked: {new.splitlines()[0][len('user: '):]}"]}
+
+    def decide(body):
+        facts = json.loads(re.search(r"```\n(\[\".*?\])\n```", update_prompt(body), re.S).group(1))
+        if broken_update_for and any(broken_update_for in f for f in facts):
+            return '{"memory": [{"id": '
+        return {"memory": [{"id": str(100 + i), "text": f, "event": "ADD"} for i, f in enumerate(facts)]}
+
+    fake.add_rule(EXTRACT, extract)
+    fake.add_rule(UPDATE, decide)
+
+
+def protocol_run(models, encoder, tmp_path, **params):
+    make = lambda wd: Mem0(models, encoder, wd, **params)  # noqa: E731
+    return run_task(TASK, make_trace(n_sessions=3), 1, make, models, tmp_path / "w", config_hash="h",
+                    system_name="mem0", keep_workdir=True)
+
+
+def stored_memories(tmp_path, models, encoder) -> dict[str, dict]:
+    mem = Mem0(models, encoder, tmp_path / "inspect")
+    mem.restore(tmp_path / "w" / "post_ingest")
+    return mem.memories
+
+
+def test_fact_stored_and_retrieved_gives_provenance_recall_1(fake, models, tmp_path, encoder):
+    script_protocol(fake, {"facts": [FACT_MEMORY]})
+    rec = protocol_run(models, encoder, tmp_path)
+    assert rec.error is None and rec.faults == () and not rec.fact_write_fault
+    fact = [m for m in stored_memories(tmp_path, models, encoder).values() if m["text"] == FACT_MEMORY]
+    assert [m["sources"] for m in fact] == [[FACT_TURN_ID, FACT_REPLY_TURN_ID]]
+    # 13 memories, top_k 30: the fact memory is in both contexts, paraphrased (the verbatim metric cannot see it)
+    assert rec.target_recall_provenance == 1 and rec.naive_recall_provenance == 1
+    assert rec.target_recall_exact == 0
+    item = next(it for it in rec.indirect.items if FACT_MEMORY in it.text)
+    assert item.sources == (FACT_TURN_ID, FACT_REPLY_TURN_ID) and item.text in rec.indirect.context_text()
+
+
+def test_fact_stored_but_not_retrieved_gives_provenance_recall_0(fake, models, tmp_path, encoder):
+    script_protocol(fake, {"facts": [FACT_MEMORY]})
+    rec = protocol_run(models, encoder, tmp_path, top_k=1)
+    assert rec.error is None and not rec.fact_write_fault
+    assert any(m["text"] == FACT_MEMORY for m in stored_memories(tmp_path, models, encoder).values())
+    [item] = rec.indirect.items  # the one memory retrieved for the tomato query is a background one
+    assert "tomato" in item.text and FACT_TURN_ID not in item.sources
+    assert rec.target_recall_provenance == 0
+    assert rec.naive_recall_provenance == 1  # the direct query still finds it
+
+
+def test_truncated_reply_on_the_injected_exchange_is_a_fact_write_fault(fake, models, tmp_path, encoder):
+    script_protocol(fake, '{"facts": ["Keeps a logbook of every tr')  # cut off mid-string
+    rec = protocol_run(models, encoder, tmp_path)
+    assert rec.error is None
+    assert rec.fact_write_fault is True
+    assert rec.fault_counts() == {"malformed_reply": 1}
+    [f] = rec.faults
+    assert (f.phase, f.where, f.turns) == ("ingest", "mem0.extract_facts", (FACT_TURN_ID, FACT_REPLY_TURN_ID))
+    assert "Keeps a logbook of every tr" in f.detail
+    # upstream behaviour is kept: nothing stored from the fact, so nothing of it can be retrieved
+    assert not any(FACT_TURN_ID in m["sources"] for m in stored_memories(tmp_path, models, encoder).values())
+    assert rec.target_recall_provenance == 0 and rec.naive_recall_provenance == 0
+    assert rec.to_dict()["fact_write_fault"] is True and rec.to_dict()["faults"][0]["kind"] == "malformed_reply"
+
+
+def test_malformed_update_on_a_background_exchange_is_counted_but_not_a_fact_fault(fake, models, tmp_path, encoder):
+    script_protocol(fake, {"facts": [FACT_MEMORY]}, broken_update_for="Session 2 question 1")
+    rec = protocol_run(models, encoder, tmp_path)
+    assert rec.error is None and rec.fact_write_fault is False
+    assert rec.fault_counts() == {"malformed_reply": 1}
+    [f] = rec.faults
+    assert (f.phase, f.where, f.turns) == ("ingest", "mem0.decide", ("bg_02#2", "bg_02#3"))
+    assert rec.target_recall_provenance == 1
+
+
+def test_reasoning_endpoint_gets_no_sampling_parameters(fake, tmp_path, encoder):
+    from inmind_exp.llm import CallCache, Models
+    from tests.conftest import fake_endpoints
+
+    models = Models.build(fake_endpoints(fake.base_url, reasoning=True), CallCache(tmp_path / "cache"))
+    script_protocol(fake, {"facts": [FACT_MEMORY]})
+    for mode in ("shared", "native"):
+        rec = run_task(TASK, make_trace(n_sessions=2), 1, lambda wd: Mem0(models, encoder, wd, answer_mode=mode),
+                       models, tmp_path / f"w-{mode}", config_hash="h", system_name="mem0")
+        assert rec.error is None and rec.target_recall_provenance == 1
+    reqs = fake.chat_requests()
+    assert reqs and not any(k in r for r in reqs for k in ("temperature", "top_p", "logprobs", "max_tokens"))
+    assert all("max_completion_tokens" in r for r in reqs)

@@ -1,0 +1,130 @@
+"""What a memory system shows and what an LLM sees: chat messages, the memory items put in front of the answerer
+(with the trace turns each derives from), the faults a system records, and answers. Frozen dataclasses with a
+plain-dict round trip (re-exported by ``inmind_exp.records``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """One memory item a system put in front of the answerer, with the ids of the trace turns it derives from.
+
+    ``kind`` says what it is in the system's own terms (``memory``, ``note``, ``passage``, ``triple``, ``episode``,
+    ``profile``, ``chunk``, ``file`` ...). ``sources`` are turn ids; merges and summaries carry the union of their
+    inputs' sources, and an LLM-rewritten aggregate carries a turn only if that turn was an input of the call.
+    """
+
+    kind: str
+    text: str
+    sources: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text, "sources": list(self.sources)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ContextItem":
+        return cls(kind=d["kind"], text=d["text"], sources=tuple(d.get("sources", ())))
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A place where a memory system fell back: a malformed or empty reply, an unparsed tool call, an empty
+    extraction, a logprob gate without logprobs. Upstream behaviour is kept (an item may be dropped), but never
+    silently: every fault lands on the task record.
+
+    Kinds in use: ``malformed_reply``, ``empty_reply``, ``empty_extraction``, ``tool_call_as_text``,
+    ``bad_tool_call``, ``logprobs_unavailable``, ``fallback``. ``turns`` are the turn ids being written when it
+    happened (empty when reading); ``phase`` is set by the protocol (``ingest``, ``naive``, ``indirect``).
+    """
+
+    kind: str
+    where: str
+    detail: str = ""
+    turns: tuple[str, ...] = ()
+    phase: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "where": self.where, "detail": self.detail, "turns": list(self.turns), "phase": self.phase}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Fault":
+        return cls(kind=d["kind"], where=d.get("where", ""), detail=d.get("detail", ""),
+                   turns=tuple(d.get("turns", ())), phase=d.get("phase", ""))
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message exactly as sent to (or returned by) an LLM; tool fields kept for agentic systems."""
+
+    role: str
+    content: str | None = None
+    tool_calls: tuple[dict[str, Any], ...] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            d["tool_calls"] = [dict(tc) for tc in self.tool_calls]
+        if self.tool_call_id is not None:
+            d["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            d["name"] = self.name
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Message":
+        tcs = d.get("tool_calls")
+        return cls(
+            role=d["role"],
+            content=d.get("content"),
+            tool_calls=tuple(tcs) if tcs else None,
+            tool_call_id=d.get("tool_call_id"),
+            name=d.get("name"),
+        )
+
+
+def msgs(*pairs: tuple[str, str]) -> tuple[Message, ...]:
+    """Shorthand: ``msgs(("system", s), ("user", u))``."""
+    return tuple(Message(role=r, content=c) for r, c in pairs)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer, the exact context (the message list) the answerer saw, and the memory items in that context.
+
+    ``items`` is None when a system does not report provenance (then provenance recall is not measured for it).
+    """
+
+    text: str
+    context: tuple[Message, ...]
+    meta: dict[str, Any] = field(default_factory=dict)
+    items: tuple[ContextItem, ...] | None = None
+
+    def sources(self) -> set[str]:
+        """Every turn id that some item in the context derives from."""
+        return {s for it in self.items or () for s in it.sources}
+
+    def context_text(self) -> str:
+        """The context flattened to text, as judges and exact recall see it (final answer excluded)."""
+        parts = []
+        for m in self.context:
+            if m.content:
+                parts.append(f"[{m.role}] {m.content}")
+            for tc in m.tool_calls or ():
+                fn = tc.get("function", {})
+                parts.append(f"[{m.role} tool call] {fn.get('name')}({fn.get('arguments')})")
+        return "\n".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "context": [m.to_openai() for m in self.context], "meta": self.meta,
+                "items": None if self.items is None else [it.to_dict() for it in self.items]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Answer":
+        items = d.get("items")
+        return cls(text=d["text"], context=tuple(Message.from_dict(m) for m in d["context"]), meta=d.get("meta", {}),
+                   items=None if items is None else tuple(ContextItem.from_dict(i) for i in items))

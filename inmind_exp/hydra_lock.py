@@ -1,0 +1,55 @@
+"""Hydra callback taking the sweep lock (``inmind_exp.sweep_lock``) on the sweep (or run) directory before Hydra
+writes anything there or starts a job, and holding it until the process exits.
+
+A Hydra callback's exception is only a warning, so a held lock ends the launch with ``SystemExit(EXIT_LOCKED)``.
+``run.wait_for_lock`` (wait instead) and ``run.lock_timeout_s`` are read when present in the config.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from inmind_exp.sweep_lock import SweepLock, SweepLockedError
+
+#: Exit code of a launch refused because another driver holds the sweep (sysexits' EX_TEMPFAIL: retry later).
+EXIT_LOCKED = 75
+
+
+class HoldSweepLock(Callback):
+    """Acquire the directory's lock in ``on_multirun_start`` / ``on_run_start``; the kernel releases it at exit."""
+
+    def __init__(self, poll_s: float = 2.0) -> None:
+        self.poll_s = poll_s
+        self.lock: SweepLock | None = None
+
+    def _take(self, config: DictConfig, key: str) -> None:
+        directory = Path(str(OmegaConf.select(config, key))).resolve()
+        wait = bool(OmegaConf.select(config, "run.wait_for_lock", default=False))
+        timeout = OmegaConf.select(config, "run.lock_timeout_s", default=None)
+        try:
+            self.lock = SweepLock(directory).acquire(wait=wait, timeout_s=timeout, poll_s=self.poll_s)
+        except SweepLockedError as e:
+            print(f"error: {e}", file=sys.stderr, flush=True)
+            raise SystemExit(EXIT_LOCKED) from None
+        if self.lock.stale is not None:
+            print(f"[inmind] took over the lock on {directory} from a driver that ended without releasing it: "
+                  f"{self.lock.stale}", file=sys.stderr, flush=True)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._take(config, "hydra.sweep.dir")
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._take(config, "hydra.run.dir")
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.lock is not None:
+            self.lock.release()
+
+    def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.lock is not None:
+            self.lock.release()

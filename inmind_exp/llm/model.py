@@ -1,0 +1,201 @@
+"""The one model wrapper every caller uses: over a provider (wire format only) it applies, in this order, the call
+cache, the endpoint's concurrency and rate limits, retries with backoff, and usage accounting, to chat completions
+and embeddings alike. Systems and judges call ``chat`` / ``chat_json`` / ``embed`` and never retry, cache or count
+tokens themselves; the local MiniLM encoder is a provider under the same wrapper (``inmind_exp.embed``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import tenacity
+
+from inmind_exp.errors import JSONReplyError, LLMCallError
+from inmind_exp.llm.cache import CallCache, cache_key
+from inmind_exp.llm.endpoint import Endpoint
+from inmind_exp.llm.limits import Limiter, limited
+from inmind_exp.llm.provider import Completion, OpenAIProvider
+from inmind_exp.llm.retry import backoff_seconds
+from inmind_exp.llm.usage import UsageMeter
+from inmind_exp.records import Message
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    """Limits and retries for one provider: ``limit_key`` None means unlimited, ``max_attempts`` 1 means no retry."""
+
+    limit_key: str | None = None
+    max_concurrency: int = 1
+    rpm: float | None = None
+    tpm: float | None = None
+    max_attempts: int = 1
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 60.0
+
+    @classmethod
+    def of(cls, ep: Endpoint) -> "CallPolicy":
+        return cls(ep.limit_key, ep.max_concurrency, ep.rpm, ep.tpm, ep.max_attempts, ep.backoff_initial_s,
+                   ep.backoff_max_s)
+
+
+class Model:
+    """Cache → limit → retry → meter around ``provider``. ``memo`` keeps embeddings of this process in memory too
+    (for a local encoder, whose calls are not metered anyway)."""
+
+    def __init__(self, provider: Any, policy: CallPolicy, *, role: str, cache: CallCache | None = None,
+                 limiter: Limiter | None = None, meter: UsageMeter | None = None, memo: bool = False) -> None:
+        self.provider = provider
+        self.policy = policy
+        self.role = role
+        self.cache = cache
+        self.limiter = limiter
+        self.meter = meter or UsageMeter()
+        self.http_calls = 0
+        self._memo: dict[str, np.ndarray] | None = {} if memo else None
+
+    # -- chat -------------------------------------------------------------------------------------------------
+    def chat(self, messages: Sequence[Message], *, sample: int = 0, **kwargs: Any) -> Completion:
+        """One chat completion; generation parameters left out take the role's configured defaults (see
+        ``OpenAIProvider.chat_params``). ``sample`` separates repeated samples of the same prompt in the cache."""
+        params = self.provider.chat_params(**kwargs)
+        wire = [m.to_openai() for m in messages]
+        key = cache_key(self.provider.chat_key(wire, params, sample))
+        if self.cache is not None:
+            hit = self.cache.get("chat", key)
+            if hit is not None:
+                self.meter.add(self.role, hit["prompt_tokens"], hit["completion_tokens"], cached=True)
+                return Completion.from_cache(hit, key)
+        completion = self._call(lambda: self.provider.chat(wire, params), self.provider.estimate_tokens(wire, params))
+        if self.cache is not None:
+            self.cache.put("chat", key, completion.to_cache())
+        self.meter.add(self.role, completion.prompt_tokens, completion.completion_tokens, cached=False)
+        return completion
+
+    def chat_json(self, messages: Sequence[Message], *, attempts: int = 3,
+                  validate: Callable[[dict[str, Any]], str | None] | None = None,
+                  **kwargs: Any) -> tuple[dict[str, Any], Completion]:
+        """Ask for a JSON object; on an unparseable or invalid reply (``validate`` returns a complaint), show the
+        model its reply and ask again, which is a new prompt and so a new cache key."""
+        convo = list(messages)
+        last_raw = ""
+        for _ in range(max(1, attempts)):
+            comp = self.chat(convo, response_format={"type": "json_object"}, **kwargs)
+            last_raw = comp.text
+            try:
+                obj = parse_json_object(comp.text)
+                problem = validate(obj) if validate else None
+                if problem:
+                    raise ValueError(problem)
+                return obj, comp
+            except ValueError as e:
+                convo = list(messages) + [
+                    Message("assistant", comp.text),
+                    Message("user", f"That reply was not a valid JSON object ({e}). Reply again with only the JSON object."),
+                ]
+        raise JSONReplyError(f"role '{self.role}': no valid JSON object after {attempts} attempt(s)", raw=last_raw)
+
+    # -- embeddings -------------------------------------------------------------------------------------------
+    def embed(self, texts: Sequence[str], *, dimensions: int | None = None, batch_size: int | None = 64) -> np.ndarray:
+        """Float32 rows in input order, cached per text; the misses go to the provider ``batch_size`` at a time
+        (None: all in one call)."""
+        keys = [cache_key(self.provider.embed_key(t, dimensions)) for t in texts]
+        out: list[np.ndarray | None] = [None] * len(texts)
+        missing: list[int] = []
+        for i, k in enumerate(keys):
+            if self._memo is not None and k in self._memo:
+                out[i] = self._memo[k]
+                continue
+            hit = self.cache.get("embed", k) if self.cache is not None else None
+            if hit is not None:
+                out[i] = self._remember(k, np.asarray(hit["vector"], dtype=np.float32))
+                self.meter.add(self.role, hit.get("tokens", 0), 0, cached=True)
+            else:
+                missing.append(i)
+        step = batch_size or max(1, len(missing))
+        for start in range(0, len(missing), step):
+            idx = missing[start : start + step]
+            batch = [texts[i] for i in idx]
+            vectors, tokens = self._call(lambda: self.provider.embed(batch, dimensions), sum(len(t) // 4 for t in batch))
+            per = tokens // max(1, len(batch))
+            for i, v in zip(idx, vectors):
+                out[i] = self._remember(keys[i], v)
+                if self.cache is not None:
+                    self.cache.put("embed", keys[i], {"vector": v.tolist(), "tokens": per})
+            self.meter.add(self.role, tokens, 0, cached=False)
+        return np.vstack(out).astype(np.float32) if texts else np.zeros((0, dimensions or 0), dtype=np.float32)
+
+    def _remember(self, key: str, v: np.ndarray) -> np.ndarray:
+        if self._memo is not None:
+            self._memo[key] = v
+        return v
+
+    # -- limits and retries -----------------------------------------------------------------------------------
+    def _call(self, fn: Callable[[], Any], est_tokens: int) -> Any:
+        p = self.policy
+
+        def once() -> Any:
+            if p.limit_key is None:
+                self.http_calls += 1
+                return fn()
+            with limited(self.limiter, p.limit_key, est_tokens, p.max_concurrency, p.rpm, p.tpm):
+                self.http_calls += 1
+                return fn()
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(p.max_attempts),
+            wait=lambda rs: backoff_seconds(
+                rs.attempt_number, rs.outcome.exception() if rs.outcome else None, p.backoff_initial_s, p.backoff_max_s
+            ),
+            retry=tenacity.retry_if_exception(self.provider.is_retryable),
+            before_sleep=lambda rs: log.warning(
+                "role %s: %s, retrying (attempt %d/%d)", self.role, type(rs.outcome.exception()).__name__,
+                rs.attempt_number, p.max_attempts,
+            ),
+            reraise=True,
+        )
+        try:
+            return retrying(once)
+        except LLMCallError:
+            raise
+        except Exception as e:
+            err = self.provider.failure(e, self.provider.is_retryable(e))
+            if err is None:
+                raise
+            raise err from e
+
+
+class LLMClient(Model):
+    """One role's endpoint behind the wrapper: the ``openai`` provider with the endpoint's limits and retries."""
+
+    def __init__(self, endpoint: Endpoint, *, cache: CallCache | None = None, limiter: Limiter | None = None,
+                 meter: UsageMeter | None = None) -> None:
+        super().__init__(OpenAIProvider(endpoint), CallPolicy.of(endpoint), role=endpoint.role, cache=cache,
+                         limiter=limiter, meter=meter)
+        self.endpoint = endpoint
+
+
+def parse_json_object(text: str) -> dict[str, Any]:
+    """Parse a JSON object from a reply, tolerating a surrounding code fence or prose; ValueError if none."""
+    s = text.strip()
+    if s.startswith("```"):
+        s = s.strip("`")
+        s = s[s.find("\n") + 1 :] if "\n" in s else s
+    try:
+        obj = json.loads(s)
+    except json.JSONDecodeError:
+        start, end = s.find("{"), s.rfind("}")
+        if start < 0 or end <= start:
+            raise ValueError("no JSON object found") from None
+        try:
+            obj = json.loads(s[start : end + 1])
+        except json.JSONDecodeError as e:
+            raise ValueError(f"invalid JSON: {e.msg}") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    return obj

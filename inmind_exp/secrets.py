@@ -1,0 +1,130 @@
+"""Redaction of secrets from everything the tool writes: configs, override lists, command lines and log lines.
+
+A value is secret when its key *looks* secret (a word ``key``, ``token``, ``password``, ``secret``... in the key's
+name, ``api_key``, ``OPENAI_API_KEY``, ``access_token``; but ``*_env`` keys hold variable *names* and ``max_tokens``
+holds a count) or when it contains the value of a key variable: one named by an ``api_key_env`` / ``*_api_key_env``
+key of the config, or one of the common provider variables present in the environment (``KEY_VARIABLES``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Iterable, Mapping
+
+REDACTED = "***"
+#: Words that make a key name secret (matched against the words of the name, split at ``_ - .`` and case changes).
+SECRET_WORDS = frozenset({"key", "apikey", "token", "password", "passwd", "pwd", "secret", "credential",
+                          "credentials", "bearer", "authorization", "auth"})
+#: Environment variables that commonly hold keys: their values are redacted wherever they appear.
+KEY_VARIABLES = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+                 "MISTRAL_API_KEY", "TOGETHER_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY",
+                 "FIREWORKS_API_KEY", "COHERE_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",
+                 "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "AWS_SECRET_ACCESS_KEY", "INMIND_API_KEY")
+#: Shorter values are only redacted where they are a whole value, never as a substring (too many false hits).
+MIN_SUBSTRING_LEN = 8
+
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+
+
+def is_secret_key(name: Any) -> bool:
+    """Whether a config key (or an override's last key component) names a secret value."""
+    if not isinstance(name, str):
+        return False
+    leaf = name.lstrip("+~").rsplit(".", 1)[-1]
+    if leaf.lower().endswith("_env"):
+        return False
+    words = {w.lower() for part in re.split(r"[_\-.\s]+", leaf) for w in _WORD.findall(part)}
+    return bool(words & SECRET_WORDS) or "apikey" in leaf.lower()
+
+
+def env_key_names(container: Any) -> set[str]:
+    """The variable names under every ``api_key_env`` / ``*_api_key_env`` key of a config container."""
+    names: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                if isinstance(k, str) and (k == "api_key_env" or k.endswith("_api_key_env")) and isinstance(v, str) and v:
+                    names.add(v)
+                walk(v)
+        elif isinstance(node, (list, tuple)):
+            for v in node:
+                walk(v)
+
+    walk(container)
+    return names
+
+
+def secret_values(container: Any = None, environ: Mapping[str, str] | None = None,
+                  extra: Iterable[str] = ()) -> set[str]:
+    """Values to redact wherever they appear: those of the variables the config names and of ``KEY_VARIABLES``,
+    the values under secret-looking keys of ``container``, and ``extra``."""
+    env = os.environ if environ is None else environ
+    values = {env[n] for n in (env_key_names(container) | set(KEY_VARIABLES)) if env.get(n)}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                if is_secret_key(k) and isinstance(v, (str, int)) and not isinstance(v, bool) and str(v):
+                    values.add(str(v))
+                walk(v)
+        elif isinstance(node, (list, tuple)):
+            for v in node:
+                walk(v)
+
+    walk(container)
+    values.update(v for v in extra if v)
+    return {v for v in values if v != REDACTED}
+
+
+def redact_text(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret (of at least ``MIN_SUBSTRING_LEN`` characters) replaced by ``***``; a shorter
+    secret only when it is the whole text."""
+    for s in sorted(set(secrets), key=len, reverse=True):
+        if text == s:
+            return REDACTED
+        if len(s) >= MIN_SUBSTRING_LEN and s in text:
+            text = text.replace(s, REDACTED)
+    return text
+
+
+def redact(container: Any, environ: Mapping[str, str] | None = None, extra: Iterable[str] = ()) -> Any:
+    """A copy of a plain config container (dicts, lists, scalars) with secret values replaced by ``***``: values
+    under secret-looking keys, and any string containing a secret value (see ``secret_values``)."""
+    secrets = secret_values(container, environ, extra)
+
+    def walk(node: Any, key: Any = None) -> Any:
+        if is_secret_key(key) and node is not None and not isinstance(node, (Mapping, list, tuple, bool)):
+            return REDACTED
+        if isinstance(node, Mapping):
+            return {k: walk(v, k) for k, v in node.items()}
+        if isinstance(node, (list, tuple)):
+            return type(node)(walk(v) for v in node)
+        if isinstance(node, str):
+            return redact_text(node, secrets)
+        return node
+
+    return walk(container)
+
+
+def redact_overrides(overrides: Iterable[str], environ: Mapping[str, str] | None = None,
+                     extra: Iterable[str] = ()) -> list[str]:
+    """Hydra overrides (or any argv) with secrets removed: ``key=value`` with a secret-looking key becomes
+    ``key=***``; a secret value (from the environment, or given under a secret key elsewhere in the list) is
+    replaced wherever it appears."""
+    items = list(overrides)
+    found = set(extra)
+    for o in items:
+        key, eq, value = o.partition("=")
+        if eq and is_secret_key(key) and value:
+            found.update({value, *value.split(",")})
+    secrets = secret_values(None, environ, found)
+    out = []
+    for o in items:
+        key, eq, value = o.partition("=")
+        if eq and is_secret_key(key):
+            out.append(f"{key}={REDACTED}" if value else o)
+        else:
+            out.append(redact_text(o, secrets))
+    return out

@@ -1,0 +1,19 @@
+"""The MLflow tag names and values the driver writes and the analysis reads, stated once (no mlflow import here)."""
+
+from __future__ import annotations
+
+KEY = "inmind.key"  # finds a run again on resume
+KIND = "inmind.kind"  # SWEEP (the parent run) or CONFIG (one configuration)
+SWEEP = "sweep"
+CONFIG = "config"
+CONFIG_HASH = "inmind.config_hash"
+SYSTEM = "inmind.system"
+VERSION = "inmind.version"
+GIT_DIRTY = "inmind.git_dirty"
+GIT_COMMIT = "mlflow.source.git.commit"
+PARENT_RUN = "mlflow.parentRunId"
+
+
+def kind_filter(kind: str) -> str:
+    """An MLflow search filter for runs of one kind."""
+    return f"tags.`{KIND}` = '{kind}'"

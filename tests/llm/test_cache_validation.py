@@ -1,0 +1,78 @@
+"""A cache entry of the wrong shape (valid JSON, a field missing) is a miss: the call is made again, the entry is
+rewritten and the bad entry is counted; a truncated entry is a miss as before."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inmind_exp.llm import CallCache, LLMClient
+from inmind_exp.records import msgs
+from tests.conftest import fake_endpoints
+
+HELLO = msgs(("user", "hello"))
+
+
+def _only_entry(cache: CallCache, kind: str):
+    (path,) = list((cache.dir / kind).glob("*/*.json"))
+    return path
+
+
+def test_chat_entry_without_text_is_a_miss_rewritten_and_counted(fake, tmp_path):
+    ep = fake_endpoints(fake.base_url)["answerer"]
+    cache = CallCache(tmp_path / "cache")
+    assert LLMClient(ep, cache=cache).chat(HELLO).text == "fake answer"
+    entry = _only_entry(cache, "chat")
+    entry.write_text('{"prompt_tokens": 3, "completion_tokens": 2}')  # valid JSON, no "text"
+    fake.reset_log()
+
+    fresh = CallCache(tmp_path / "cache")
+    comp = LLMClient(ep, cache=fresh).chat(HELLO)
+    assert comp.text == "fake answer" and not comp.cached
+    assert len(fake.chat_requests()) == 1  # asked the server again instead of failing
+    assert fresh.invalid == {"chat": 1} and fresh.invalid_entries == 1
+    fake.reset_log()
+    again = LLMClient(ep, cache=CallCache(tmp_path / "cache")).chat(HELLO)
+    assert again.cached and again.text == "fake answer" and fake.chat_requests() == []  # the entry was rewritten
+
+
+def test_embedding_entry_without_vector_is_a_miss_rewritten_and_counted(fake, tmp_path):
+    ep = fake_endpoints(fake.base_url)["answerer"]
+    cache = CallCache(tmp_path / "cache")
+    first = LLMClient(ep, cache=cache).embed(["a text"])
+    _only_entry(cache, "embed").write_text('{"tokens": 2}')
+    fresh = CallCache(tmp_path / "cache")
+    second = LLMClient(ep, cache=fresh).embed(["a text"])
+    np.testing.assert_allclose(first, second)
+    assert fresh.invalid == {"embed": 1}
+    assert CallCache(tmp_path / "cache").get("embed", _only_entry(cache, "embed").stem)["vector"]
+
+
+def test_wrong_types_are_invalid_and_good_entries_are_not(tmp_path):
+    cache = CallCache(tmp_path)
+    good_chat = {"text": "hi", "tool_calls": [], "prompt_tokens": 1, "completion_tokens": 1}
+    bad = {
+        "chat": [{"text": None}, {"text": 5}, {"text": "x", "prompt_tokens": "many"}, {"text": "x", "tool_calls": "no"},
+                 ["text"], "text"],
+        "embed": [{"vector": []}, {"vector": "1,2"}, {"vector": [1.0, "x"]}, {"vector": [True]}, {"vector": [1.0], "tokens": -1}],
+    }
+    n = 0
+    for kind, values in bad.items():
+        for v in values:
+            n += 1
+            cache.put(kind, f"{n:064x}", v)
+            assert cache.get(kind, f"{n:064x}") is None, (kind, v)
+    assert cache.invalid == {"chat": 6, "embed": 5}
+    cache.put("chat", "a" * 64, good_chat)
+    cache.put("embed", "b" * 64, {"vector": [0.5, 1]})
+    cache.put("other", "c" * 64, [1, 2])  # kinds without a schema accept any JSON
+    assert cache.get("chat", "a" * 64) == good_chat and cache.get("embed", "b" * 64) == {"vector": [0.5, 1]}
+    assert cache.get("other", "c" * 64) == [1, 2]
+    assert cache.invalid_entries == 11
+
+
+def test_truncated_entry_is_a_miss_and_counted(tmp_path):
+    cache = CallCache(tmp_path)
+    cache.put("chat", "d" * 64, {"text": "hello"})
+    path = _only_entry(cache, "chat")
+    path.write_text(path.read_text()[:5])
+    assert cache.get("chat", "d" * 64) is None and cache.invalid == {"chat": 1}

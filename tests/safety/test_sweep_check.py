@@ -1,0 +1,40 @@
+"""All jobs of a sweep expanded and composed up front, and a bad value in a later job stops a real launch before
+job 0 runs."""
+
+from __future__ import annotations
+
+from tests.launch_helpers import launch_cmd, run, write_small_data
+
+from inmind_exp.sweep_check import expand_overrides, expand_sweep
+
+
+def test_expand_overrides_matches_hydra_order():
+    jobs = expand_overrides(["system=backbone,naive_rag", "injection.user_turn=5,100000", "dataset.limit=1"])
+    assert jobs == [
+        ["system=backbone", "injection.user_turn=5", "dataset.limit=1"],
+        ["system=backbone", "injection.user_turn=100000", "dataset.limit=1"],
+        ["system=naive_rag", "injection.user_turn=5", "dataset.limit=1"],
+        ["system=naive_rag", "injection.user_turn=100000", "dataset.limit=1"],
+    ]
+    assert expand_overrides(["a=1"], params={"b": "2,3"}) == [["b=2", "a=1"], ["b=3", "a=1"]]
+
+
+def test_expand_sweep_composes_every_job():
+    cfgs = expand_sweep(["system=backbone,naive_rag", "embedding=minilm,bm25", "cluster.workers=3"])
+    assert [(c.system.name, c.embedding.name) for c in cfgs] == [
+        ("backbone", "minilm"), ("backbone", "bm25"), ("naive_rag", "minilm"), ("naive_rag", "bm25")]
+    assert all(c.cluster.workers == 3 and "hydra" not in c for c in cfgs)
+
+
+def test_launch_with_bad_later_job_stops_before_any_job(tmp_path):
+    write_small_data(tmp_path / "data")
+    cmd = launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "dry_run=true", "injection.user_turn=5,100000",
+                     "cluster.workers=2,0")  # CheckSweep is on by default (conf/config.yaml)
+    p = run(cmd)
+    assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "4 job(s) of the sweep; nothing was run" in p.stderr
+    assert "job #1 (injection.user_turn=5 cluster.workers=0): cluster.workers=0: must be an integer >= 1" in p.stderr
+    assert "job #2 (injection.user_turn=100000 cluster.workers=2): injection.user_turn=100000 is outside" in p.stderr
+    assert "job #3 (injection.user_turn=100000 cluster.workers=0)" in p.stderr and "job #0" not in p.stderr
+    assert "Launching" not in p.stdout + p.stderr  # Hydra never got to launch job 0
+    assert not any((tmp_path / "sweep").glob("*/.hydra"))  # and no job directory was made

@@ -1,0 +1,38 @@
+"""Exit codes scripts and CI can trust: 3 with a retry hint when tasks end in error, and a configuration whose shared
+prefix fails (an endpoint error) ends with a clear message while the other configurations of the sweep run."""
+
+from __future__ import annotations
+
+from tests.fake_openai import Fault, FakeOpenAI
+from tests.launch_helpers import launch_cmd, mlflow_runs, run, write_small_data
+
+
+def test_every_judge_reply_unparseable_exits_3_with_a_retry_hint(tmp_path):
+    write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)
+    with FakeOpenAI() as fake:
+        fake.default_json = "this is not JSON at all"  # every JSON-mode (judge) request gets prose
+        p = run(launch_cmd(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "run.judge_attempts=1",
+                           "run.max_task_attempts=1", multirun=False))
+    assert p.returncode == 3, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "2 of 2 tasks ended in error in 1 configuration(s)" in p.stderr
+    assert "Rerun the same command to retry them" in p.stderr
+
+
+def test_a_prefix_failure_ends_its_configuration_and_the_sweep_goes_on(tmp_path):
+    write_small_data(tmp_path / "data", n_tasks=2, n_sessions=6)
+    marker = "single markdown memory file"  # always_in_state's updater prompt: the prefix's memory calls
+
+    def refuse_updater(body):
+        text = "\n".join(str(m.get("content")) for m in body.get("messages", []))
+        return Fault(status=400, body={"error": {"message": "unsupported parameter", "type": "invalid_request_error"}}) \
+            if marker in text else None
+
+    with FakeOpenAI(validator=refuse_updater) as fake:
+        p = run(launch_cmd(tmp_path, fake.base_url, "system=always_in_state,backbone", "embedding=bm25"))
+    assert p.returncode == 3, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "error: always_in_state/bm25/turn5/vllm" in p.stderr or "error: always_in_state/" in p.stderr
+    assert "HTTP 400" in p.stderr and "Traceback" not in p.stderr
+    assert "1 configuration(s) failed: always_in_state/" in p.stderr
+    assert "| backbone/bm25/" in p.stdout  # the other configuration ran and reported
+    children = [r for r in mlflow_runs(tmp_path) if r.data.tags.get("inmind.kind") == "config"]
+    assert {r.data.tags["inmind.system"]: r.info.status for r in children}["backbone"] == "FINISHED"

@@ -1,0 +1,68 @@
+"""The run package without Ray: a plan resolved from a composed config runs on the in-process executor against the
+fake server, writes the ledger and MLflow, and a rerun of the same plan costs nothing; the dry-run estimate and the
+verdicts follow the judge registry."""
+
+from __future__ import annotations
+
+from inmind_exp.judges import JUDGES, applicable
+from inmind_exp.run import Ledger, estimate, plan_config, run_plan
+from inmind_exp.run.executor import InProcessExecutor
+from inmind_exp.run.resources import Resources
+from tests.fake_openai import FakeOpenAI
+from tests.test_runner_ray import compose
+
+
+def test_plan_runs_in_process_and_rerun_is_free(tmp_path):
+    with FakeOpenAI() as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        assert plan.name == "backbone/bm25/middle/vllm" and len(plan.remaining()) == 4
+        est = estimate(plan)
+        assert est["judge_calls"] == 4 * len(applicable(evaluates_naive=False)) == 4 * (len(JUDGES) - 1)
+        result = run_plan(plan, executor=InProcessExecutor(), resources=Resources())
+        assert [r.task_id for r in result.records] == ["t1", "t2", "t3", "t4"]
+        assert all(r.error is None for r in result.records)
+        assert all(set(r.verdicts) == {j.name for j in applicable(False)} for r in result.records)
+        assert len(Ledger(plan.ledger_path).path.read_text().splitlines()) == 4
+        assert result.metrics.n_tasks == 4 and (tmp_path / "job" / "records.jsonl").is_file()
+
+        fake.reset_log()
+        again = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        assert again.config_hash == plan.config_hash and again.remaining() == []
+        assert estimate(again)["judge_calls"] == 0
+        rerun = run_plan(again, executor=InProcessExecutor(), resources=Resources())
+        assert fake.requests == [] and [r.task_id for r in rerun.records] == ["t1", "t2", "t3", "t4"]
+
+
+def test_local_llm_roles_are_bound_once_the_server_is_up(tmp_path):
+    """llm=local: the plan (and its config hash) is known before any server starts; the roles the server serves get
+    its URL from ``bind``, and nothing can be sent to a worker before that."""
+    import pytest
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from inmind_exp.config import register_configs
+    from inmind_exp.errors import PlanError
+    from tests.launch_helpers import REPO, write_small_data
+
+    tasks, trace = write_small_data(tmp_path / "data")
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"not really a model")
+    register_configs()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = hydra_compose("config", overrides=[
+            "llm=local", f"llm.model_path={model}", "llm.roles.judge.base_url=http://judge.example/v1",
+            f"dataset.path={tasks}", f"trace.path={trace}", "injection.user_turn=5", "system=backbone",
+            "embedding=bm25", f"run.cache_dir={tmp_path / 'cache'}"])
+    plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+    assert plan.local is not None and plan.local.roles == ("answerer", "memory")
+    assert plan.local.cache_id == f"llama.cpp:file:model.gguf:{model.stat().st_size}:ctx{cfg.llm.server.n_ctx}"
+    assert plan.endpoints["answerer"].base_url == "" and plan.endpoints["judge"].base_url == "http://judge.example/v1"
+    with pytest.raises(PlanError, match="answerer, memory"):
+        plan.worker_spec()
+    bound = plan.bind("http://127.0.0.1:4321/v1")
+    spec = bound.worker_spec()
+    assert spec.endpoints["answerer"].base_url == "http://127.0.0.1:4321/v1"
+    assert spec.endpoints["answerer"].identity == f"{plan.local.cache_id}|{cfg.llm.model}"  # the port is not in it
+    assert spec.endpoints["judge"] == plan.endpoints["judge"]
+    assert estimate(plan)["tasks_to_run"] == 2  # dataset.limit=2 by default; the dry run needs no server
