@@ -26,6 +26,7 @@ env.apply(env.MLFLOW)
 
 import mlflow  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
+from mlflow.tracking import MlflowClient  # noqa: E402,F401  (analysis.load reaches MLflow through this module)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
