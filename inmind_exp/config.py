@@ -146,6 +146,8 @@ class ClusterConf:
     workers: int = 2
     object_store_memory: Optional[int] = 200_000_000
     runtime_env: Dict[str, Any] = field(default_factory=dict)
+    #: how long a task actor may take to start, and the cluster may go without any live worker, before giving up
+    start_timeout_s: float = 120.0
 
 
 @dataclass

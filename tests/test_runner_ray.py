@@ -56,12 +56,12 @@ def compose(tmp_path, base_url: str, *overrides: str):
 class CrashOnce(TaskWorker):
     """A worker whose process dies the first time it is given task t2."""
 
-    def run_task(self, task, *args, **kwargs):
-        marker = Path(self.spec.cache_dir).parent / f"crashed-{task.id}"
+    def run_task(self, spec, task, *args, **kwargs):
+        marker = Path(spec.cache_dir).parent / f"crashed-{task.id}"
         if task.id == "t2" and not marker.exists():
             marker.write_text("crashed")
             os._exit(1)
-        return super().run_task(task, *args, **kwargs)
+        return super().run_task(spec, task, *args, **kwargs)
 
 
 def test_dead_worker_is_replaced_and_its_task_retried(ray_session, tmp_path):

@@ -47,6 +47,7 @@ class ClusterSettings:
     workers: int = 2
     object_store_memory: int | None = 200_000_000
     runtime_env: Mapping[str, Any] = field(default_factory=dict)
+    start_timeout_s: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -257,6 +258,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path) -> Plan:
             address=cfg.cluster.address, num_cpus=cfg.cluster.num_cpus, workers=int(cfg.cluster.workers),
             object_store_memory=cfg.cluster.object_store_memory,
             runtime_env=_container(cfg.cluster.runtime_env, "cluster.runtime_env"),
+            start_timeout_s=float(cfg.cluster.start_timeout_s),
         ),
         tracking=TrackingSettings(uri=cfg.tracking.uri, experiment=cfg.tracking.experiment),
         local=local,
