@@ -83,3 +83,45 @@ def test_dead_worker_is_replaced_and_its_task_retried(ray_session, tmp_path):
     ledger = Ledger(result.plan.ledger_path)
     lines = ledger.path.read_text().splitlines()
     assert len(lines) == 4  # one line per task: the crashed attempt wrote nothing
+
+
+class NeverStarts(TaskWorker):
+    """A worker whose actor never finishes starting (as on a node that cannot run it)."""
+
+    def __init__(self, *args, **kwargs):
+        time.sleep(3600)
+
+
+def test_unplaceable_workers_end_the_run_with_a_clear_error(ray_session, tmp_path):
+    import cloudpickle
+
+    import tests.test_runner_ray as this_module
+    from inmind_exp.run import plan_config, run_plan
+    from inmind_exp.run.executor import ClusterError
+
+    cloudpickle.register_pickle_by_value(this_module)
+    with FakeOpenAI() as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "cluster.start_timeout_s=4")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        t0 = time.monotonic()
+        try:
+            run_plan(plan, executor=RayExecutor(worker_cls=NeverStarts))
+        except ClusterError as e:
+            assert "cannot make progress" in str(e) and "cluster.start_timeout_s=4s" in str(e)
+        else:
+            raise AssertionError("expected a ClusterError")
+        assert time.monotonic() - t0 < 60  # it gives up; it does not hang
+
+
+def test_pool_uses_what_the_cluster_has(ray_session, tmp_path, caplog):
+    from inmind_exp.run import plan_config, run_plan
+
+    with FakeOpenAI() as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "cluster.workers=8")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        ex = RayExecutor()
+        with caplog.at_level("INFO", logger="inmind_exp"):
+            result = run_plan(plan, executor=ex)
+    assert all(r.error is None for r in result.records) and len(result.records) == 4
+    assert len(ex.workers) <= 2  # the test session's Ray has 2 CPUs
+    assert "fewer than cluster.workers=8" in caplog.text
