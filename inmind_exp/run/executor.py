@@ -224,6 +224,7 @@ class RayExecutor:
         self.secrets: Secrets = Secrets({})
         self._lock = threading.Lock()
         self._inbox: deque[Job] = deque()
+        self._failed: BaseException | None = None  # set when a schedule ended by an error: later jobs get it
 
     # -- start-up ---------------------------------------------------------------------------------------------
 
@@ -293,11 +294,15 @@ class RayExecutor:
     def submit(self, job: Job) -> None:
         """Add a job to a schedule that ``serve`` is running in another thread (the sweep's plans)."""
         with self._lock:
+            if self._failed is not None:
+                job.finish(self._failed)
+                return
             self._inbox.append(job)
 
     def run_jobs(self, jobs: list[Job], more: Callable[[], bool] = lambda: False) -> None:
         """Schedule ``jobs`` (and those ``submit``ted while ``more()`` is true) over one pool until all are done.
         A job that cannot finish (its prefix failed) ends with ``job.error``; a stuck cluster raises ``ClusterError``."""
+        self._failed = None
         for j in jobs:
             self.submit(j)
         _Schedule(self, more).loop()
@@ -530,6 +535,7 @@ class _Schedule:
             for j in self.jobs:
                 j.finish(e)
             with self.ex._lock:
+                self.ex._failed = e
                 while self.ex._inbox:
                     self.ex._inbox.popleft().finish(e)
             raise
