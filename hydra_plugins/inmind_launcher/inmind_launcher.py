@@ -11,6 +11,7 @@ value (its application rate) in its ``JobReturn``.
 
 import logging
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
@@ -60,10 +61,24 @@ class InmindLauncher(Launcher):
         self.hydra_context = hydra_context
         self.task_function = task_function
 
+    def _plan_job(self, collector: Any, idx: int, overrides: Sequence[str]) -> JobReturn:
+        """Hydra's job set-up (directory, .hydra files, logging) around launch.py's task function, which only plans."""
+        collector.job, collector.overrides = idx, " ".join(filter_overrides(overrides))
+        log.info(f"\t#{idx} : {collector.overrides}")
+        sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        with open_dict(sweep_config):
+            sweep_config.hydra.job.id = idx
+            sweep_config.hydra.job.num = idx
+        ret = run_job(hydra_context=self.hydra_context, task_function=self.task_function, config=sweep_config,
+                      job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        if ret.status == JobStatus.FAILED:
+            collector.fail(f"{type(ret._return_value).__name__}: {ret._return_value}")
+        return ret
+
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from inmind_exp.errors import InmindError
         from inmind_exp.metrics import results_table
-        from inmind_exp.run.sweep import PlanCollector, collecting, run_plans
+        from inmind_exp.run.sweep import PlanCollector, collecting, run_plans, start_cluster, warm_up
 
         setup_globals()
         assert self.hydra_context is not None and self.config is not None and self.task_function is not None
@@ -72,22 +87,28 @@ class InmindLauncher(Launcher):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         log.info(f"Planning {len(job_overrides)} jobs, then running them as one schedule")
 
+        warm = warm_up(self.config)
         collector = PlanCollector()
         runs: List[JobReturn] = []
-        with collecting(collector):
-            for i, overrides in enumerate(job_overrides):
-                idx = initial_job_idx + i
-                collector.job, collector.overrides = idx, " ".join(filter_overrides(overrides))
-                log.info(f"\t#{idx} : {collector.overrides}")
-                sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
-                with open_dict(sweep_config):
-                    sweep_config.hydra.job.id = idx
-                    sweep_config.hydra.job.num = idx
-                ret = run_job(hydra_context=self.hydra_context, task_function=self.task_function, config=sweep_config,
-                              job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
-                if ret.status == JobStatus.FAILED:
-                    collector.fail(f"{type(ret._return_value).__name__}: {ret._return_value}")
-                runs.append(ret)
+        planned: List[BaseException] = []
+
+        def plan_all() -> None:
+            try:
+                with collecting(collector):
+                    for i, overrides in enumerate(job_overrides):
+                        runs.append(self._plan_job(collector, initial_job_idx + i, overrides))
+            except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
+                planned.append(e)
+
+        # plan in a helper thread while this (long-lived) thread starts Ray: both take seconds
+        planner = threading.Thread(target=plan_all, name="inmind-planner", daemon=True)
+        planner.start()
+        cluster_error = start_cluster(self.config) if len(job_overrides) else None
+        while planner.is_alive():
+            planner.join(0.2)
+        warm.join()
+        if planned:
+            raise planned[0]
         if collector.errors:
             for idx, overrides, message in collector.errors:
                 print(f"error: job #{idx} ({overrides or 'defaults'}): {message}", file=sys.stderr, flush=True)
@@ -97,6 +118,9 @@ class InmindLauncher(Launcher):
         if not collector.plans:  # a dry run: the estimates are printed
             return runs
 
+        if cluster_error is not None:
+            print(f"error: {cluster_error}", file=sys.stderr, flush=True)
+            sys.exit(2)
         order = sorted(collector.plans)
         plans = [collector.plans[i] for i in order]
         root = plans[0].root

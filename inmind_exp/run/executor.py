@@ -27,7 +27,7 @@ from inmind_exp.errors import InmindError, PlanError
 from inmind_exp.records import Task, TaskRecord
 from inmind_exp.run import snapshots
 from inmind_exp.run.plan import ClusterSettings, Plan
-from inmind_exp.run.worker import Secrets, TaskWorker, collect_secrets
+from inmind_exp.run.worker import Secrets, TaskWorker, collect_secrets, plan_endpoints
 
 log = logging.getLogger(__name__)
 
@@ -225,13 +225,18 @@ class RayExecutor:
         self._lock = threading.Lock()
         self._inbox: deque[Job] = deque()
         self._failed: BaseException | None = None  # set when a schedule ended by an error: later jobs get it
+        self._start_lock = threading.Lock()
 
     # -- start-up ---------------------------------------------------------------------------------------------
 
     def start(self, cluster: ClusterSettings) -> Any:
         """The ray module, initialised: join ``cluster.address`` or start a local Ray sized for the workers."""
-        if self.ray is not None:
+        with self._start_lock:
+            if self.ray is None:
+                self._start(cluster)
             return self.ray
+
+    def _start(self, cluster: ClusterSettings) -> None:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -259,7 +264,6 @@ class RayExecutor:
         self._actor_cls = ray.remote(num_cpus=1)(self.worker_cls)
         self.cluster = cluster
         self.ray = ray
-        return ray
 
     def capacity(self) -> int:
         """How many task actors the cluster can hold now: its CPUs (each actor takes one), capped by cluster.workers."""
@@ -281,6 +285,28 @@ class RayExecutor:
             self.ray.kill(w.actor, no_restart=True)
         except Exception:  # noqa: BLE001 - already gone
             pass
+
+    def add_secrets(self, secrets: Secrets) -> None:
+        """Keys of endpoints a later plan uses: every live worker gets them before its next call (Ray runs an
+        actor's calls in order), and every worker started later gets them all."""
+        fresh = {k: v for k, v in secrets.as_dict().items() if self.secrets.get(k) != v}
+        if fresh:
+            self.secrets = Secrets({**self.secrets.as_dict(), **fresh})
+            for w in self.workers:
+                w.actor.configure.remote(self.secrets)
+
+    def prewarm(self, plans: list[Plan]) -> None:
+        """Start Ray and the workers the plans can use now, while their drivers still open MLflow runs and check
+        endpoints: on a busy machine starting actors takes as long as the sweep's first tasks."""
+        if not plans:
+            return
+        self.start(plans[0].cluster)
+        for p in plans:
+            self.add_secrets(collect_secrets(plan_endpoints(p)))
+        assert self.cluster is not None
+        units = sum(len(p.remaining()) for p in plans)
+        while len(self.workers) < min(units, self.capacity()):
+            self._spawn()
 
     # -- entry points -----------------------------------------------------------------------------------------
 
@@ -328,11 +354,7 @@ class _Schedule:
         ex = self.ex
         ray = ex.start(job.plan.cluster)
         spec = job.plan.worker_spec()
-        fresh = {k: v for k, v in collect_secrets([spec]).as_dict().items() if ex.secrets.get(k) != v}
-        if fresh:  # keys of endpoints a later plan uses: every live worker gets them before its next call
-            ex.secrets = Secrets({**ex.secrets.as_dict(), **fresh})
-            for w in ex.workers:
-                w.actor.configure.remote(ex.secrets)
+        ex.add_secrets(collect_secrets(plan_endpoints(job.plan)))
         job.spec_ref = ray.put(spec)
         job.trace_ref = ray.put(job.plan.trace)
         job.outstanding = len(job.tasks)

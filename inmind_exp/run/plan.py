@@ -201,6 +201,15 @@ def _local_server(cfg: DictConfig) -> LocalServerSpec | None:
     )
 
 
+def cluster_settings(cfg: DictConfig) -> ClusterSettings:
+    return ClusterSettings(
+        address=cfg.cluster.address, num_cpus=cfg.cluster.num_cpus, workers=int(cfg.cluster.workers),
+        object_store_memory=cfg.cluster.object_store_memory,
+        runtime_env=_container(cfg.cluster.runtime_env, "cluster.runtime_env"),
+        start_timeout_s=float(cfg.cluster.start_timeout_s),
+    )
+
+
 def plan_config(cfg: DictConfig, root: Path, job_dir: Path) -> Plan:
     """Validate and resolve a composed config; every problem names its key and is raised before work starts."""
     try:
@@ -254,12 +263,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path) -> Plan:
             max_task_attempts=max(1, int(run.max_task_attempts)), judge_attempts=int(run.judge_attempts),
             keep_workdirs=bool(run.keep_workdirs), progress_every_s=float(run.progress_every_s),
         ),
-        cluster=ClusterSettings(
-            address=cfg.cluster.address, num_cpus=cfg.cluster.num_cpus, workers=int(cfg.cluster.workers),
-            object_store_memory=cfg.cluster.object_store_memory,
-            runtime_env=_container(cfg.cluster.runtime_env, "cluster.runtime_env"),
-            start_timeout_s=float(cfg.cluster.start_timeout_s),
-        ),
+        cluster=cluster_settings(cfg),
         tracking=TrackingSettings(uri=cfg.tracking.uri, experiment=cfg.tracking.experiment),
         local=local,
         prices={k: (float(v.prompt_per_1m), float(v.completion_per_1m)) for k, v in cfg.llm.prices.items()},

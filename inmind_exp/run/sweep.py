@@ -72,6 +72,36 @@ class SharedExecutor:
             raise job.error
 
 
+def warm_up(cfg: Any) -> threading.Thread:
+    """Open the MLflow store (creating a new SQLite store takes seconds) in the background while the sweep is
+    planned from ``cfg``, its base config. A failure is not reported here: it recurs, with context, when plans run."""
+    from inmind_exp.run.plan import TrackingSettings
+
+    def work() -> None:
+        try:
+            Resources.get().tracker(TrackingSettings(uri=str(cfg.tracking.uri), experiment=str(cfg.tracking.experiment)))
+        except Exception as e:  # noqa: BLE001
+            log.debug(f"warm-up: {type(e).__name__}: {e}")
+
+    t = threading.Thread(target=work, name="inmind-warm-up", daemon=True)
+    t.start()
+    return t
+
+
+def start_cluster(cfg: Any) -> BaseException | None:
+    """Start (or join) Ray for the sweep of base config ``cfg``, in the calling thread: it must be a thread that
+    lives as long as Ray (Ray's local daemons die with the thread that started them). Returns the error, if any."""
+    from inmind_exp.run.plan import cluster_settings
+
+    if cfg.dry_run:
+        return None
+    try:
+        Resources.get().executor.start(cluster_settings(cfg))
+    except Exception as e:  # noqa: BLE001 - reported after the plans, if they are all valid
+        return e
+    return None
+
+
 def run_plans(plans: list[Plan], parent_key: str | None, parent_name: str,
               executor: Any = None) -> list[RunResult | BaseException]:
     """Run every plan over one pool; each plan's result, or the exception that ended it, in the given order.
@@ -92,6 +122,8 @@ def run_plans(plans: list[Plan], parent_key: str | None, parent_name: str,
     for t in threads:
         t.start()
     try:
+        if hasattr(ray_executor, "prewarm") and any(p.remaining() for p in plans) and not any(p.local for p in plans):
+            ray_executor.prewarm(plans)
         ray_executor.run_jobs([], more=lambda: any(t.is_alive() for t in threads))
     finally:
         for t in threads:

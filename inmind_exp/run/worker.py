@@ -57,13 +57,15 @@ class Secrets:
         return hash(tuple(self.names()))
 
 
-def collect_secrets(specs: Any) -> Secrets:
-    """The driver's values of every key variable the given ``WorkerSpec``s use (LLM roles and embeddings API)."""
-    names: set[str] = set()
-    for spec in specs:
-        eps = list(spec.endpoints.values()) + ([spec.embedding.endpoint] if spec.embedding.endpoint else [])
-        names.update(e.api_key_env for e in eps if e.api_key_env)
+def collect_secrets(endpoints: Any) -> Secrets:
+    """The driver's values of every key variable the given endpoints use (LLM roles and the embeddings API)."""
+    names = {e.api_key_env for e in endpoints if e is not None and e.api_key_env}
     return Secrets({n: os.environ[n] for n in sorted(names) if os.environ.get(n)})
+
+
+def plan_endpoints(plan: Any) -> list[Any]:
+    """Every endpoint a plan calls: its roles' and, for an embeddings API, the embedding's."""
+    return list(plan.endpoints.values()) + ([plan.embedding.endpoint] if plan.embedding.endpoint else [])
 
 
 @dataclasses.dataclass
