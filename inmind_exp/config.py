@@ -153,6 +153,9 @@ class ClusterConf:
 @dataclass
 class RunConf:
     cache_dir: str = ".inmind_cache"
+    #: local: each node reads and writes cache_dir itself (a shared path makes it one cache); cluster: one cache
+    #: service on the driver's node that every worker goes through; null: cluster when cluster.address is set
+    cache: Optional[str] = None
     max_task_attempts: int = 2
     retry_errors: bool = True
     judge_attempts: int = 3

@@ -125,3 +125,32 @@ def test_pool_uses_what_the_cluster_has(ray_session, tmp_path, caplog):
     assert all(r.error is None for r in result.records) and len(result.records) == 4
     assert len(ex.workers) <= 2  # the test session's Ray has 2 CPUs
     assert "fewer than cluster.workers=8" in caplog.text
+
+
+class CachedCaller:
+    """An LLM client whose cache is the cluster cache service, as a worker on a node without the shared path."""
+
+    def __init__(self, base_url: str, cache_actor, cache_dir: str) -> None:
+        from inmind_exp.run.executor import RayCacheClient
+
+        ep = fake_endpoints(base_url)["answerer"]
+        self.client = LLMClient(ep, cache=RayCacheClient(cache_actor, cache_dir))
+
+    def call(self, text: str) -> str:
+        return self.client.chat(msgs(("user", text))).text
+
+
+def test_cluster_cache_pays_each_call_once_across_actors(ray_session, tmp_path):
+    ray = ray_session
+    from inmind_exp.run.executor import CacheActor
+
+    cache_dir = str(tmp_path / "head-cache")
+    with FakeOpenAI() as fake:
+        service = ray.remote(CacheActor).options(max_concurrency=8, num_cpus=0).remote()
+        Remote = ray.remote(num_cpus=0)(CachedCaller)
+        a, b = Remote.remote(fake.base_url, service, cache_dir), Remote.remote(fake.base_url, service, cache_dir)
+        assert ray.get(a.call.remote("the same question"), timeout=120) == "fake answer"
+        assert ray.get(b.call.remote("the same question"), timeout=120) == "fake answer"
+        assert ray.get(b.call.remote("another question"), timeout=120) == "fake answer"
+        assert len(fake.chat_requests()) == 2  # the second actor's first call was served by the cache service
+    assert CallCache(cache_dir).count("chat") == 2  # entries live where the service runs (the driver's node)

@@ -176,6 +176,54 @@ class RayLimiterClient:
             self.actor.release.remote(lease)
 
 
+class CacheActor:
+    """One call cache for the whole cluster (``run.cache=cluster``): lives on the driver's node and keeps the
+    ``CallCache`` of each cache directory there, so no completion or embedding is paid twice across nodes that do
+    not share a path. A threaded actor: gets and puts of many workers run at once (``CallCache`` is safe for that)."""
+
+    def __init__(self) -> None:
+        self._caches: dict[str, Any] = {}
+
+    def _cache(self, directory: str) -> Any:
+        from inmind_exp.llm import CallCache
+
+        if directory not in self._caches:
+            self._caches[directory] = CallCache(directory)
+        return self._caches[directory]
+
+    def get(self, directory: str, kind: str, key: str) -> Any:
+        return self._cache(directory).get(kind, key)
+
+    def put(self, directory: str, kind: str, key: str, value: Any) -> None:
+        self._cache(directory).put(kind, key, value)
+
+    def count(self, directory: str, kind: str) -> int:
+        return self._cache(directory).count(kind)
+
+
+class RayCacheClient:
+    """The ``CallCache`` interface (get/put/count), forwarded to the shared ``CacheActor`` for one directory."""
+
+    def __init__(self, actor: Any, directory: str):
+        self.actor = actor
+        self.dir = Path(directory)
+
+    def get(self, kind: str, key: str) -> Any | None:
+        import ray
+
+        return ray.get(self.actor.get.remote(str(self.dir), kind, key))
+
+    def put(self, kind: str, key: str, value: Any) -> None:
+        import ray
+
+        ray.get(self.actor.put.remote(str(self.dir), kind, key, value))  # stored before the next call can ask for it
+
+    def count(self, kind: str) -> int:
+        import ray
+
+        return ray.get(self.actor.count.remote(str(self.dir), kind))
+
+
 # -- the shared schedule ------------------------------------------------------------------------------------------
 
 @dataclass(eq=False)
@@ -261,6 +309,8 @@ class RayExecutor:
         here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
         self.limiter = ray.remote(LimiterActor).options(max_concurrency=1000, num_cpus=0,
                                                         scheduling_strategy=here).remote()
+        self.cache_actor = ray.remote(CacheActor).options(max_concurrency=32, num_cpus=0,
+                                                          scheduling_strategy=here).remote()
         self._actor_cls = ray.remote(num_cpus=1)(self.worker_cls)
         self.cluster = cluster
         self.ray = ray

@@ -31,6 +31,8 @@ class RunSettings:
     """``run.*``: where the call cache lives, how often a task is retried, what is kept."""
 
     cache_dir: str
+    #: "local" (each node its cache_dir) or "cluster" (one cache service on the driver's node)
+    cache: str = "local"
     retry_errors: bool = True
     max_task_attempts: int = 2
     judge_attempts: int = 3
@@ -82,6 +84,7 @@ class WorkerSpec:
     config_hash: str
     judge_attempts: int
     keep_workdirs: bool
+    cache: str = "local"
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,7 @@ class Plan:
             cache_dir=self.run.cache_dir, endpoints=dict(self.endpoints), embedding=self.embedding,
             system=self.system_name, params=dict(self.system_params), answer_mode=self.answer_mode,
             config_hash=self.config_hash, judge_attempts=self.run.judge_attempts, keep_workdirs=self.run.keep_workdirs,
+            cache=self.run.cache,
         )
 
     def error_record(self, task: Task, error: str, attempts: int) -> TaskRecord:
@@ -199,6 +203,13 @@ def _local_server(cfg: DictConfig) -> LocalServerSpec | None:
         cache_id=model_cache_id(llm.model_path, int(llm.server.n_ctx)),
         roles=tuple(r for r in llm.roles if not llm.roles[r].base_url),
     )
+
+
+def _cache_mode(cfg: DictConfig) -> str:
+    mode = cfg.run.get("cache") or ("cluster" if cfg.cluster.address else "local")
+    if mode not in ("local", "cluster"):
+        raise PlanError(f"run.cache={mode}: expected local or cluster")
+    return mode
 
 
 def cluster_settings(cfg: DictConfig) -> ClusterSettings:
@@ -259,7 +270,8 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path) -> Plan:
         system_params=params, answer_mode=cfg.answer.mode, endpoints=endpoints, embedding=embedding,
         tasks=tuple(tasks), trace=trace, session_index=session_index, root=root, job_dir=job_dir,
         run=RunSettings(
-            cache_dir=str(Path(run.cache_dir).expanduser().resolve()), retry_errors=bool(run.retry_errors),
+            cache_dir=str(Path(run.cache_dir).expanduser().resolve()), cache=_cache_mode(cfg),
+            retry_errors=bool(run.retry_errors),
             max_task_attempts=max(1, int(run.max_task_attempts)), judge_attempts=int(run.judge_attempts),
             keep_workdirs=bool(run.keep_workdirs), progress_every_s=float(run.progress_every_s),
         ),

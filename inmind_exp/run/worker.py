@@ -80,7 +80,8 @@ class _Configured:
 class TaskWorker:
     """Holds one process's clients and encoders; each call names its ``WorkerSpec``, and the same workers (and
     their loaded models) serve every configuration of a sweep. ``limiter`` is any ``llm.limits.Limiter``;
-    ``cache`` (optional) replaces the on-disk ``CallCache`` of ``spec.cache_dir`` (the cluster cache)."""
+    ``cache`` is the cluster's ``CacheActor``, used by specs with ``cache == "cluster"`` instead of a local
+    ``CallCache`` of ``spec.cache_dir``."""
 
     def __init__(self, limiter: Any = None, cache: Any = None) -> None:
         env.apply(env.WORKER)
@@ -112,14 +113,18 @@ class TaskWorker:
             pass
         return {"node": node, "host": socket.gethostname(), "pid": os.getpid()}
 
-    def _cache(self, cache_dir: str) -> Any:
+    def _cache(self, spec: WorkerSpec) -> Any:
         from inmind_exp.llm import CallCache
 
-        if self.shared_cache is not None:
-            return self.shared_cache
-        if cache_dir not in self._caches:
-            self._caches[cache_dir] = CallCache(cache_dir)
-        return self._caches[cache_dir]
+        key = f"{spec.cache}:{spec.cache_dir}"
+        if key not in self._caches:
+            if spec.cache == "cluster" and self.shared_cache is not None:
+                from inmind_exp.run.executor import RayCacheClient
+
+                self._caches[key] = RayCacheClient(self.shared_cache, spec.cache_dir)
+            else:
+                self._caches[key] = CallCache(spec.cache_dir)
+        return self._caches[key]
 
     def _use(self, spec: WorkerSpec) -> _Configured:
         """Make ``spec`` current: its clients are built on first use and kept."""
@@ -128,9 +133,9 @@ class TaskWorker:
 
         state = next((s for k, s in self._configured if k == spec), None)
         if state is None:
-            cache = self._cache(spec.cache_dir)
+            cache = self._cache(spec)
             models = Models.build(dict(spec.endpoints), cache, self.limiter)
-            enc_key = (spec.embedding, spec.cache_dir)
+            enc_key = (spec.embedding, spec.cache, spec.cache_dir)
             encoder = next((e for k, e in self._encoders if k == enc_key), None)
             if spec.embedding.kind == "api" or encoder is None:
                 # an API encoder meters into its spec's usage; a local model is loaded once per process
