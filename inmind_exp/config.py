@@ -148,6 +148,8 @@ class ClusterConf:
     runtime_env: Dict[str, Any] = field(default_factory=dict)
     #: how long a task actor may take to start, and the cluster may go without any live worker, before giving up
     start_timeout_s: float = 120.0
+    #: ship inmind_exp, systems and analysis to the workers (Ray runtime_env py_modules): nodes need not have them
+    ship_code: bool = False
 
 
 @dataclass

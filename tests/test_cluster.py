@@ -37,6 +37,7 @@ def _node_env() -> dict[str, str]:
     e = env()
     e["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "1"  # a second node on the same machine
     e.pop("INMIND_TEST_KEY", None)
+    e.pop("PYTHONPATH", None)  # the nodes get the project's code from the driver (cluster.ship_code, py_modules)
     return e
 
 

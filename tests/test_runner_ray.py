@@ -154,3 +154,41 @@ def test_cluster_cache_pays_each_call_once_across_actors(ray_session, tmp_path):
         assert ray.get(b.call.remote("another question"), timeout=120) == "fake answer"
         assert len(fake.chat_requests()) == 2  # the second actor's first call was served by the cache service
     assert CallCache(cache_dir).count("chat") == 2  # entries live where the service runs (the driver's node)
+
+
+SHIP_PROBE = """
+import json, sys, ray
+from inmind_exp.run.executor import code_runtime_env
+
+rt = code_runtime_env()
+shown = json.loads(json.dumps(rt))  # ray.init consumes the dict
+ray.init(address="local", num_cpus=1, include_dashboard=False, object_store_memory=80_000_000, log_to_driver=False,
+         runtime_env=rt)
+
+@ray.remote(num_cpus=0)
+def where():
+    import os, inmind_exp, systems, analysis
+    return [inmind_exp.__file__, systems.__file__, analysis.__file__]
+
+print(json.dumps({"runtime_env": shown, "files": ray.get(where.remote(), timeout=300)}))
+ray.shutdown()
+"""
+
+
+def test_shipped_code_is_what_workers_import():
+    """cluster=ray ships the packages as runtime_env py_modules (given to ray.init, as the executor does): a task
+    imports inmind_exp, systems and analysis from Ray's copy, not from the repository or an installed package."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.launch_helpers import REPO, env
+
+    p = subprocess.run([sys.executable, "-c", SHIP_PROBE], cwd="/", env=env(), capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert "__pycache__" in out["runtime_env"]["excludes"]
+    for f in out["files"]:
+        assert "runtime_resources" in f and not f.startswith(str(REPO)) and "site-packages" not in f, f
+    assert Path(out["files"][0]).name == "__init__.py"

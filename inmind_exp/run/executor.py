@@ -81,6 +81,25 @@ def _prefix_blob(plan: Plan, build: Callable[[], bytes]) -> bytes:
     return blob
 
 
+#: the project's packages shipped to nodes that do not have them installed (``cluster.ship_code``)
+SHIPPED_PACKAGES = ("inmind_exp", "systems", "analysis")
+#: never shipped: byte code, caches and run outputs (the .gitignore's large paths), should any sit inside a package
+SHIP_EXCLUDES = ["__pycache__", "*.pyc", "*.egg-info", ".inmind_cache", "mlruns", "mlflow.db", "runs", "multirun",
+                 "outputs", "reports", ".pytest_cache"]
+
+
+def code_runtime_env(base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``base`` plus Ray ``py_modules`` for the project's packages (from wherever this driver imports them), so
+    workers import the driver's code even on nodes where it is not installed."""
+    import importlib
+
+    env_ = dict(base or {})
+    mods = [str(Path(importlib.import_module(m).__file__).parent) for m in SHIPPED_PACKAGES]  # type: ignore[arg-type]
+    env_["py_modules"] = [*mods, *list(env_.get("py_modules") or [])]
+    env_["excludes"] = [*SHIP_EXCLUDES, *list(env_.get("excludes") or [])]
+    return env_
+
+
 class InProcessExecutor:
     """One ``TaskWorker`` in this process, tasks in order: no Ray, no worker deaths to survive."""
 
@@ -290,7 +309,7 @@ class RayExecutor:
 
         env.apply(env.RAY)
         if not ray.is_initialized():
-            runtime_env = dict(cluster.runtime_env)
+            runtime_env = code_runtime_env(dict(cluster.runtime_env)) if cluster.ship_code else dict(cluster.runtime_env)
             runtime_env["env_vars"] = {**dict(runtime_env.get("env_vars") or {}), **env.WORKER}
             kwargs: dict[str, Any] = {"include_dashboard": False, "runtime_env": runtime_env, "log_to_driver": True}
             if cluster.address:

@@ -50,6 +50,7 @@ class ClusterSettings:
     object_store_memory: int | None = 200_000_000
     runtime_env: Mapping[str, Any] = field(default_factory=dict)
     start_timeout_s: float = 120.0
+    ship_code: bool = False
 
 
 @dataclass(frozen=True)
@@ -217,7 +218,7 @@ def cluster_settings(cfg: DictConfig) -> ClusterSettings:
         address=cfg.cluster.address, num_cpus=cfg.cluster.num_cpus, workers=int(cfg.cluster.workers),
         object_store_memory=cfg.cluster.object_store_memory,
         runtime_env=_container(cfg.cluster.runtime_env, "cluster.runtime_env"),
-        start_timeout_s=float(cfg.cluster.start_timeout_s),
+        start_timeout_s=float(cfg.cluster.start_timeout_s), ship_code=bool(cfg.cluster.ship_code),
     )
 
 
