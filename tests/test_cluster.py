@@ -1,6 +1,8 @@
 """A real two-node Ray cluster on 127.0.0.1 (a head and a worker node, each with its own raylet, one CPU each),
-started inside the test: a sweep through ``launch.py`` joins it, runs tasks on both nodes with exact metrics, gets
-its API key to workers that were started without it, and leaves the key in no file it or Ray wrote.
+started inside the test: a sweep through ``launch.py`` joins it, runs tasks on both nodes, gets its API key to
+workers that were started without it, survives the worker node being killed mid-run (its task is retried on the
+head; the limiter and cache live on the head), ends with exact metrics, and leaves the key in no file it or Ray
+wrote.
 
 The cluster is stopped by killing the process groups this test started (never ``ray stop``, which would stop every
 Ray on the host)."""
@@ -121,6 +123,23 @@ def cluster():
         shutil.rmtree(base, ignore_errors=True)
 
 
+def _placements(directory: Path) -> list[dict]:
+    return [json.loads(line) for f in directory.glob("*.jsonl") for line in f.read_text().splitlines() if line.strip()]
+
+
+def _kill_worker_node_once_it_ran_a_task(cluster: LocalCluster, placement_dir: Path, proc: subprocess.Popen) -> bool:
+    """Kill the worker node (its ``ray start`` process group) as soon as tasks have finished on two nodes."""
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        if len({r["node"] for r in _placements(placement_dir)}) >= 2:
+            worker_node = cluster.procs[1]
+            os.killpg(worker_node.pid, signal.SIGKILL)
+            worker_node.wait(30)
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def _files_containing(root: Path, needle: bytes) -> list[str]:
     hits = []
     for p in root.rglob("*"):
@@ -136,16 +155,26 @@ def test_sweep_on_two_nodes_with_key_only_in_the_driver(cluster, tmp_path):
     t0 = time.time()
     write_small_data(tmp_path / "data", n_tasks=6)
     key = "sk-inmind-test-" + secrets.token_hex(12)
-    with FakeOpenAI(delay_s=0.15) as fake:
+    with FakeOpenAI(delay_s=0.3) as fake:
         fake.add_rule("[user_message] (the target fact)", {"score": 1, "reason": "present"})
         fake.add_rule("(what a correct answer must do)\n", {"score": 0, "reason": "not applied"})
         cmd = launch_cmd(tmp_path, fake.base_url, "system=backbone,naive_rag", "embedding=bm25", "cluster=ray",
                          f"cluster.address={cluster.address}", "cluster.workers=2", "llm.api_key_env=INMIND_TEST_KEY")
         e = env()
         e["INMIND_TEST_KEY"] = key
-        p = subprocess.run(cmd, cwd=REPO, env=e, capture_output=True, text=True, timeout=900)
-        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-        assert key not in p.stdout and key not in p.stderr
+        out, err = tmp_path / "launch.out", tmp_path / "launch.err"
+        with open(out, "w") as fo, open(err, "w") as fe:
+            proc = subprocess.Popen(cmd, cwd=REPO, env=e, stdout=fo, stderr=fe, start_new_session=True)
+            try:
+                killed = _kill_worker_node_once_it_ran_a_task(cluster, tmp_path / "sweep" / "placement", proc)
+                rc = proc.wait(900)
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = out.read_text(), err.read_text()
+        assert rc == 0, stdout[-3000:] + stderr[-3000:]
+        assert killed, "the worker node should have been killed mid-run"
+        assert key not in stdout and key not in stderr
 
     children = [r for r in mlflow_runs(tmp_path) if r.data.tags.get("inmind.kind") == "config"]
     assert len(children) == 2
@@ -154,9 +183,9 @@ def test_sweep_on_two_nodes_with_key_only_in_the_driver(cluster, tmp_path):
         assert m["n_tasks"] == 6 and m["n_errors"] == 0, m  # a worker without the key would record errors
         assert m["target_recall"] == 100.0 and m["application"] == 0.0
 
-    placements = [json.loads(line) for f in (tmp_path / "sweep" / "placement").glob("*.jsonl")
-                  for line in f.read_text().splitlines()]
-    assert sorted(r["task_id"] for r in placements) == sorted(["t1", "t2", "t3", "t4", "t5", "t6"] * 2)
+    placements = _placements(tmp_path / "sweep" / "placement")
+    assert sorted({(r["task_id"], r["config"]) for r in placements}) == sorted(
+        {(t, c.data.tags["inmind.config_hash"]) for t in ("t1", "t2", "t3", "t4", "t5", "t6") for c in children})
     nodes = {r["node"] for r in placements}
     assert len(nodes) == 2 and "" not in nodes, placements  # both the head's and the worker node's raylet ran tasks
 
@@ -164,4 +193,5 @@ def test_sweep_on_two_nodes_with_key_only_in_the_driver(cluster, tmp_path):
     leaks = _files_containing(tmp_path, needle) + _files_containing(cluster.temp_dir, needle)
     assert leaks == []
     assert list(cluster.temp_dir.glob("session_*/logs/*")), "the Ray session logs should have been searched"
-    print(f"two-node sweep test took {time.time() - t0:.0f}s")
+    lost = [line for line in stdout.splitlines() if " lost (" in line or "will run again" in line]
+    print(f"two-node sweep test took {time.time() - t0:.0f}s; after the kill: {lost}")

@@ -637,4 +637,5 @@ def _placement(plan: Plan, task: Task, attempt: int, where: dict[str, Any]) -> N
     path: Path = plan.root / "placement" / f"{plan.config_hash}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps({"task_id": task.id, "attempt": attempt, **where}, sort_keys=True) + "\n")
+        f.write(json.dumps({"task_id": task.id, "config": plan.config_hash, "attempt": attempt, **where},
+                           sort_keys=True) + "\n")
