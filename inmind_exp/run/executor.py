@@ -226,21 +226,30 @@ class RayCacheClient:
     def __init__(self, actor: Any, directory: str):
         self.actor = actor
         self.dir = Path(directory)
+        self.lost = False
+
+    def _call(self, method: str, *args: Any) -> Any:
+        """The service's answer; should it be lost, the worker goes on uncached (logged once), never fails a task."""
+        import ray
+        from ray.exceptions import RayActorError
+
+        if self.lost:
+            return None
+        try:
+            return ray.get(getattr(self.actor, method).remote(str(self.dir), *args))
+        except RayActorError as e:
+            self.lost = True
+            log.warning(f"[inmind] the cluster cache is unavailable ({type(e).__name__}); this worker goes on uncached")
+            return None
 
     def get(self, kind: str, key: str) -> Any | None:
-        import ray
-
-        return ray.get(self.actor.get.remote(str(self.dir), kind, key))
+        return self._call("get", kind, key)
 
     def put(self, kind: str, key: str, value: Any) -> None:
-        import ray
-
-        ray.get(self.actor.put.remote(str(self.dir), kind, key, value))  # stored before the next call can ask for it
+        self._call("put", kind, key, value)  # waited for: stored before the next call can ask for it
 
     def count(self, kind: str) -> int:
-        import ray
-
-        return ray.get(self.actor.count.remote(str(self.dir), kind))
+        return int(self._call("count", kind) or 0)
 
 
 # -- the shared schedule ------------------------------------------------------------------------------------------
@@ -323,13 +332,14 @@ class RayExecutor:
             else:
                 ray.init(address="local", num_cpus=cluster.num_cpus or max(2, cluster.workers),
                          object_store_memory=cluster.object_store_memory, **kwargs)
-        # the limiter lives on the driver's node (the head, on a cluster joined from it): losing a worker node
-        # never takes it down; it holds no CPU, so it never competes with task actors for a slot
-        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
-        self.limiter = ray.remote(LimiterActor).options(max_concurrency=1000, num_cpus=0,
-                                                        scheduling_strategy=here).remote()
-        self.cache_actor = ray.remote(CacheActor).options(max_concurrency=32, num_cpus=0,
-                                                          scheduling_strategy=here).remote()
+        # the limiter and the cache service live on the head node (Ray's "node:__internal_head__" resource; the
+        # driver's node if a cluster has none): losing a worker node never takes them down. They hold no CPU, so
+        # they never compete with task actors for a slot.
+        head = {"resources": {"node:__internal_head__": 0.001}} if ray.cluster_resources().get(
+            "node:__internal_head__") else {"scheduling_strategy": NodeAffinitySchedulingStrategy(
+                node_id=ray.get_runtime_context().get_node_id(), soft=True)}
+        self.limiter = ray.remote(LimiterActor).options(max_concurrency=1000, num_cpus=0, **head).remote()
+        self.cache_actor = ray.remote(CacheActor).options(max_concurrency=32, num_cpus=0, **head).remote()
         self._actor_cls = ray.remote(num_cpus=1)(self.worker_cls)
         self.cluster = cluster
         self.ray = ray
