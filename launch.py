@@ -1,4 +1,6 @@
 """Entry point: compose the config with Hydra (``-m`` expands a sweep), run each configuration, print the table.
+A ``-m`` sweep goes through the inmind launcher (hydra_plugins/inmind_launcher): every job is planned first, then
+all run as one schedule over one pool of workers.
 
     python launch.py                                   # default run on the embedded local LLM
     python launch.py -m system=backbone,naive_rag embedding=minilm,bm25
@@ -29,6 +31,7 @@ from inmind_exp.config import register_configs  # noqa: E402
 from inmind_exp.errors import InmindError  # noqa: E402
 from inmind_exp.metrics import results_table  # noqa: E402
 from inmind_exp.run import plan_config, print_estimate, run_plan  # noqa: E402
+from inmind_exp.run import sweep  # noqa: E402
 
 register_configs()
 _ROWS: list = []
@@ -63,13 +66,20 @@ def main(cfg: DictConfig) -> float | None:
     multirun = hc.mode == RunMode.MULTIRUN
     root = Path(hc.sweep.dir if multirun else hc.run.dir).resolve()
     job_dir = Path(hc.runtime.output_dir)
+    collector = sweep.current()  # set while the inmind launcher plans a -m sweep: plan only, it runs them all
     try:
         plan = plan_config(cfg, root, job_dir)
     except InmindError as e:
+        if collector is not None:
+            collector.fail(str(e))  # every job is planned; the launcher reports all failures together
+            return None
         print(f"error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
     if cfg.dry_run:
         print_estimate(plan)
+        return None
+    if collector is not None:
+        collector.add(plan)
         return None
     try:
         result = run_plan(plan, parent_key=f"sweep:{root}" if multirun else None, parent_name=f"sweep {root.name}")

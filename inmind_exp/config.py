@@ -146,6 +146,10 @@ class ClusterConf:
     workers: int = 2
     object_store_memory: Optional[int] = 200_000_000
     runtime_env: Dict[str, Any] = field(default_factory=dict)
+    #: how long a task actor may take to start, and the cluster may go without any live worker, before giving up
+    start_timeout_s: float = 120.0
+    #: ship inmind_exp, systems and analysis to the workers (Ray runtime_env py_modules): nodes need not have them
+    ship_code: bool = False
 
 
 @dataclass
@@ -154,6 +158,9 @@ class RunConf:
     #: a second launch of the same sweep waits for the first (up to lock_timeout_s) instead of exiting with 75
     wait_for_lock: bool = False
     lock_timeout_s: Optional[float] = None
+    #: local: each node reads and writes cache_dir itself (a shared path makes it one cache); cluster: one cache
+    #: service on the driver's node that every worker goes through; null: cluster when cluster.address is set
+    cache: Optional[str] = None
     max_task_attempts: int = 2
     retry_errors: bool = True
     judge_attempts: int = 3

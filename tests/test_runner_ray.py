@@ -55,12 +55,12 @@ def compose(tmp_path, base_url: str, *overrides: str):
 class CrashOnce(TaskWorker):
     """A worker whose process dies the first time it is given task t2."""
 
-    def run_task(self, task, *args, **kwargs):
-        marker = Path(self.spec.cache_dir).parent / f"crashed-{task.id}"
+    def run_task(self, spec, task, *args, **kwargs):
+        marker = Path(spec.cache_dir).parent / f"crashed-{task.id}"
         if task.id == "t2" and not marker.exists():
             marker.write_text("crashed")
             os._exit(1)
-        return super().run_task(task, *args, **kwargs)
+        return super().run_task(spec, task, *args, **kwargs)
 
 
 def test_dead_worker_is_replaced_and_its_task_retried(ray_session, tmp_path):
@@ -82,3 +82,112 @@ def test_dead_worker_is_replaced_and_its_task_retried(ray_session, tmp_path):
     ledger = Ledger(result.plan.ledger_path)
     lines = ledger.path.read_text().splitlines()
     assert len(lines) == 4  # one line per task: the crashed attempt wrote nothing
+
+
+class NeverStarts(TaskWorker):
+    """A worker whose actor never finishes starting (as on a node that cannot run it)."""
+
+    def __init__(self, *args, **kwargs):
+        time.sleep(3600)
+
+
+def test_unplaceable_workers_end_the_run_with_a_clear_error(ray_session, tmp_path):
+    import cloudpickle
+
+    import tests.test_runner_ray as this_module
+    from inmind_exp.run import plan_config, run_plan
+    from inmind_exp.run.executor import ClusterError
+
+    cloudpickle.register_pickle_by_value(this_module)
+    with FakeOpenAI() as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "cluster.start_timeout_s=4")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        t0 = time.monotonic()
+        try:
+            run_plan(plan, executor=RayExecutor(worker_cls=NeverStarts))
+        except ClusterError as e:
+            assert "cannot make progress" in str(e) and "cluster.start_timeout_s=4s" in str(e)
+        else:
+            raise AssertionError("expected a ClusterError")
+        assert time.monotonic() - t0 < 60  # it gives up; it does not hang
+
+
+def test_pool_uses_what_the_cluster_has(ray_session, tmp_path, caplog):
+    from inmind_exp.run import plan_config, run_plan
+
+    with FakeOpenAI() as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "cluster.workers=8")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        ex = RayExecutor()
+        with caplog.at_level("INFO", logger="inmind_exp"):
+            result = run_plan(plan, executor=ex)
+    assert all(r.error is None for r in result.records) and len(result.records) == 4
+    assert len(ex.workers) <= 2  # the test session's Ray has 2 CPUs
+    assert "fewer than cluster.workers=8" in caplog.text
+
+
+class CachedCaller:
+    """An LLM client whose cache is the cluster cache service, as a worker on a node without the shared path."""
+
+    def __init__(self, base_url: str, cache_actor, cache_dir: str) -> None:
+        from inmind_exp.run.executor import RayCacheClient
+
+        ep = fake_endpoints(base_url)["answerer"]
+        self.client = LLMClient(ep, cache=RayCacheClient(cache_actor, cache_dir))
+
+    def call(self, text: str) -> str:
+        return self.client.chat(msgs(("user", text))).text
+
+
+def test_cluster_cache_pays_each_call_once_across_actors(ray_session, tmp_path):
+    ray = ray_session
+    from inmind_exp.run.executor import CacheActor
+
+    cache_dir = str(tmp_path / "head-cache")
+    with FakeOpenAI() as fake:
+        service = ray.remote(CacheActor).options(max_concurrency=8, num_cpus=0).remote()
+        Remote = ray.remote(num_cpus=0)(CachedCaller)
+        a, b = Remote.remote(fake.base_url, service, cache_dir), Remote.remote(fake.base_url, service, cache_dir)
+        assert ray.get(a.call.remote("the same question"), timeout=120) == "fake answer"
+        assert ray.get(b.call.remote("the same question"), timeout=120) == "fake answer"
+        assert ray.get(b.call.remote("another question"), timeout=120) == "fake answer"
+        assert len(fake.chat_requests()) == 2  # the second actor's first call was served by the cache service
+    assert CallCache(cache_dir).count("chat") == 2  # entries live where the service runs (the driver's node)
+
+
+SHIP_PROBE = """
+import json, sys, ray
+from inmind_exp.run.executor import code_runtime_env
+
+rt = code_runtime_env()
+shown = json.loads(json.dumps(rt))  # ray.init consumes the dict
+ray.init(address="local", num_cpus=1, include_dashboard=False, object_store_memory=80_000_000, log_to_driver=False,
+         runtime_env=rt)
+
+@ray.remote(num_cpus=0)
+def where():
+    import os, inmind_exp, systems, analysis
+    return [inmind_exp.__file__, systems.__file__, analysis.__file__]
+
+print(json.dumps({"runtime_env": shown, "files": ray.get(where.remote(), timeout=300)}))
+ray.shutdown()
+"""
+
+
+def test_shipped_code_is_what_workers_import():
+    """cluster=ray ships the packages as runtime_env py_modules (given to ray.init, as the executor does): a task
+    imports inmind_exp, systems and analysis from Ray's copy, not from the repository or an installed package."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.launch_helpers import REPO, env
+
+    p = subprocess.run([sys.executable, "-c", SHIP_PROBE], cwd="/", env=env(), capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert "__pycache__" in out["runtime_env"]["excludes"]
+    for f in out["files"]:
+        assert "runtime_resources" in f and not f.startswith(str(REPO)) and "site-packages" not in f, f
+    assert Path(out["files"][0]).name == "__init__.py"

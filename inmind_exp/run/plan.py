@@ -33,6 +33,8 @@ class RunSettings:
     """``run.*``: where the call cache lives, how often a task is retried, what is kept."""
 
     cache_dir: str
+    #: "local" (each node its cache_dir) or "cluster" (one cache service on the driver's node)
+    cache: str = "local"
     retry_errors: bool = True
     max_task_attempts: int = 2
     judge_attempts: int = 3
@@ -49,6 +51,8 @@ class ClusterSettings:
     workers: int = 2
     object_store_memory: int | None = 200_000_000
     runtime_env: Mapping[str, Any] = field(default_factory=dict)
+    start_timeout_s: float = 120.0
+    ship_code: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ class WorkerSpec:
     config_hash: str
     judge_attempts: int
     keep_workdirs: bool
+    cache: str = "local"
 
 
 @dataclass(frozen=True)
@@ -160,6 +165,7 @@ class Plan:
             cache_dir=self.run.cache_dir, endpoints=dict(self.endpoints), embedding=self.embedding,
             system=self.system_name, params=dict(self.system_params), answer_mode=self.answer_mode,
             config_hash=self.config_hash, judge_attempts=self.run.judge_attempts, keep_workdirs=self.run.keep_workdirs,
+            cache=self.run.cache,
         )
 
     def error_record(self, task: Task, error: str, attempts: int) -> TaskRecord:
@@ -202,6 +208,22 @@ def _local_server(cfg: DictConfig) -> LocalServerSpec | None:
         n_threads=int(llm.server.n_threads), startup_timeout_s=float(llm.server.startup_timeout_s),
         cache_id=model_cache_id(llm.model_path, int(llm.server.n_ctx)),
         roles=tuple(r for r in llm.roles if not llm.roles[r].base_url),
+    )
+
+
+def _cache_mode(cfg: DictConfig) -> str:
+    mode = cfg.run.get("cache") or ("cluster" if cfg.cluster.address else "local")
+    if mode not in ("local", "cluster"):
+        raise PlanError(f"run.cache={mode}: expected local or cluster")
+    return mode
+
+
+def cluster_settings(cfg: DictConfig) -> ClusterSettings:
+    return ClusterSettings(
+        address=cfg.cluster.address, num_cpus=cfg.cluster.num_cpus, workers=int(cfg.cluster.workers),
+        object_store_memory=cfg.cluster.object_store_memory,
+        runtime_env=_container(cfg.cluster.runtime_env, "cluster.runtime_env"),
+        start_timeout_s=float(cfg.cluster.start_timeout_s), ship_code=bool(cfg.cluster.ship_code),
     )
 
 
@@ -256,15 +278,12 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path) -> Plan:
         system_params=params, answer_mode=cfg.answer.mode, endpoints=endpoints, embedding=embedding,
         tasks=tuple(tasks), trace=trace, session_index=session_index, root=root, job_dir=job_dir,
         run=RunSettings(
-            cache_dir=str(Path(run.cache_dir).expanduser().resolve()), retry_errors=bool(run.retry_errors),
+            cache_dir=str(Path(run.cache_dir).expanduser().resolve()), cache=_cache_mode(cfg),
+            retry_errors=bool(run.retry_errors),
             max_task_attempts=max(1, int(run.max_task_attempts)), judge_attempts=int(run.judge_attempts),
             keep_workdirs=bool(run.keep_workdirs), progress_every_s=float(run.progress_every_s),
         ),
-        cluster=ClusterSettings(
-            address=cfg.cluster.address, num_cpus=cfg.cluster.num_cpus, workers=int(cfg.cluster.workers),
-            object_store_memory=cfg.cluster.object_store_memory,
-            runtime_env=_container(cfg.cluster.runtime_env, "cluster.runtime_env"),
-        ),
+        cluster=cluster_settings(cfg),
         tracking=TrackingSettings(uri=cfg.tracking.uri, experiment=cfg.tracking.experiment),
         local=local,
         prices={k: (float(v.prompt_per_1m), float(v.completion_per_1m)) for k, v in cfg.llm.prices.items()},

@@ -1,9 +1,11 @@
 """What a process keeps for the length of a sweep, shared by every configuration it runs: the embedded local LLM
-server, one MLflow tracker per store and experiment, the endpoints already checked, and the executor."""
+server, one MLflow tracker per store and experiment, the endpoints already checked, and the executor. Safe to use
+from the driver threads of a sweep's plans (``run.sweep``): each resource is guarded by a lock."""
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -27,6 +29,7 @@ class Resources:
         self.checked: set[tuple[str, str]] = set()
         self.systems_checked: set[tuple[str, ...]] = set()
         self._executor: Any = None
+        self._lock = threading.RLock()
 
     @classmethod
     def get(cls) -> "Resources":
@@ -45,6 +48,10 @@ class Resources:
 
     def local_base_url(self, spec: LocalServerSpec, cluster_address: str | None, log_dir: Path) -> str:
         """The embedded server's URL, starting it (again, if it died) when needed."""
+        with self._lock:
+            return self._local_base_url(spec, cluster_address, log_dir)
+
+    def _local_base_url(self, spec: LocalServerSpec, cluster_address: str | None, log_dir: Path) -> str:
         from inmind_exp.llm.local_server import start_local_server
 
         if cluster_address:
@@ -66,25 +73,50 @@ class Resources:
         from inmind_exp.tracking import Tracker
 
         key = (tracking.uri, tracking.experiment)
-        if key not in self.trackers:
-            self.trackers[key] = Tracker(tracking.uri, tracking.experiment)
-        return self.trackers[key]
+        with self._lock:
+            if key not in self.trackers:
+                self.trackers[key] = _Serialized(Tracker(tracking.uri, tracking.experiment))
+            return self.trackers[key]
 
     def preflight(self, endpoints: Iterable[Endpoint], embedding: EmbeddingSpec) -> None:
         """Check each endpoint once per process: the key is set and the server answers."""
         from inmind_exp.llm.preflight import check_endpoints
 
         eps = list(endpoints) + ([embedding.endpoint] if embedding.endpoint else [])
-        todo = [e for e in eps if (e.base_url, e.model) not in self.checked]
-        if todo:
-            check_endpoints(todo)
-            self.checked.update((e.base_url, e.model) for e in todo)
+        with self._lock:
+            todo = [e for e in eps if (e.base_url, e.model) not in self.checked]
+            if todo:
+                check_endpoints(todo)
+                self.checked.update((e.base_url, e.model) for e in todo)
 
     def system_preflight(self, plan: Any) -> None:
         """The system's own check of its endpoints (``MemorySystem.preflight``), once per system and endpoints."""
         from inmind_exp.llm import CallCache, Models
 
         key = (plan.system_name, *sorted(e.identity for e in plan.endpoints.values()))
-        if key not in self.systems_checked:
-            plan.system_cls.preflight(Models.build(dict(plan.endpoints), CallCache(plan.run.cache_dir)))
+        with self._lock:
+            if key in self.systems_checked:
+                return
+        plan.system_cls.preflight(Models.build(dict(plan.endpoints), CallCache(plan.run.cache_dir)))
+        with self._lock:
             self.systems_checked.add(key)
+
+
+class _Serialized:
+    """A tracker whose calls run one at a time: a sweep's plans log from several threads, and finding-or-creating
+    the sweep's parent run must not race (one parent run, not one per thread)."""
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+        self._lock = threading.RLock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attr(*args, **kwargs)
+
+        return call

@@ -1,0 +1,159 @@
+"""``hydra/launcher=inmind`` (the project's default): a ``-m`` sweep is first planned in full, then run as one schedule.
+
+Pass 1 runs Hydra's ``run_job`` for every job (job directories, ``.hydra/`` files and per-job logging as with the
+basic launcher) with ``inmind_exp.run.sweep.collecting`` active, so ``launch.py`` only *plans* its configuration:
+every job is validated before anything runs or any MLflow run is created, and if any fails, all failures are
+reported and the process exits 2. Pass 2 runs every plan through ``inmind_exp.run.sweep.run_plans`` over one pool of
+workers (one MLflow parent run, one child per configuration, each logged as its tasks finish) and returns each job's
+value (its application rate) in its ``JobReturn``.
+"""
+
+
+import logging
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, List, Optional, Sequence
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, open_dict
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class InmindLauncherConf:
+    _target_: str = "hydra_plugins.inmind_launcher.inmind_launcher.InmindLauncher"
+
+
+ConfigStore.instance().store(group="hydra/launcher", name="inmind", node=InmindLauncherConf, provider="inmind-exp")
+
+
+def _sweep_logging(sweep_dir: Path) -> None:
+    """While the sweep runs, the project's messages go to the console and to ``<sweep dir>/launch.log``."""
+    ours = logging.getLogger("inmind_exp")
+    ours.setLevel(logging.INFO)
+    ours.propagate = False
+    for h in list(ours.handlers):
+        ours.removeHandler(h)
+    console = logging.StreamHandler(sys.stdout)
+    console.setFormatter(logging.Formatter("%(message)s"))
+    ours.addHandler(console)
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    fh = logging.FileHandler(sweep_dir / "launch.log")
+    fh.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+    ours.addHandler(fh)
+
+
+class InmindLauncher(Launcher):
+    def __init__(self) -> None:
+        super().__init__()
+        self.config: Optional[DictConfig] = None
+        self.task_function: Optional[TaskFunction] = None
+        self.hydra_context: Optional[HydraContext] = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config = config
+        self.hydra_context = hydra_context
+        self.task_function = task_function
+
+    def _plan_job(self, collector: Any, idx: int, overrides: Sequence[str]) -> JobReturn:
+        """Hydra's job set-up (directory, .hydra files, logging) around launch.py's task function, which only plans."""
+        collector.job, collector.overrides = idx, " ".join(filter_overrides(overrides))
+        log.info(f"\t#{idx} : {collector.overrides}")
+        sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        with open_dict(sweep_config):
+            sweep_config.hydra.job.id = idx
+            sweep_config.hydra.job.num = idx
+        ret = run_job(hydra_context=self.hydra_context, task_function=self.task_function, config=sweep_config,
+                      job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        if ret.status == JobStatus.FAILED:
+            collector.fail(f"{type(ret._return_value).__name__}: {ret._return_value}")
+        return ret
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from inmind_exp.errors import InmindError
+        from inmind_exp.metrics import results_table
+        from inmind_exp.run.sweep import PlanCollector, collecting, run_plans, start_cluster, warm_up
+
+        setup_globals()
+        assert self.hydra_context is not None and self.config is not None and self.task_function is not None
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        log.info(f"Planning {len(job_overrides)} jobs, then running them as one schedule")
+
+        warm = warm_up(self.config)
+        collector = PlanCollector()
+        runs: List[JobReturn] = []
+        planned: List[BaseException] = []
+
+        def plan_all() -> None:
+            try:
+                with collecting(collector):
+                    for i, overrides in enumerate(job_overrides):
+                        runs.append(self._plan_job(collector, initial_job_idx + i, overrides))
+            except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
+                planned.append(e)
+
+        # plan in a helper thread while this (long-lived) thread starts Ray: both take seconds
+        planner = threading.Thread(target=plan_all, name="inmind-planner", daemon=True)
+        planner.start()
+        cluster_error = start_cluster(self.config) if len(job_overrides) else None
+        while planner.is_alive():
+            planner.join(0.2)
+        warm.join()
+        if planned:
+            raise planned[0]
+        if collector.errors:
+            for idx, overrides, message in collector.errors:
+                print(f"error: job #{idx} ({overrides or 'defaults'}): {message}", file=sys.stderr, flush=True)
+            print(f"error: {len(collector.errors)} of {len(job_overrides)} configuration(s) cannot run; nothing was "
+                  f"run", file=sys.stderr, flush=True)
+            sys.exit(2)
+        if not collector.plans:  # a dry run: the estimates are printed
+            return runs
+
+        if cluster_error is not None:
+            print(f"error: {cluster_error}", file=sys.stderr, flush=True)
+            sys.exit(2)
+        order = sorted(collector.plans)
+        plans = [collector.plans[i] for i in order]
+        root = plans[0].root
+        _sweep_logging(sweep_dir)
+        try:
+            outcomes = run_plans(plans, parent_key=f"sweep:{root}", parent_name=f"sweep {root.name}")
+        except KeyboardInterrupt:
+            sys.exit(130)  # each driver has said what is saved and how to resume
+        except InmindError as e:
+            print(f"error: {e}", file=sys.stderr, flush=True)
+            sys.exit(2)
+        rows: list[Any] = []
+        failures: list[BaseException] = []
+        by_job = dict(zip(order, outcomes))
+        for i, ret in enumerate(runs):
+            out = by_job.get(initial_job_idx + i)
+            if out is None:
+                continue
+            if isinstance(out, BaseException):
+                failures.append(out)
+                ret.status, ret._return_value = JobStatus.FAILED, out
+                continue
+            rows.append((out.plan.name, out.metrics))
+            ret.return_value = out.metrics.rates["application"].pct
+        if rows:
+            print("\n" + results_table(rows) + "\n", flush=True)
+            print(f"records: {sweep_dir}/<job>/records.jsonl  |  MLflow: {plans[0].tracking.uri} "
+                  f"(experiment {plans[0].tracking.experiment}, parent run 'sweep {root.name}')", flush=True)
+        if failures:
+            for e in failures:
+                print(f"error: {type(e).__name__}: {e}" if not isinstance(e, InmindError) else f"error: {e}",
+                      file=sys.stderr, flush=True)
+            if any(isinstance(e, KeyboardInterrupt) for e in failures):
+                sys.exit(130)
+            sys.exit(2)
+        return runs

@@ -1,0 +1,131 @@
+"""The whole sweep as one schedule. The launcher (hydra_plugins/inmind_launcher) first has every job of a ``-m``
+sweep only *planned* (``collecting()``: ``launch.py`` hands its plan to the collector instead of running it), so
+every configuration is validated before anything runs; then ``run_plans`` runs all plans together: each plan's
+driver (MLflow run, ledger, outputs) runs in its own thread and gives its tasks to one shared ``RayExecutor``
+schedule, so prefixes are built as soon as a worker is free and no worker idles while any task of the sweep waits.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from inmind_exp.records import Task
+from inmind_exp.run.driver import RunResult, run_plan
+from inmind_exp.run.plan import Plan
+from inmind_exp.run.resources import Resources
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PlanCollector:
+    """What the planning pass found: each job's plan (by job index), or the error that stopped it."""
+
+    plans: dict[int, Plan] = field(default_factory=dict)
+    errors: list[tuple[int, str, str]] = field(default_factory=list)  # (job index, overrides, message)
+    job: int = 0
+    overrides: str = ""
+
+    def add(self, plan: Plan) -> None:
+        self.plans[self.job] = plan
+
+    def fail(self, message: str) -> None:
+        self.errors.append((self.job, self.overrides, message))
+
+
+_collector: PlanCollector | None = None
+
+
+def current() -> PlanCollector | None:
+    """The collector while a launcher is planning a sweep, else None (run the plan now)."""
+    return _collector
+
+
+@contextmanager
+def collecting(collector: PlanCollector) -> Iterator[PlanCollector]:
+    global _collector
+    _collector = collector
+    try:
+        yield collector
+    finally:
+        _collector = None
+
+
+class SharedExecutor:
+    """The ``Executor`` a plan's driver thread sees: its tasks join the shared schedule; it waits for them."""
+
+    def __init__(self, ray_executor: Any):
+        self.ray_executor = ray_executor
+
+    def run(self, plan: Plan, tasks: list[Task], report: Callable, progress: Callable[[], None]) -> None:
+        from inmind_exp.run.executor import Job
+
+        job = Job(plan, list(tasks), report, progress)
+        self.ray_executor.submit(job)
+        while not job.done.wait(0.5):
+            pass
+        if job.error is not None:
+            raise job.error
+
+
+def warm_up(cfg: Any) -> threading.Thread:
+    """Open the MLflow store (creating a new SQLite store takes seconds) in the background while the sweep is
+    planned from ``cfg``, its base config. A failure is not reported here: it recurs, with context, when plans run."""
+    from inmind_exp.run.plan import TrackingSettings
+
+    def work() -> None:
+        try:
+            Resources.get().tracker(TrackingSettings(uri=str(cfg.tracking.uri), experiment=str(cfg.tracking.experiment)))
+        except Exception as e:  # noqa: BLE001
+            log.debug(f"warm-up: {type(e).__name__}: {e}")
+
+    t = threading.Thread(target=work, name="inmind-warm-up", daemon=True)
+    t.start()
+    return t
+
+
+def start_cluster(cfg: Any) -> BaseException | None:
+    """Start (or join) Ray for the sweep of base config ``cfg``, in the calling thread: it must be a thread that
+    lives as long as Ray (Ray's local daemons die with the thread that started them). Returns the error, if any."""
+    from inmind_exp.run.plan import cluster_settings
+
+    if cfg.dry_run:
+        return None
+    try:
+        Resources.get().executor.start(cluster_settings(cfg))
+    except Exception as e:  # noqa: BLE001 - reported after the plans, if they are all valid
+        return e
+    return None
+
+
+def run_plans(plans: list[Plan], parent_key: str | None, parent_name: str,
+              executor: Any = None) -> list[RunResult | BaseException]:
+    """Run every plan over one pool; each plan's result, or the exception that ended it, in the given order.
+    An interrupt or a stuck cluster (raised by the schedule) is re-raised after every driver has saved its work."""
+    res = Resources.get()
+    ray_executor = executor or res.executor
+    shared = SharedExecutor(ray_executor)
+    results: list[RunResult | BaseException | None] = [None] * len(plans)
+
+    def drive(i: int, plan: Plan) -> None:
+        try:
+            results[i] = run_plan(plan, parent_key=parent_key, parent_name=parent_name, executor=shared, resources=res)
+        except BaseException as e:  # noqa: BLE001 - reported by the caller
+            results[i] = e
+
+    threads = [threading.Thread(target=drive, args=(i, p), name=f"inmind-plan-{i}", daemon=True)
+               for i, p in enumerate(plans)]
+    for t in threads:
+        t.start()
+    try:
+        if hasattr(ray_executor, "prewarm") and any(p.remaining() for p in plans) and not any(p.local for p in plans):
+            ray_executor.prewarm(plans)
+        ray_executor.run_jobs([], more=lambda: any(t.is_alive() for t in threads))
+    finally:
+        for t in threads:
+            t.join()
+    return [r if r is not None else RuntimeError("plan did not run") for r in results]
