@@ -98,6 +98,7 @@ def config_name(cfg: DictConfig) -> str:
 def local_cache_id(cfg: DictConfig) -> str:
     """A stable name for the embedded model in cache keys (the server's port changes every run)."""
     from inmind_exp.llm.local_server import MODEL_SHA256
+    from inmind_exp.llm.local_server import local_cache_id as server_cache_id
 
     if cfg.llm.model_path:
         p = Path(cfg.llm.model_path).expanduser()
@@ -106,7 +107,7 @@ def local_cache_id(cfg: DictConfig) -> str:
         digest = f"file:{p.name}:{p.stat().st_size}"
     else:
         digest = MODEL_SHA256
-    return f"llama.cpp:{digest}:ctx{cfg.llm.server.n_ctx}"
+    return server_cache_id(digest, cfg.llm.server.n_ctx, cfg.llm.server.chat_format)
 
 
 def plan_config(cfg: DictConfig, root: Path, job_dir: Path) -> Plan:
@@ -413,7 +414,7 @@ class Session:
             t0 = time.perf_counter()
             self.local_server = start_local_server(
                 cfg.llm.model_path, n_ctx=cfg.llm.server.n_ctx, n_threads=cfg.llm.server.n_threads, log_dir=log_dir,
-                startup_timeout_s=cfg.llm.server.startup_timeout_s,
+                startup_timeout_s=cfg.llm.server.startup_timeout_s, chat_format=cfg.llm.server.chat_format,
             )
             print(f"[inmind] local LLM ready at {self.local_server.base_url} in {time.perf_counter() - t0:.1f}s", flush=True)
         return self.local_server.base_url, self.local_server.cache_id

@@ -4,6 +4,7 @@ llama.cpp server runs one task end to end through launch.py (this is the test th
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 import types
 
@@ -85,3 +86,98 @@ def test_real_local_llm_runs_one_task_end_to_end(tmp_path):
     port = re.search(r"local LLM ready at http://127\.0\.0\.1:(\d+)/v1", p.stdout).group(1)
     procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert not any("llama_cpp.server" in line and f"--port {port}" in line for line in procs.splitlines())
+
+
+# -- tool calls and the endpoint's cache id -------------------------------------------------------------------------
+
+TOOLS = {"keyword_search", "read_chunk"}
+
+
+@pytest.mark.parametrize("text", [
+    '<tool_call>\n{"name": "keyword_search", "arguments": {"keywords": ["clot"]}}\n</tool_call>',
+    '<tools>{"name": "keyword_search", "arguments": {"keywords": ["clot"]}}</tools>',  # the tag the 1.5B model writes
+    '```json\n{"name": "keyword_search", "arguments": {"keywords": ["clot"]}}\n```',
+    '{"name": "keyword_search", "arguments": {"keywords": ["clot"]}}',
+])
+def test_tool_call_blocks_become_structured_calls(text):
+    from inmind_exp.llm.llama_tool_calls import parse_tool_calls
+
+    content, calls = parse_tool_calls(text, TOOLS)
+    assert content == ""
+    assert calls == [{"name": "keyword_search", "arguments": '{"keywords": ["clot"]}'}]
+
+
+def test_several_calls_and_surrounding_text_are_kept_apart():
+    from inmind_exp.llm.llama_tool_calls import parse_tool_calls
+
+    content, calls = parse_tool_calls(
+        'Let me look. <tool_call>{"name": "keyword_search", "arguments": {"keywords": ["a"]}}</tool_call>\n'
+        '<tool_call>{"name": "read_chunk", "arguments": {"chunk_ids": ["3"]}}</tool_call>', TOOLS)
+    assert content == "Let me look."
+    assert [c["name"] for c in calls] == ["keyword_search", "read_chunk"]
+    assert json.loads(calls[1]["arguments"]) == {"chunk_ids": ["3"]}
+
+
+@pytest.mark.parametrize("text", [
+    "Paris is the capital of France.",
+    '<tool_call>{"name": "keyword_search", "arguments": {keywords}}</tool_call>',  # not JSON: stays text
+    'You could call {"name": "read_chunk", "arguments": {}} later.',  # untagged and not at the start
+    '{"name": "not_offered", "arguments": {}}',  # untagged and not an offered tool
+])
+def test_text_that_is_not_a_well_formed_call_stays_content(text):
+    from inmind_exp.llm.llama_tool_calls import parse_tool_calls
+
+    assert parse_tool_calls(text, TOOLS) == (text.strip(), [])
+
+
+def test_assistant_tool_call_arguments_are_objects_for_the_template():
+    from inmind_exp.llm.llama_tool_calls import _with_dict_arguments
+
+    msg = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1_0", "type": "function", "function": {"name": "read_chunk", "arguments": '{"chunk_ids": ["1"]}'}}]}
+    out = _with_dict_arguments(msg)
+    assert out["tool_calls"][0]["function"]["arguments"] == {"chunk_ids": ["1"]}
+    assert msg["tool_calls"][0]["function"]["arguments"] == '{"chunk_ids": ["1"]}'  # the caller's message is untouched
+
+
+def test_cache_id_names_the_chat_format(tmp_path):
+    """Replies cached under one chat format are never served for another (text tool calls vs structured ones)."""
+    from omegaconf import OmegaConf
+
+    from inmind_exp.runner import local_cache_id
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+
+    def cid(fmt):
+        return local_cache_id(OmegaConf.create({"llm": {"model_path": str(model), "server": {"n_ctx": 4096,
+                                                                                             "chat_format": fmt}}}))
+
+    assert cid(None) == "llama.cpp:file:m.gguf:4:ctx4096"  # the GGUF template as served before: the old id
+    assert cid("gguf-tool-calls") == "llama.cpp:file:m.gguf:4:ctx4096:chat-gguf-tool-calls"
+    assert len({cid(None), cid("gguf-tool-calls"), cid("chatml-function-calling")}) == 3
+    assert cid("gguf-tool-calls") == local_server.local_cache_id("file:m.gguf:4", 4096, "gguf-tool-calls")
+
+
+def test_server_command_registers_the_chat_format(tmp_path, monkeypatch):
+    """The server runs through inmind_exp.llm.llama_tool_calls with --chat_format, or without it for null."""
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_popen(cmd, **kw):
+        seen.append(cmd)
+        raise Stop
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.setitem(sys.modules, "llama_cpp.server", types.ModuleType("llama_cpp.server"))
+    monkeypatch.setattr(local_server.subprocess, "Popen", fake_popen)
+    for fmt in ("gguf-tool-calls", None):
+        with pytest.raises(Stop):
+            local_server.start_local_server(model, chat_format=fmt, log_dir=tmp_path / "logs")
+    with_fmt, without = seen
+    assert with_fmt[1:3] == ["-m", "inmind_exp.llm.llama_tool_calls"]
+    assert with_fmt[with_fmt.index("--chat_format") + 1] == "gguf-tool-calls"
+    assert "--chat_format" not in without
