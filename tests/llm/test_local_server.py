@@ -181,3 +181,58 @@ def test_server_command_registers_the_chat_format(tmp_path, monkeypatch):
     assert with_fmt[1:3] == ["-m", "inmind_exp.llm.llama_tool_calls"]
     assert with_fmt[with_fmt.index("--chat_format") + 1] == "gguf-tool-calls"
     assert "--chat_format" not in without
+
+
+@pytest.fixture(scope="module")
+def gguf_vocab():
+    """The packaged model's tokenizer and chat template (vocab only: nothing is generated)."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    try:
+        path = packaged_model_path()
+    except LocalModelError as e:
+        pytest.skip(str(e))
+    return llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+
+
+def test_gguf_tool_calls_handler_on_the_models_own_template(gguf_vocab, monkeypatch):
+    """The handler renders tool results and earlier calls with the GGUF template and returns the reply's
+    <tool_call> block as message.tool_calls (the model's generation is replaced by a fixed reply here)."""
+    from systems import a_rag
+    from inmind_exp.llm.llama_tool_calls import gguf_tool_calls_handler
+
+    prompts = []
+    reply = {"text": '<tool_call>\n{"name": "read_chunk", "arguments": {"chunk_ids": ["3"]}}\n</tool_call>'}
+
+    def create_completion(prompt, **kw):
+        prompts.append(gguf_vocab.detokenize(prompt, special=True).decode())
+        return {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "m",
+                "choices": [{"text": reply["text"], "index": 0, "logprobs": None, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": len(prompt), "completion_tokens": 9, "total_tokens": len(prompt) + 9}}
+
+    monkeypatch.setattr(gguf_vocab, "create_completion", create_completion)
+    messages = [
+        {"role": "system", "content": "You answer from the user's earlier conversations."},
+        {"role": "user", "content": "What's my dog's name?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1_0", "type": "function", "function": {
+            "name": "keyword_search", "arguments": '{"keywords": ["dog"]}'}}]},
+        {"role": "tool", "tool_call_id": "call_1_0", "content": "Chunk ID: 3, Matched keywords in chunk: ... my dog Rex ..."},
+    ]
+    out = gguf_tool_calls_handler(llama=gguf_vocab, messages=messages, tools=a_rag.tool_schemas(5, 20),
+                                  tool_choice="auto", max_tokens=64)
+    prompt = prompts[-1]
+    assert "<tool_response>\nChunk ID: 3, Matched keywords in chunk: ... my dog Rex ...\n</tool_response>" in prompt
+    assert '{"name": "keyword_search", "arguments": {"keywords": ["dog"]}}' in prompt
+    assert "What's my dog's name?" in prompt and '"name": "semantic_search"' in prompt
+    choice = out["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
+    (call,) = choice["message"]["tool_calls"]
+    assert call["function"] == {"name": "read_chunk", "arguments": '{"chunk_ids": ["3"]}'} and call["type"] == "function"
+    # a plain reply, or any reply without tools offered, is passed through as text
+    reply["text"] = "Your dog is called Rex."
+    out = gguf_tool_calls_handler(llama=gguf_vocab, messages=messages[:2], tools=a_rag.tool_schemas(5, 20),
+                                  tool_choice="auto", max_tokens=64)
+    assert out["choices"][0]["message"]["content"] == "Your dog is called Rex."
+    assert not out["choices"][0]["message"].get("tool_calls")
+    reply["text"] = '<tool_call>{"name": "read_chunk", "arguments": {}}</tool_call>'
+    out = gguf_tool_calls_handler(llama=gguf_vocab, messages=messages[:2], max_tokens=64)
+    assert out["choices"][0]["message"]["content"] == reply["text"]

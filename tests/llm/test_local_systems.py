@@ -124,6 +124,13 @@ def test_tool_calls_come_back_structured_and_plain_and_json_calls_still_work(ser
     assert verdict.error is None and verdict.score == 1
 
 
+def _estimated_calls(name: str) -> float:
+    """Rough LLM calls of one smoke task (6 user turns, 3 sessions, 2 queries): cheap systems run first."""
+    c = SYSTEMS.get(name).cost
+    return (7 * c.memory_calls_per_user_turn + 3 * c.memory_calls_per_session
+            + 2 * (c.memory_calls_per_query + c.answer_calls_per_query))
+
+
 def _summary(name: str, rec, wall_s: float) -> dict:
     naive_ctx = rec.naive if rec.naive is not None else None
     task = _task()
@@ -149,7 +156,7 @@ def _summary(name: str, rec, wall_s: float) -> dict:
 
 @pytest.mark.local_llm
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("name", SYSTEMS.names())
+@pytest.mark.parametrize("name", sorted(SYSTEMS.names(), key=lambda n: (_estimated_calls(n), n)))
 def test_system_runs_one_task_end_to_end_on_the_embedded_model(name, server, tmp_path, tmp_path_factory, monkeypatch):
     """No task error, no fault writing the fact, and the fact's turn in the context of the query that asks for it
     (the naive query; for the backbone, which is not asked it, the indirect one)."""
