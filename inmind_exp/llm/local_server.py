@@ -142,7 +142,8 @@ def start_local_server(
     log_dir: Path,
     startup_timeout_s: float = 300.0,
 ) -> LocalServer:
-    """Start ``python -m llama_cpp.server`` on a free loopback port and wait until it answers /v1/models.
+    """Start llama-cpp-python's server (``python -m inmind_exp.llm.llama_tool_calls``, which is
+    ``python -m llama_cpp.server`` with one more chat format) on a free loopback port; wait until it answers /v1/models.
 
     ``chat_format`` is llama-cpp-python's ``--chat_format``: a format or handler it registers, or ``gguf-tool-calls``
     (the default, registered by ``inmind_exp.llm.llama_tool_calls``, which runs the server); None uses the GGUF's

@@ -85,7 +85,7 @@ def test_real_local_llm_runs_one_task_end_to_end(tmp_path):
 
     port = re.search(r"local LLM ready at http://127\.0\.0\.1:(\d+)/v1", p.stdout).group(1)
     procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert not any("llama_cpp.server" in line and f"--port {port}" in line for line in procs.splitlines())
+    assert not any("inmind_exp.llm.llama_tool_calls" in line and f"--port {port}" in line for line in procs.splitlines())
 
 
 # -- tool calls and the endpoint's cache id -------------------------------------------------------------------------
