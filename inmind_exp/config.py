@@ -74,6 +74,8 @@ class LocalServerConf:
     n_ctx: int = 4096
     n_threads: int = 2
     startup_timeout_s: float = 300.0
+    #: llama-cpp-python's --chat_format; gguf-tool-calls returns tool calls structured, null is the GGUF template
+    chat_format: Optional[str] = "gguf-tool-calls"
 
 
 @dataclass

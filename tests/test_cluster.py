@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_openai import FakeOpenAI
-from tests.launch_helpers import REPO, env, launch_cmd, mlflow_runs, run, write_small_data
+from tests.launch_helpers import REPO, env, launch_cmd, mlflow_runs, write_small_data
 
 RAY = str(Path(sys.executable).parent / "ray")
 
@@ -58,7 +58,7 @@ class LocalCluster:
                                            stderr=subprocess.STDOUT, start_new_session=True))
 
     def start(self, timeout_s: float = 150.0) -> None:
-        self._start([f"--head", f"--port={self.port}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+        self._start(["--head", f"--port={self.port}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
                      "--include-dashboard=false", f"--temp-dir={self.temp_dir}"], "head.log")
         self._wait_nodes(1, timeout_s)
         self._start([f"--address={self.address}", "--node-ip-address=127.0.0.1", "--num-cpus=1"], "worker.log")

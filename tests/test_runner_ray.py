@@ -3,6 +3,7 @@ task whose worker is killed is retried on a fresh worker without losing or dupli
 
 from __future__ import annotations
 
+import time
 import os
 from pathlib import Path
 

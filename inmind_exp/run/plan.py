@@ -72,6 +72,7 @@ class LocalServerSpec:
     startup_timeout_s: float
     cache_id: str
     roles: tuple[str, ...]
+    chat_format: str | None = None
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,8 @@ def _local_server(cfg: DictConfig) -> LocalServerSpec | None:
     return LocalServerSpec(
         model=str(llm.model), model_path=llm.model_path, n_ctx=int(llm.server.n_ctx),
         n_threads=int(llm.server.n_threads), startup_timeout_s=float(llm.server.startup_timeout_s),
-        cache_id=model_cache_id(llm.model_path, int(llm.server.n_ctx)),
+        cache_id=model_cache_id(llm.model_path, int(llm.server.n_ctx), llm.server.chat_format),
+        chat_format=llm.server.chat_format,
         roles=tuple(r for r in llm.roles if not llm.roles[r].base_url),
     )
 

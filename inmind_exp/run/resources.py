@@ -63,8 +63,8 @@ class Resources:
             log.info(f"[inmind] starting the embedded local LLM (llama.cpp, {spec.model}) ...")
             t0 = time.perf_counter()
             self.local_server = start_local_server(
-                spec.model_path, n_ctx=spec.n_ctx, n_threads=spec.n_threads, log_dir=log_dir,
-                startup_timeout_s=spec.startup_timeout_s,
+                spec.model_path, n_ctx=spec.n_ctx, n_threads=spec.n_threads, chat_format=spec.chat_format,
+                log_dir=log_dir, startup_timeout_s=spec.startup_timeout_s,
             )
             log.info(f"[inmind] local LLM ready at {self.local_server.base_url} in {time.perf_counter() - t0:.1f}s")
         return self.local_server.base_url

@@ -4,6 +4,7 @@ llama.cpp server runs one task end to end through launch.py (this is the test th
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 import types
 
@@ -84,4 +85,154 @@ def test_real_local_llm_runs_one_task_end_to_end(tmp_path):
 
     port = re.search(r"local LLM ready at http://127\.0\.0\.1:(\d+)/v1", p.stdout).group(1)
     procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert not any("llama_cpp.server" in line and f"--port {port}" in line for line in procs.splitlines())
+    assert not any("inmind_exp.llm.llama_tool_calls" in line and f"--port {port}" in line for line in procs.splitlines())
+
+
+# -- tool calls and the endpoint's cache id -------------------------------------------------------------------------
+
+TOOLS = {"keyword_search", "read_chunk"}
+
+
+@pytest.mark.parametrize("text", [
+    '<tool_call>\n{"name": "keyword_search", "arguments": {"keywords": ["clot"]}}\n</tool_call>',
+    '<tools>{"name": "keyword_search", "arguments": {"keywords": ["clot"]}}</tools>',  # the tag the 1.5B model writes
+    '```json\n{"name": "keyword_search", "arguments": {"keywords": ["clot"]}}\n```',
+    '{"name": "keyword_search", "arguments": {"keywords": ["clot"]}}',
+])
+def test_tool_call_blocks_become_structured_calls(text):
+    from inmind_exp.llm.llama_tool_calls import parse_tool_calls
+
+    content, calls = parse_tool_calls(text, TOOLS)
+    assert content == ""
+    assert calls == [{"name": "keyword_search", "arguments": '{"keywords": ["clot"]}'}]
+
+
+def test_several_calls_and_surrounding_text_are_kept_apart():
+    from inmind_exp.llm.llama_tool_calls import parse_tool_calls
+
+    content, calls = parse_tool_calls(
+        'Let me look. <tool_call>{"name": "keyword_search", "arguments": {"keywords": ["a"]}}</tool_call>\n'
+        '<tool_call>{"name": "read_chunk", "arguments": {"chunk_ids": ["3"]}}</tool_call>', TOOLS)
+    assert content == "Let me look."
+    assert [c["name"] for c in calls] == ["keyword_search", "read_chunk"]
+    assert json.loads(calls[1]["arguments"]) == {"chunk_ids": ["3"]}
+
+
+@pytest.mark.parametrize("text", [
+    "Paris is the capital of France.",
+    '<tool_call>{"name": "keyword_search", "arguments": {keywords}}</tool_call>',  # not JSON: stays text
+    'You could call {"name": "read_chunk", "arguments": {}} later.',  # untagged and not at the start
+    '{"name": "not_offered", "arguments": {}}',  # untagged and not an offered tool
+])
+def test_text_that_is_not_a_well_formed_call_stays_content(text):
+    from inmind_exp.llm.llama_tool_calls import parse_tool_calls
+
+    assert parse_tool_calls(text, TOOLS) == (text.strip(), [])
+
+
+def test_assistant_tool_call_arguments_are_objects_for_the_template():
+    from inmind_exp.llm.llama_tool_calls import _with_dict_arguments
+
+    msg = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1_0", "type": "function", "function": {"name": "read_chunk", "arguments": '{"chunk_ids": ["1"]}'}}]}
+    out = _with_dict_arguments(msg)
+    assert out["tool_calls"][0]["function"]["arguments"] == {"chunk_ids": ["1"]}
+    assert msg["tool_calls"][0]["function"]["arguments"] == '{"chunk_ids": ["1"]}'  # the caller's message is untouched
+
+
+def test_cache_id_names_the_chat_format(tmp_path):
+    """Replies cached under one chat format are never served for another (text tool calls vs structured ones)."""
+    from omegaconf import OmegaConf
+
+    from inmind_exp.runner import local_cache_id
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+
+    def cid(fmt):
+        return local_cache_id(OmegaConf.create({"llm": {"model_path": str(model), "server": {"n_ctx": 4096,
+                                                                                             "chat_format": fmt}}}))
+
+    assert cid(None) == "llama.cpp:file:m.gguf:4:ctx4096"  # the GGUF template as served before: the old id
+    assert cid("gguf-tool-calls") == "llama.cpp:file:m.gguf:4:ctx4096:chat-gguf-tool-calls"
+    assert len({cid(None), cid("gguf-tool-calls"), cid("chatml-function-calling")}) == 3
+    assert cid("gguf-tool-calls") == local_server.local_cache_id("file:m.gguf:4", 4096, "gguf-tool-calls")
+
+
+def test_server_command_registers_the_chat_format(tmp_path, monkeypatch):
+    """The server runs through inmind_exp.llm.llama_tool_calls with --chat_format, or without it for null."""
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_popen(cmd, **kw):
+        seen.append(cmd)
+        raise Stop
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.setitem(sys.modules, "llama_cpp.server", types.ModuleType("llama_cpp.server"))
+    monkeypatch.setattr(local_server.subprocess, "Popen", fake_popen)
+    for fmt in ("gguf-tool-calls", None):
+        with pytest.raises(Stop):
+            local_server.start_local_server(model, chat_format=fmt, log_dir=tmp_path / "logs")
+    with_fmt, without = seen
+    assert with_fmt[1:3] == ["-m", "inmind_exp.llm.llama_tool_calls"]
+    assert with_fmt[with_fmt.index("--chat_format") + 1] == "gguf-tool-calls"
+    assert "--chat_format" not in without
+
+
+@pytest.fixture(scope="module")
+def gguf_vocab():
+    """The packaged model's tokenizer and chat template (vocab only: nothing is generated)."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    try:
+        path = packaged_model_path()
+    except LocalModelError as e:
+        pytest.skip(str(e))
+    return llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+
+
+def test_gguf_tool_calls_handler_on_the_models_own_template(gguf_vocab, monkeypatch):
+    """The handler renders tool results and earlier calls with the GGUF template and returns the reply's
+    <tool_call> block as message.tool_calls (the model's generation is replaced by a fixed reply here)."""
+    from systems import a_rag
+    from inmind_exp.llm.llama_tool_calls import gguf_tool_calls_handler
+
+    prompts = []
+    reply = {"text": '<tool_call>\n{"name": "read_chunk", "arguments": {"chunk_ids": ["3"]}}\n</tool_call>'}
+
+    def create_completion(prompt, **kw):
+        prompts.append(gguf_vocab.detokenize(prompt, special=True).decode())
+        return {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "m",
+                "choices": [{"text": reply["text"], "index": 0, "logprobs": None, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": len(prompt), "completion_tokens": 9, "total_tokens": len(prompt) + 9}}
+
+    monkeypatch.setattr(gguf_vocab, "create_completion", create_completion)
+    messages = [
+        {"role": "system", "content": "You answer from the user's earlier conversations."},
+        {"role": "user", "content": "What's my dog's name?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1_0", "type": "function", "function": {
+            "name": "keyword_search", "arguments": '{"keywords": ["dog"]}'}}]},
+        {"role": "tool", "tool_call_id": "call_1_0", "content": "Chunk ID: 3, Matched keywords in chunk: ... my dog Rex ..."},
+    ]
+    out = gguf_tool_calls_handler(llama=gguf_vocab, messages=messages, tools=a_rag.tool_schemas(5, 20),
+                                  tool_choice="auto", max_tokens=64)
+    prompt = prompts[-1]
+    assert "<tool_response>\nChunk ID: 3, Matched keywords in chunk: ... my dog Rex ...\n</tool_response>" in prompt
+    assert '{"name": "keyword_search", "arguments": {"keywords": ["dog"]}}' in prompt
+    assert "What's my dog's name?" in prompt and '"name": "semantic_search"' in prompt
+    choice = out["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
+    (call,) = choice["message"]["tool_calls"]
+    assert call["function"] == {"name": "read_chunk", "arguments": '{"chunk_ids": ["3"]}'} and call["type"] == "function"
+    # a plain reply, or any reply without tools offered, is passed through as text
+    reply["text"] = "Your dog is called Rex."
+    out = gguf_tool_calls_handler(llama=gguf_vocab, messages=messages[:2], tools=a_rag.tool_schemas(5, 20),
+                                  tool_choice="auto", max_tokens=64)
+    assert out["choices"][0]["message"]["content"] == "Your dog is called Rex."
+    assert not out["choices"][0]["message"].get("tool_calls")
+    reply["text"] = '<tool_call>{"name": "read_chunk", "arguments": {}}</tool_call>'
+    out = gguf_tool_calls_handler(llama=gguf_vocab, messages=messages[:2], max_tokens=64)
+    assert out["choices"][0]["message"]["content"] == reply["text"]
