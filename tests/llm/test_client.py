@@ -94,7 +94,7 @@ def test_cache_key_covers_parameters_and_sample(fake, tmp_path):
 def _writer(directory: str, worker: int, n: int) -> None:
     cache = CallCache(directory)
     for i in range(n):
-        cache.put("chat", f"{i:064x}", {"worker": worker, "i": i, "pad": "x" * 2000})
+        cache.put("chat", f"{i:064x}", {"text": f"reply {i}", "worker": worker, "i": i, "pad": "x" * 2000})  # a valid chat entry
 
 
 def test_concurrent_cache_writers_lose_nothing(tmp_path):
