@@ -142,16 +142,13 @@ def test_assistant_tool_call_arguments_are_objects_for_the_template():
 
 def test_cache_id_names_the_chat_format(tmp_path):
     """Replies cached under one chat format are never served for another (text tool calls vs structured ones)."""
-    from omegaconf import OmegaConf
-
-    from inmind_exp.runner import local_cache_id
+    from inmind_exp.llm.local_server import model_cache_id
 
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
 
     def cid(fmt):
-        return local_cache_id(OmegaConf.create({"llm": {"model_path": str(model), "server": {"n_ctx": 4096,
-                                                                                             "chat_format": fmt}}}))
+        return model_cache_id(str(model), 4096, fmt)
 
     assert cid(None) == "llama.cpp:file:m.gguf:4:ctx4096"  # the GGUF template as served before: the old id
     assert cid("gguf-tool-calls") == "llama.cpp:file:m.gguf:4:ctx4096:chat-gguf-tool-calls"

@@ -166,7 +166,7 @@ def test_system_runs_one_task_end_to_end_on_the_embedded_model(name, server, tmp
     from inmind_exp.embed import build_encoder
     from inmind_exp.llm import CallCache, Models
     from inmind_exp.protocol import build_prefix, run_task
-    from inmind_exp.runner import plan_config
+    from inmind_exp.run import plan_config
 
     monkeypatch.chdir(REPO)
     overrides = [f"system={name}", "trace=smoke", "llm=local"]
