@@ -56,7 +56,8 @@ def test_local_llm_roles_are_bound_once_the_server_is_up(tmp_path):
             "embedding=bm25", f"run.cache_dir={tmp_path / 'cache'}"])
     plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
     assert plan.local is not None and plan.local.roles == ("answerer", "memory")
-    assert plan.local.cache_id == f"llama.cpp:file:model.gguf:{model.stat().st_size}:ctx{cfg.llm.server.n_ctx}"
+    assert plan.local.cache_id == (f"llama.cpp:file:model.gguf:{model.stat().st_size}:ctx{cfg.llm.server.n_ctx}"
+                                    f":chat-{cfg.llm.server.chat_format}")
     assert plan.endpoints["answerer"].base_url == "" and plan.endpoints["judge"].base_url == "http://judge.example/v1"
     with pytest.raises(PlanError, match="answerer, memory"):
         plan.worker_spec()
