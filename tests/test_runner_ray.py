@@ -111,6 +111,10 @@ def test_unplaceable_workers_end_the_run_with_a_clear_error(ray_session, tmp_pat
         else:
             raise AssertionError("expected a ClusterError")
         assert time.monotonic() - t0 < 60  # it gives up; it does not hang
+    # ray.kill is asynchronous: wait until the dropped actors' CPUs are free again for the next test
+    deadline = time.monotonic() + 60
+    while ray_session.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 def test_pool_uses_what_the_cluster_has(ray_session, tmp_path, caplog):
