@@ -133,14 +133,14 @@ class InmindLauncher(Launcher):
             print(f"error: {e}", file=sys.stderr, flush=True)
             sys.exit(2)
         rows: list[Any] = []
-        failures: list[BaseException] = []
+        failures: list[tuple[str, BaseException]] = []
         by_job = dict(zip(order, outcomes))
         for i, ret in enumerate(runs):
             out = by_job.get(initial_job_idx + i)
             if out is None:
                 continue
             if isinstance(out, BaseException):
-                failures.append(out)
+                failures.append((collector.plans[initial_job_idx + i].name, out))
                 ret.status, ret._return_value = JobStatus.FAILED, out
                 continue
             rows.append((out.plan.name, out.metrics))
@@ -149,11 +149,21 @@ class InmindLauncher(Launcher):
             print("\n" + results_table(rows) + "\n", flush=True)
             print(f"records: {sweep_dir}/<job>/records.jsonl  |  MLflow: {plans[0].tracking.uri} "
                   f"(experiment {plans[0].tracking.experiment}, parent run 'sweep {root.name}')", flush=True)
-        if failures:
-            for e in failures:
-                print(f"error: {type(e).__name__}: {e}" if not isinstance(e, InmindError) else f"error: {e}",
-                      file=sys.stderr, flush=True)
-            if any(isinstance(e, KeyboardInterrupt) for e in failures):
-                sys.exit(130)
-            sys.exit(2)
+        if any(isinstance(e, KeyboardInterrupt) for _, e in failures):
+            sys.exit(130)
+        for name, e in failures:  # one line each: a Ray task error carries the worker's exception as ``cause``
+            cause = getattr(e, "cause", None) or e
+            text = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+            print(f"error: {name}: {text}", file=sys.stderr, flush=True)
+        n_err = sum(m.n_errors for _, m in rows)
+        if failures or n_err:
+            parts = []
+            if n_err:
+                parts.append(f"{n_err} of {sum(m.n_tasks for _, m in rows)} tasks ended in error in "
+                             f"{sum(1 for _, m in rows if m.n_errors)} configuration(s)")
+            if failures:
+                parts.append(f"{len(failures)} configuration(s) failed: {', '.join(n for n, _ in failures)}")
+            print(f"[inmind] {'; '.join(parts)}. Rerun the same command to retry them (finished tasks are kept; "
+                  f"errored ones are retried while run.retry_errors=true).", file=sys.stderr, flush=True)
+            sys.exit(3)  # launch.py's EXIT_TASK_ERRORS
         return runs
