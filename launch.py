@@ -28,6 +28,7 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from inmind_exp.config import register_configs  # noqa: E402
+from inmind_exp.console import EXIT_TASK_ERRORS, error_line, retry_summary, route_project_logs  # noqa: E402
 from inmind_exp.errors import InmindError  # noqa: E402
 from inmind_exp.metrics import results_table  # noqa: E402
 from inmind_exp.run import plan_config, print_estimate, run_plan  # noqa: E402
@@ -35,28 +36,14 @@ from inmind_exp.run import sweep  # noqa: E402
 
 register_configs()
 _ROWS: list = []
-EXIT_TASK_ERRORS = 3
 #: (configuration, tasks errored, tasks) of every configuration run, and configurations that failed while running
 _ERRORED: list[tuple[str, int, int]] = []
 _FAILED: list[tuple[str, str]] = []
 
 
 def configure_logging() -> None:
-    """The project's messages go to the console as plain lines and, with Hydra's format, to the job's log file
-    (``launch.log``); third-party clients only warn (mlflow: ``MLFLOW_LOGGING_LEVEL``)."""
-    for noisy in ("httpx", "httpx2", "openai", "urllib3", "filelock"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    ours = logging.getLogger("inmind_exp")
-    ours.setLevel(logging.INFO)
-    ours.propagate = False
-    for h in list(ours.handlers):
-        ours.removeHandler(h)
-    console = logging.StreamHandler(sys.stdout)
-    console.setFormatter(logging.Formatter("%(message)s"))
-    ours.addHandler(console)
-    for h in logging.getLogger().handlers:  # Hydra's file handler(s), so launch.log keeps the same messages
-        if isinstance(h, logging.FileHandler):
-            ours.addHandler(h)
+    """The project's messages go to the console and, with Hydra's format, to the job's ``launch.log``."""
+    route_project_logs(*(h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)))
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
@@ -86,8 +73,7 @@ def main(cfg: DictConfig) -> float | None:
     except KeyboardInterrupt:
         sys.exit(130)  # the driver has said what is saved and how to resume
     except InmindError as e:
-        cause = getattr(e, "cause", None) or e  # a Ray task error carries the worker's exception as ``cause``
-        msg = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        msg = error_line(e)
         if not _ROWS and not _FAILED and not multirun:
             print(f"error: {plan.name}: {msg}", file=sys.stderr, flush=True)
             sys.exit(2 if is_input_error(e) else EXIT_TASK_ERRORS)
@@ -113,18 +99,10 @@ def is_input_error(e: BaseException) -> bool:
 
 def exit_code() -> int:
     """0 when every task of every configuration finished; 3 (with a summary saying how to retry) otherwise."""
-    n_err = sum(e for _, e, _ in _ERRORED)
-    n_all = sum(n for _, _, n in _ERRORED)
-    if not n_err and not _FAILED:
+    summary = retry_summary(_ERRORED, [name for name, _ in _FAILED])
+    if summary is None:
         return 0
-    parts = []
-    if n_err:
-        k = sum(1 for _, e, _ in _ERRORED if e)
-        parts.append(f"{n_err} of {n_all} tasks ended in error in {k} configuration(s)")
-    if _FAILED:
-        parts.append(f"{len(_FAILED)} configuration(s) failed: {', '.join(name for name, _ in _FAILED)}")
-    print(f"[inmind] {'; '.join(parts)}. Rerun the same command to retry them (finished tasks are kept; errored "
-          f"ones are retried while run.retry_errors=true).", file=sys.stderr, flush=True)
+    print(summary, file=sys.stderr, flush=True)
     return EXIT_TASK_ERRORS
 
 

@@ -137,6 +137,12 @@ SYSTEMS: Registry[MemorySystem] = Registry("memory system", MemorySystem, discov
 
 # -- helpers shared by systems ----------------------------------------------------------------------------------
 
+def union_sources(*groups: Any) -> list[str]:
+    """Turn ids of all ``groups`` in first-seen order, without repeats: the provenance of an item built from several
+    inputs (a merge, an update, an evolution rewrite)."""
+    return list(dict.fromkeys(s for g in groups for s in g))
+
+
 def turn_pairs(session: Session) -> list[tuple[Turn | None, Turn | None]]:
     """Group a session's turns into (user, assistant) exchanges in order; a lone turn pairs with None."""
     pairs: list[tuple[Turn | None, Turn | None]] = []

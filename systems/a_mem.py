@@ -69,7 +69,7 @@ from typing import Any
 
 from inmind_exp.embed import TextIndex
 from inmind_exp.llm import JSONReplyError, parse_json_object
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
+from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, union_sources, write_json
 from inmind_exp.records import Answer, ContextItem, Message, Session
 
 PROMPT_VERSION = "a_mem-v2"
@@ -216,15 +216,6 @@ def _check_evolution(obj: dict[str, Any]) -> str | None:
     return None
 
 
-def _union(*groups: Any) -> list[str]:
-    """Turn ids of all ``groups`` in first-seen order, without repeats."""
-    out: list[str] = []
-    for g in groups:
-        for s in g:
-            if s not in out:
-                out.append(s)
-    return out
-
 
 def _memory_index(v: Any) -> int | None:
     if isinstance(v, bool):
@@ -327,7 +318,7 @@ class AMem(MemorySystem):
         obj = self._ask_json(prompt, _check_evolution, "a_mem.evolution", turns)
         if obj is None or not _as_bool(obj["should_evolve"]):
             return False
-        inputs = _union(note.sources, *(self.notes[i].sources for i in indices))
+        inputs = union_sources(note.sources, *(self.notes[i].sources for i in indices))
         problems: list[str] = []
         actions = _str_list(obj.get("actions"))
         if actions is None:
@@ -378,7 +369,7 @@ class AMem(MemorySystem):
                     n.context = contexts[i]
                 else:
                     problems.append(f"new_context_neighborhood[{i}] is not a string: {contexts[i]!r}")
-            n.sources = _union(n.sources, inputs)
+            n.sources = union_sources(n.sources, inputs)
             self.index.replace(n.id, note_document(n))
         return problems
 

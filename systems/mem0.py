@@ -64,11 +64,11 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from inmind_exp.embed import TextIndex
 from inmind_exp.llm import JSONReplyError
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, turn_pairs, write_json
+from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, turn_pairs, union_sources, write_json
 from inmind_exp.records import Answer, ContextItem, Message, Session
 
 PROMPT_VERSION = "mem0-v2"
@@ -371,15 +371,6 @@ def _actions_problem(obj: dict[str, Any]) -> str | None:
     return None if isinstance(obj.get("memory"), list) else 'expected a "memory" list'
 
 
-def _union(*groups: Iterable[str]) -> list[str]:
-    """Turn ids of all ``groups`` in first-seen order, without repeats."""
-    out: list[str] = []
-    for g in groups:
-        for s in g:
-            if s not in out:
-                out.append(s)
-    return out
-
 
 def normalize_facts(raw: list[Any]) -> list[str]:
     """Facts as strings: a weak model may write ``{"fact": ...}`` or ``{"text": ...}`` objects (upstream 1.x)."""
@@ -501,7 +492,7 @@ class Mem0(MemorySystem):
                     continue
                 previous = self.memories[mem_id]
                 if event == "UPDATE":
-                    sources = _union(previous.get("sources", ()), turns)
+                    sources = union_sources(previous.get("sources", ()), turns)
                     applied.append({"event": "UPDATE", "id": mem_id, "text": text, "previous": previous["text"],
                                     "sources": sources})
                     previous.update(text=text, timestamp=date, sources=sources)

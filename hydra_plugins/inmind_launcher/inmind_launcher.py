@@ -22,6 +22,8 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
+from inmind_exp.console import EXIT_TASK_ERRORS, error_line, retry_summary, route_project_logs
+
 log = logging.getLogger(__name__)
 
 
@@ -35,18 +37,10 @@ ConfigStore.instance().store(group="hydra/launcher", name="inmind", node=InmindL
 
 def _sweep_logging(sweep_dir: Path) -> None:
     """While the sweep runs, the project's messages go to the console and to ``<sweep dir>/launch.log``."""
-    ours = logging.getLogger("inmind_exp")
-    ours.setLevel(logging.INFO)
-    ours.propagate = False
-    for h in list(ours.handlers):
-        ours.removeHandler(h)
-    console = logging.StreamHandler(sys.stdout)
-    console.setFormatter(logging.Formatter("%(message)s"))
-    ours.addHandler(console)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     fh = logging.FileHandler(sweep_dir / "launch.log")
     fh.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
-    ours.addHandler(fh)
+    route_project_logs(fh)
 
 
 class InmindLauncher(Launcher):
@@ -151,19 +145,10 @@ class InmindLauncher(Launcher):
                   f"(experiment {plans[0].tracking.experiment}, parent run 'sweep {root.name}')", flush=True)
         if any(isinstance(e, KeyboardInterrupt) for _, e in failures):
             sys.exit(130)
-        for name, e in failures:  # one line each: a Ray task error carries the worker's exception as ``cause``
-            cause = getattr(e, "cause", None) or e
-            text = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
-            print(f"error: {name}: {text}", file=sys.stderr, flush=True)
-        n_err = sum(m.n_errors for _, m in rows)
-        if failures or n_err:
-            parts = []
-            if n_err:
-                parts.append(f"{n_err} of {sum(m.n_tasks for _, m in rows)} tasks ended in error in "
-                             f"{sum(1 for _, m in rows if m.n_errors)} configuration(s)")
-            if failures:
-                parts.append(f"{len(failures)} configuration(s) failed: {', '.join(n for n, _ in failures)}")
-            print(f"[inmind] {'; '.join(parts)}. Rerun the same command to retry them (finished tasks are kept; "
-                  f"errored ones are retried while run.retry_errors=true).", file=sys.stderr, flush=True)
-            sys.exit(3)  # launch.py's EXIT_TASK_ERRORS
+        for name, e in failures:
+            print(f"error: {name}: {error_line(e)}", file=sys.stderr, flush=True)
+        summary = retry_summary([(name, m.n_errors, m.n_tasks) for name, m in rows], [n for n, _ in failures])
+        if summary is not None:
+            print(summary, file=sys.stderr, flush=True)
+            sys.exit(EXIT_TASK_ERRORS)
         return runs

@@ -1,0 +1,50 @@
+"""What a launch shows at its edges, stated once for ``launch.py`` and the sweep launcher: where the project's log
+messages go, the one-line form of an error that ended a configuration, and the closing line when tasks errored."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+EXIT_TASK_ERRORS = 3
+NOISY_LOGGERS = ("httpx", "httpx2", "openai", "urllib3", "filelock")
+
+
+def route_project_logs(*file_handlers: logging.Handler) -> None:
+    """The ``inmind_exp`` loggers write plain lines to stdout and to ``file_handlers`` (a job's or sweep's
+    ``launch.log``); third-party clients only warn (mlflow: ``MLFLOW_LOGGING_LEVEL``)."""
+    for noisy in NOISY_LOGGERS:
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    ours = logging.getLogger("inmind_exp")
+    ours.setLevel(logging.INFO)
+    ours.propagate = False
+    for h in list(ours.handlers):
+        ours.removeHandler(h)
+    console = logging.StreamHandler(sys.stdout)
+    console.setFormatter(logging.Formatter("%(message)s"))
+    ours.addHandler(console)
+    for h in file_handlers:
+        ours.addHandler(h)
+
+
+def error_line(e: BaseException) -> str:
+    """The first line of what went wrong; a Ray task error carries the worker's exception as ``cause``."""
+    cause = getattr(e, "cause", None) or e
+    text = str(cause).strip()
+    return text.splitlines()[0] if text else type(cause).__name__
+
+
+def retry_summary(errored: list[tuple[str, int, int]], failed: list[str]) -> str | None:
+    """The closing line when ``errored`` (configuration, tasks errored, tasks) holds errors or configurations
+    ``failed``; None when every task finished."""
+    n_err = sum(e for _, e, _ in errored)
+    if not n_err and not failed:
+        return None
+    parts = []
+    if n_err:
+        parts.append(f"{n_err} of {sum(n for _, _, n in errored)} tasks ended in error in "
+                     f"{sum(1 for _, e, _ in errored if e)} configuration(s)")
+    if failed:
+        parts.append(f"{len(failed)} configuration(s) failed: {', '.join(failed)}")
+    return (f"[inmind] {'; '.join(parts)}. Rerun the same command to retry them (finished tasks are kept; errored "
+            f"ones are retried while run.retry_errors=true).")
