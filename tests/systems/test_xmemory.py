@@ -295,8 +295,8 @@ def test_gate_stops_probing_after_a_low_gain_probe_among_the_first_three(fake, m
     assert list(ans.meta["ig"]) == [e1, e2] and ans.meta["episodes"] == [e1] and ans.meta["expanded"] == [e1]
 
 
-def test_read_path_falls_back_when_no_logprobs_come_back(fake, models, tmp_path, encoder):
-    mem = build(fake, models, tmp_path, encoder)
+def strip_logprobs(fake) -> None:
+    """Make the fake answer like an ordinary endpoint that returns no logprobs even when asked."""
     chat = fake._chat
 
     def without_logprobs(body):
@@ -305,6 +305,11 @@ def test_read_path_falls_back_when_no_logprobs_come_back(fake, models, tmp_path,
         return out
 
     fake._chat = without_logprobs
+
+
+def test_read_path_falls_back_when_no_logprobs_come_back(fake, models, tmp_path, encoder):
+    mem = build(fake, models, tmp_path, encoder)
+    strip_logprobs(fake)
     fake.reset_log()
     ans = mem.answer(QUERY)
     assert ans.meta["gate"] == "fallback_no_logprobs" and ans.meta["ig"] == {}
@@ -553,14 +558,7 @@ def test_reasoning_endpoint_memory_calls_work_and_the_gate_falls_back(tmp_path, 
 def test_gate_without_logprobs_on_an_ordinary_endpoint_is_a_fault(fake, models, tmp_path, encoder):
     mem = build(fake, models, tmp_path, encoder)
     mem.take_faults()
-    chat = fake._chat
-
-    def without_logprobs(body):
-        out = chat(body)
-        out["choices"][0].pop("logprobs", None)
-        return out
-
-    fake._chat = without_logprobs
+    strip_logprobs(fake)
     ans = mem.answer(QUERY)
     assert ans.meta["gate"] == "fallback_no_logprobs"
     assert [f.kind for f in mem.take_faults()] == ["logprobs_unavailable"]
