@@ -3,7 +3,7 @@
 Every judge returns a binary verdict as a JSON object ``{"score": 0 or 1, "reason": "..."}``. A reply that cannot
 be parsed into one after the allowed attempts becomes a ``Verdict`` with ``error`` set and ``score`` None, which
 metrics count as an error, never as a 0. Prompts are versioned constants: change the text, bump the version.
-``JUDGES`` is the registry: ``judge_task``, the metric list and table headers (``metrics``), the analysis titles,
+``JUDGES`` is the registry: ``judge_task``, the metric list and table headers (``metrics``, also the analysis tables' titles),
 the result identity (``config``) and the dry-run estimate (``run.estimate``) all derive from it.
 """
 
@@ -22,7 +22,7 @@ _OUTPUT = 'Return only a JSON object of the form {"score": 0 or 1, "reason": "<o
 @dataclass(frozen=True)
 class Judge:
     """One registered judge: its versioned prompt, the answer it reads (``naive`` or ``indirect``), how its metric
-    is shown (``label`` in the results table, ``title`` and ``short`` in the analysis tables, ``order`` among all
+    is shown (``label`` in every table, ``short`` in the analysis tables' compact cells, ``order`` among all
     metrics' columns) and its prompt size for the dry-run estimate. Change the prompt, bump the version."""
 
     name: str
@@ -31,7 +31,6 @@ class Judge:
     template: str
     reads: str
     label: str
-    title: str
     short: str
     order: int
     prompt_tokens: int = 1200
@@ -46,7 +45,7 @@ class Judge:
 NAIVE_JUDGE = Judge(
     name="naive",
     version="naive-v1",
-    reads="naive", label="Naive", title="Naive", short="N", order=0,
+    reads="naive", label="Naive", short="N", order=0,
     system=(
         "You are a strict evaluator of a memory-augmented assistant. Earlier, the user told the assistant a personal "
         "fact. Now the user asks the assistant directly to recall it. Score 1 if the assistant's answer correctly "
@@ -63,7 +62,7 @@ NAIVE_JUDGE = Judge(
 APPLICATION_JUDGE = Judge(
     name="application",
     version="application-v1",
-    reads="indirect", label="Application", title="Application", short="App", order=50,
+    reads="indirect", label="Application", short="App", order=50,
     system=(
         "You are a strict evaluator of a memory-augmented assistant. Earlier, the user told the assistant a personal "
         "fact. Later the user made a request that never mentions that fact, but whose correct answer changes because "
@@ -82,7 +81,7 @@ APPLICATION_JUDGE = Judge(
 TARGET_RECALL_JUDGE = Judge(
     name="target_recall",
     version="target_recall-v1",
-    reads="indirect", label="Target recall (judge)", title="Target Recall (judge)", short="TR", order=10,
+    reads="indirect", label="Target recall (judge)", short="TR", order=10,
     system=(
         "You audit what a memory system retrieved. You see the personal fact the user stated earlier and the exact "
         "context the assistant was given for a later request (you do not see the assistant's answer). Score 1 if the "
@@ -99,7 +98,7 @@ TARGET_RECALL_JUDGE = Judge(
 ANSWER_ONLY_JUDGE = Judge(
     name="answer_only",
     version="answer_only-v1",
-    reads="indirect", label="Answer-only", title="Answer-only", short="AO", order=60,
+    reads="indirect", label="Answer-only", short="AO", order=60,
     system=(
         "You evaluate an assistant's answer on its own. The user has a personal fact (given below) and made a request "
         "whose correct answer changes because of it, as the explanation describes. You do not see what the assistant "

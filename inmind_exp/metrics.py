@@ -23,19 +23,15 @@ class JudgeFreeMetric:
     name: str
     reads: str
     label: str
-    title: str
     short: str
     order: int
 
 
 #: ``target_recall_exact`` keeps its key (older runs) but says what it is: a verbatim lower bound.
 JUDGE_FREE: dict[str, JudgeFreeMetric] = {m.name: m for m in (
-    JudgeFreeMetric("target_recall_exact", "indirect", "Target recall (verbatim, lower bound)", "Target Recall (exact)",
-                    "TRv", 20),
-    JudgeFreeMetric("target_recall_provenance", "indirect", "Target recall (provenance, upper bound)",
-                    "Target Recall (provenance)", "TRp", 30),
-    JudgeFreeMetric("naive_recall_provenance", "naive", "Naive recall (provenance)", "Naive Recall (provenance)",
-                    "NRp", 40),
+    JudgeFreeMetric("target_recall_exact", "indirect", "Target recall (verbatim, lower bound)", "TRv", 20),
+    JudgeFreeMetric("target_recall_provenance", "indirect", "Target recall (provenance, upper bound)", "TRp", 30),
+    JudgeFreeMetric("naive_recall_provenance", "naive", "Naive recall (provenance)", "NRp", 40),
 )}
 #: Every metric a run reports, in column order: the judges' (from the judge registry) and the judge-free ones.
 METRIC_INFO: dict[str, Judge | JudgeFreeMetric] = {
