@@ -36,6 +36,14 @@ def test_limit_holds_across_actors(ray_session, tmp_path):
         assert fake.max_in_flight == 2  # 4 actors, 12 requests, never more than the endpoint's limit
 
 
+def wait_for_free_cpus(ray, cpus: float = 2, timeout_s: float = 60) -> None:
+    """ray.kill is asynchronous: wait until a finished executor's actors have given their CPUs back."""
+    deadline = time.monotonic() + timeout_s
+    while ray.available_resources().get("CPU", 0) < cpus and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert ray.available_resources().get("CPU", 0) >= cpus, "a finished executor still holds the session's CPUs"
+
+
 def compose(tmp_path, base_url: str, *overrides: str):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
@@ -74,7 +82,9 @@ def test_dead_worker_is_replaced_and_its_task_retried(ray_session, tmp_path):
     with FakeOpenAI() as fake:
         cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25")
         plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
-        result = run_plan(plan, executor=RayExecutor(worker_cls=CrashOnce))
+        with RayExecutor(worker_cls=CrashOnce) as ex:
+            result = run_plan(plan, executor=ex)
+    wait_for_free_cpus(ray_session)
     assert (tmp_path / "crashed-t2").exists()
     by_id = {r.task_id: r for r in result.records}
     assert sorted(by_id) == ["t1", "t2", "t3", "t4"]
@@ -104,17 +114,15 @@ def test_unplaceable_workers_end_the_run_with_a_clear_error(ray_session, tmp_pat
         cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "cluster.start_timeout_s=4")
         plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
         t0 = time.monotonic()
-        try:
-            run_plan(plan, executor=RayExecutor(worker_cls=NeverStarts))
-        except ClusterError as e:
-            assert "cannot make progress" in str(e) and "cluster.start_timeout_s=4s" in str(e)
-        else:
-            raise AssertionError("expected a ClusterError")
+        with RayExecutor(worker_cls=NeverStarts) as ex:
+            try:
+                run_plan(plan, executor=ex)
+            except ClusterError as e:
+                assert "cannot make progress" in str(e) and "cluster.start_timeout_s=4s" in str(e)
+            else:
+                raise AssertionError("expected a ClusterError")
         assert time.monotonic() - t0 < 60  # it gives up; it does not hang
-    # ray.kill is asynchronous: wait until the dropped actors' CPUs are free again for the next test
-    deadline = time.monotonic() + 60
-    while ray_session.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_for_free_cpus(ray_session)
 
 
 def test_pool_uses_what_the_cluster_has(ray_session, tmp_path, caplog):
@@ -123,11 +131,12 @@ def test_pool_uses_what_the_cluster_has(ray_session, tmp_path, caplog):
     with FakeOpenAI() as fake:
         cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "cluster.workers=8")
         plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
-        ex = RayExecutor()
-        with caplog.at_level("INFO", logger="inmind_exp"):
+        with RayExecutor() as ex, caplog.at_level("INFO", logger="inmind_exp"):
             result = run_plan(plan, executor=ex)
+            workers = len(ex.workers)
+    wait_for_free_cpus(ray_session)
     assert all(r.error is None for r in result.records) and len(result.records) == 4
-    assert len(ex.workers) <= 2  # the test session's Ray has 2 CPUs
+    assert workers <= 2  # the test session's Ray has 2 CPUs
     assert "fewer than cluster.workers=8" in caplog.text
 
 

@@ -344,8 +344,12 @@ class RayExecutor:
         self.cluster = cluster
         self.ray = ray
         import atexit
+        import weakref
 
-        atexit.register(self.close)  # before Ray's own shutdown (atexit runs last-registered first)
+        # before Ray's own shutdown (atexit runs last-registered first); a weak reference, so that registering does
+        # not keep a discarded executor, and the CPUs its actors hold, alive for the life of the process
+        me = weakref.ref(self)
+        atexit.register(lambda: (lambda ex: ex and ex.close())(me()))
         return ray
 
     def close(self, timeout_s: float = 30.0) -> None:
@@ -356,6 +360,27 @@ class RayExecutor:
             self.ray.get([getattr(w, 'actor', w).close.remote() for w in self.workers], timeout=timeout_s)
         except Exception as e:  # a dead worker's dir is removed by the next worker's start
             log.debug(f"closing workers: {type(e).__name__}: {e}")
+
+    def shutdown(self) -> None:
+        """Close every worker, then end the pool's actors, the limiter and the cache service: their CPUs are free
+        again for another executor in the same Ray (Ray itself keeps running; ``ray.kill`` is asynchronous)."""
+        self.close()
+        for w in list(self.workers):
+            self._drop(w)
+        for actor in (self.limiter, self.cache_actor):
+            if actor is not None:
+                try:
+                    self.ray.kill(actor, no_restart=True)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+        self.limiter = self.cache_actor = None
+        self.ray = None
+
+    def __enter__(self) -> "RayExecutor":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
 
     def capacity(self) -> int:
         """How many task actors the cluster can hold now: its CPUs (each actor takes one), capped by cluster.workers."""
