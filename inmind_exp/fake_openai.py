@@ -40,7 +40,14 @@ class ToolCalls:
     calls: list[tuple[str, dict[str, Any]]]
 
 
-Reply = str | dict | ToolCalls | Callable[[dict[str, Any]], Any]
+@dataclass
+class CutReply:
+    """A text reply the model stopped at its token limit (``finish_reason: "length"``)."""
+
+    text: str
+
+
+Reply = str | dict | ToolCalls | CutReply | Callable[[dict[str, Any]], Any]
 
 
 def hashed_embedding(text: str, dim: int = 64) -> list[float]:
@@ -226,6 +233,9 @@ class FakeOpenAI:
                 for i, (n, a) in enumerate(reply.calls)
             ]
             finish = "tool_calls"
+        elif isinstance(reply, CutReply):
+            message["content"] = reply.text
+            finish = "length"
         else:
             message["content"] = reply if isinstance(reply, str) else json.dumps(reply)
         prompt_tokens = sum(len(str(m.get("content") or "").split()) for m in body.get("messages", []))

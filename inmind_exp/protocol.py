@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import traceback
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from inmind_exp.judges import exact_target_recall, judge_task
 from inmind_exp.llm import LLMCallError, Models
@@ -79,7 +79,11 @@ def ingest_task(
         start = 0
     system.take_faults()  # faults of the shared prefix belong to the prefix, not to this task
     for s in sessions[start:]:
+        cut = _cut_replies(system, "memory")
         system.ingest_session(s)
+        if (n := _cut_replies(system, "memory") - cut) > 0:
+            system.fault("truncated_reply", "memory", f"{n} memory-LLM repl(ies) cut at the token limit while writing "
+                         f"session {s.id}", [t.id for t in s.turns if t.id])
     if faults is not None:
         faults.extend(_phase(system.take_faults(), "ingest"))
     post = workdir / "post_ingest"
@@ -93,10 +97,20 @@ def ask(make_system: SystemFactory, state: Path, query: str, workdir: Path, faul
     system = make_system(workdir)
     system.restore(state)
     system.take_faults()
+    cut = {role: _cut_replies(system, role) for role in ("memory", "answerer")}
     answer = system.answer(query)
+    for role, before in cut.items():
+        if (n := _cut_replies(system, role) - before) > 0:
+            system.fault("truncated_reply", role, f"{n} {role} repl(ies) cut at the token limit")
     if faults is not None:
         faults.extend(_phase(system.take_faults(), phase))
     return answer
+
+
+def _cut_replies(system: Any, role: str) -> int:
+    """Replies of ``role`` cut at the token limit so far (0 when the system's models keep no meter)."""
+    meter = getattr(getattr(system, "llm", None), "meter", None)
+    return meter.cut_replies(role) if meter is not None else 0
 
 
 def _phase(faults: list[Fault], phase: str) -> list[Fault]:

@@ -8,13 +8,17 @@ follow the described behaviour (keep durable user facts, rewrite the whole file)
 Answer modes: ``shared`` gives the file to the shared prompt as the memory block; ``native`` uses
 ``ANSWER_SYSTEM_PROMPT`` below (ours: the paper describes the file "prepended whole to the system prompt" but does
 not print the prompt).
-Provenance per line: a line kept verbatim from the previous file keeps its sources; a line the updater wrote or
-changed carries the sources of that call's inputs (the previous file's lines and the session's turns), never
-"everything so far" beyond them. The answerer sees every line, so the file's items are all its lines.
+Provenance per line (an upper bound, as the issue on judge-free measurement asks): a line kept verbatim from the
+previous file keeps its sources; a line the updater wrote or changed is attributed, among that call's inputs only
+(the previous file's lines and the session's turns), to those it shares content words with (``attribute``); a line
+sharing none (a rephrasing beyond word overlap) carries every input of the call, and a bare heading carries none.
+The answerer sees every line, so the file's items are all its lines. A reply cut at the token limit is counted as a
+``truncated_reply`` fault by the protocol (the cut file may have lost lines it held).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from inmind_exp.answering import shared_messages
@@ -50,6 +54,33 @@ def truncate(text: str, max_lines: int, max_bytes: int) -> str:
     if len(data) > max_bytes:
         out = data[:max_bytes].decode("utf-8", errors="ignore")
     return out
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    "the and for with that this from have has had are was were will would can could should about into over under "
+    "their them they there then than what when where which who whom whose why how not but all any each more most "
+    "other some such only own same very just also does did doing been being user users user's assistant you your "
+    "yours our out off per via its it's i'm".split()
+)
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Lower-cased words of three or more characters that carry content (not stop words)."""
+    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _STOP)
+
+
+def attribute(line: str, inputs: list[tuple[str, tuple[str, ...]]]) -> tuple[str, ...]:
+    """The sources of a line the updater wrote: the union of the sources of the inputs (text, sources) sharing at
+    least two of its content words (one, if the line has only one); every input's sources if none does (an upper
+    bound); none for a heading or a line without content words."""
+    words = content_words(line)
+    if not words or line.lstrip().startswith("#") and len(words) <= 3:
+        return ()
+    need = min(2, len(words))
+    hit = [src for text, src in inputs if len(words & content_words(text)) >= need]
+    chosen = hit or [src for _, src in inputs]
+    return tuple(sorted({s for src in chosen for s in src}))
 
 
 def _strip_fence(text: str) -> str:
@@ -88,8 +119,10 @@ class AlwaysInState(MemorySystem):
             self.fault("empty_reply", "update", "the updater returned an empty file; the previous file is kept",
                        [t.id for t in session.turns])
             return
-        inputs = sorted({s for src in self.sources.values() for s in src} | {t.id for t in session.turns if t.id})
-        self.sources = {line: self.sources.get(line, inputs) for line in new.splitlines() if line.strip()}
+        inputs = [(line, tuple(src)) for line, src in self.sources.items()]
+        inputs += [(t.content, (t.id,)) for t in session.turns if t.id]
+        self.sources = {line: self.sources[line] if line in self.sources else list(attribute(line, inputs))
+                        for line in new.splitlines() if line.strip()}
         self.memory = new
 
     def recall(self, query: str) -> Recall:

@@ -82,6 +82,46 @@ def test_a_fault_on_the_injected_exchange_is_flagged_and_counted(models, tmp_pat
     assert m.flat()["faults_malformed_reply"] == 1.0
 
 
+UPDATER = "Rewrite the complete memory file to include"
+
+
+def _messages_text(body) -> str:
+    return "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
+
+
+def run_always_in_state(fake, models, tmp_path, fact_file):
+    """always_in_state on a small trace whose updater writes ``fact_file`` for the fact's session and a tomato
+    line otherwise."""
+    fake.add_rule(UPDATER, lambda body: fact_file if "tree nut allergy" in _messages_text(body)
+                  else "# About the user\n- Grows tomato plants and stakes them weekly")
+    cls = SYSTEMS.get("always_in_state")
+    return run_task(TASK, make_trace(n_sessions=3), 1, lambda d: cls(models, None, d), models, tmp_path / "w",
+                    config_hash="h", system_name="always_in_state")
+
+
+def test_an_updater_reply_cut_at_the_token_limit_is_a_fault_on_the_fact(fake, models, tmp_path):
+    from tests.fake_openai import CutReply
+
+    rec = run_always_in_state(fake, models, tmp_path, CutReply("# About the user\n- Grows tomato"))
+    assert rec.error is None
+    assert rec.fault_counts() == {"truncated_reply": 1}  # the fact's session only (the cut file lost the fact)
+    assert rec.fact_write_fault is True
+    assert rec.faults[0].where == "memory" and FACT_TURN_ID in rec.faults[0].turns
+    # the cut file lost the fact: no line is attributed to it, so provenance does not claim it reached the answerer
+    assert rec.target_recall_provenance == 0
+
+
+def test_always_in_state_attributes_each_rewritten_line_to_the_inputs_it_shares_words_with(fake, models, tmp_path):
+    rec = run_always_in_state(fake, models, tmp_path, "# About the user\n- Has a severe tree nut allergy\n"
+                              "- Grows tomato plants and stakes them weekly")
+    assert rec.error is None and rec.faults == ()
+    by_text = {it.text: set(it.sources) for it in rec.indirect.items}
+    assert FACT_TURN_ID in by_text["- Has a severe tree nut allergy"]
+    assert FACT_TURN_ID not in by_text["- Grows tomato plants and stakes them weekly"]  # kept verbatim: old sources
+    assert by_text["# About the user"] == set()
+    assert rec.target_recall_provenance == 1
+
+
 def _rec(tid, *, tr, prov, exact, app=1, naive=1, judge_error=None):
     ans = Answer("a", (Message("user", "q"),), items=(ContextItem("chunk", "x", ("s#0",)),))
     v = {"naive": Verdict("naive", naive), "application": Verdict("application", app),

@@ -70,11 +70,13 @@ class Model:
             hit = self.cache.get("chat", key)
             if hit is not None:
                 self.meter.add(self.role, hit["prompt_tokens"], hit["completion_tokens"], cached=True)
+                self.meter.finished(self.role, hit.get("finish_reason"))
                 return Completion.from_cache(hit, key)
         completion = self._call(lambda: self.provider.chat(wire, params), self.provider.estimate_tokens(wire, params))
         if self.cache is not None:
             self.cache.put("chat", key, completion.to_cache())
         self.meter.add(self.role, completion.prompt_tokens, completion.completion_tokens, cached=False)
+        self.meter.finished(self.role, completion.finish_reason)
         return completion
 
     def chat_json(self, messages: Sequence[Message], *, attempts: int = 3,

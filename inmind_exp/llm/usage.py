@@ -14,6 +14,7 @@ class UsageMeter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_role: dict[str, Usage] = {}
+        self._cut: dict[str, int] = {}  # replies cut at the token limit (finish_reason "length"), per role
 
     def add(self, role: str, prompt_tokens: int, completion_tokens: int, cached: bool) -> None:
         u = Usage(
@@ -26,6 +27,17 @@ class UsageMeter:
         )
         with self._lock:
             self._by_role[role] = self._by_role.get(role, Usage()) + u
+
+    def finished(self, role: str, finish_reason: str | None) -> None:
+        """Note how a chat reply ended: one cut at the token limit is counted (the protocol makes it a fault)."""
+        if finish_reason == "length":
+            with self._lock:
+                self._cut[role] = self._cut.get(role, 0) + 1
+
+    def cut_replies(self, role: str) -> int:
+        """How many replies of ``role`` so far ended at the token limit (``finish_reason == "length"``)."""
+        with self._lock:
+            return self._cut.get(role, 0)
 
     def snapshot(self) -> dict[str, Usage]:
         with self._lock:
