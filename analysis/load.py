@@ -272,9 +272,9 @@ def check_store(tracking_uri: str) -> None:
                             f"{hint}")
 
 
-def load_experiment(experiment: str, tracking_uri: str) -> RunSet:
-    """Every config run of an MLflow experiment with its ``records.jsonl`` artifact and flattened-config params.
-    The store must exist (``check_store``); nothing is created."""
+def load_experiment(experiment: str, tracking_uri: str, parent_run_id: str | None = None) -> RunSet:
+    """Every config run of an MLflow experiment (of one sweep: ``parent_run_id``) with its ``records.jsonl``
+    artifact and flattened-config params. The store must exist (``check_store``); nothing is created."""
     check_store(tracking_uri)
     from inmind_exp import tracking
 
@@ -285,7 +285,8 @@ def load_experiment(experiment: str, tracking_uri: str) -> RunSet:
         raise LoadError(f"no experiment {experiment!r} in {tracking_uri} (experiments: {names or 'none'})")
     runs, token = [], None
     while True:
-        page = client.search_runs([exp.experiment_id], filter_string=T.kind_filter(T.CONFIG),
+        page = client.search_runs([exp.experiment_id], filter_string=T.kind_filter(T.CONFIG) + (
+                                      f" and tags.`{T.PARENT_RUN}` = '{parent_run_id}'" if parent_run_id else ""),
                                   max_results=1000, order_by=["start_time ASC"], page_token=token)
         runs.extend(page)
         token = page.token

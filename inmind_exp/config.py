@@ -138,6 +138,7 @@ class TraceConf:
 class TrackingConf:
     uri: str = "sqlite:///mlflow.db"
     experiment: str = "inmind"
+    report_at_end: bool = True  # a -m sweep logs the analysis report to its parent run (inmind_exp/sweep_report.py)
 
 
 @dataclass

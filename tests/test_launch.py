@@ -53,6 +53,9 @@ def test_sweep_end_to_end_then_rerun_is_free(small):
             else:
                 assert m["naive"] == 100.0 and "naive_ci_low" in m
         assert not any("api_key" in k and not k.endswith("_env") for k in children[0].data.params)
+        # the sweep ends with the analysis report, logged to the parent run (tracking.report_at_end)
+        assert parents[0].data.tags.get("inmind.report") == "analysis/report.html"
+        assert (small / "sweep" / "analysis" / "report.html").is_file() and "analysis report: " in p.stdout
 
         fake.reset_log()
         p2 = run(cmd)

@@ -75,6 +75,7 @@ class InmindLauncher(Launcher):
         from inmind_exp.run.dedupe import skip_message, split_duplicates
         from inmind_exp.run.labels import varying_keys
         from inmind_exp.run.sweep import PlanCollector, collecting, run_plans, start_cluster, warm_up
+        from inmind_exp.sweep_report import report_at_end
 
         setup_globals()
         assert self.hydra_context is not None and self.config is not None and self.task_function is not None
@@ -157,6 +158,7 @@ class InmindLauncher(Launcher):
                   f"(experiment {plans[0].tracking.experiment}, parent run 'sweep {root.name}')", flush=True)
         if any(isinstance(e, KeyboardInterrupt) for _, e in failures):
             sys.exit(130)
+        report_at_end(self.config)  # here, not only in the callback: a nonzero exit below skips Hydra's end callbacks
         for name, e in failures:
             print(f"error: {name}: {error_line(e)}", file=sys.stderr, flush=True)
         summary = retry_summary([(name, m.n_errors, m.n_tasks) for name, m in rows], [n for n, _ in failures])
