@@ -81,6 +81,10 @@ def main(cfg: DictConfig) -> float | None:
         print(f"error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
     if cfg.dry_run:
+        if multirun and same_results_key(plan) in _RAN:  # would not run: say so instead of estimating it twice
+            logging.getLogger("inmind_exp.run.dedupe").info(skip_message(plan, _RAN[same_results_key(plan)][0]))
+            return None
+        _RAN[same_results_key(plan)] = (plan, None)
         print_estimate(plan)
         return None
     if collector is not None:

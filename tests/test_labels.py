@@ -95,6 +95,19 @@ def test_sweep_labels_show_every_swept_key_in_both_launchers(tmp_path, launcher)
                      "naive_rag/bm25/turn5/vllm [top_k=1]", "naive_rag/bm25/turn5/vllm [top_k=2]"], p.stdout[-2000:]
 
 
+def test_dry_run_of_an_embedding_sweep_estimates_an_embedding_free_system_once(tmp_path):
+    from tests.launch_helpers import launch_cmd, run, write_small_data
+
+    write_small_data(tmp_path / "data")
+    p = run(launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "system=backbone,naive_rag", "embedding=minilm,bm25",
+                       "dry_run=true"), timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    estimated = [line.split("[dry run] ", 1)[1].split(" (config")[0] for line in p.stdout.splitlines()
+                 if "[dry run] " in line]
+    assert sorted(estimated) == ["backbone/minilm/turn5/vllm", "naive_rag/bm25/turn5/vllm", "naive_rag/minilm/turn5/vllm"]
+    assert "backbone/bm25/turn5/vllm: not run, same results as backbone/minilm/turn5/vllm" in p.stdout
+
+
 def test_basic_launcher_runs_an_embedding_free_system_once_and_reports_at_end(tmp_path):
     """hydra/launcher=basic runs job after job: the repeat is skipped with one line, and the Hydra callback logs the
     analysis report to the parent run when the sweep ends."""
