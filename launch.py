@@ -33,12 +33,29 @@ from inmind_exp.errors import InmindError  # noqa: E402
 from inmind_exp.metrics import results_table  # noqa: E402
 from inmind_exp.run import plan_config, print_estimate, run_plan  # noqa: E402
 from inmind_exp.run import sweep  # noqa: E402
+from inmind_exp.run.dedupe import same_results_key, skip_message  # noqa: E402
 
 register_configs()
 _ROWS: list = []
 #: (configuration, tasks errored, tasks) of every configuration run, and configurations that failed while running
 _ERRORED: list[tuple[str, int, int]] = []
 _FAILED: list[tuple[str, str]] = []
+#: plans this process ran in a basic-launcher sweep, by what makes results equal, with the job's value
+_RAN: dict = {}
+
+
+def sweep_label_keys(root: Path) -> list[str]:
+    """The keys a basic-launcher sweep varies (its overrides in ``multirun.yaml``, expanded as Hydra does) that a
+    run label does not already show; the inmind launcher knows them from its planning pass."""
+    from inmind_exp.run.labels import varying_keys
+    from inmind_exp.sweep_check import expand_overrides
+    from inmind_exp.tracking import sweep_overrides
+
+    params = HydraConfig.get().sweeper.get("params")
+    try:
+        return varying_keys(expand_overrides(sweep_overrides(root), dict(params) if params else None))
+    except Exception:  # noqa: BLE001  (a name is cosmetic: never fail a run over it)
+        return []
 
 
 def configure_logging() -> None:
@@ -54,8 +71,9 @@ def main(cfg: DictConfig) -> float | None:
     root = Path(hc.sweep.dir if multirun else hc.run.dir).resolve()
     job_dir = Path(hc.runtime.output_dir)
     collector = sweep.current()  # set while the inmind launcher plans a -m sweep: plan only, it runs them all
+    label_keys = collector.label_keys if collector is not None else (sweep_label_keys(root) if multirun else [])
     try:
-        plan = plan_config(cfg, root, job_dir)
+        plan = plan_config(cfg, root, job_dir, label_keys, [str(o) for o in hc.overrides.task])
     except InmindError as e:
         if collector is not None:
             collector.fail(str(e))  # every job is planned; the launcher reports all failures together
@@ -63,11 +81,20 @@ def main(cfg: DictConfig) -> float | None:
         print(f"error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
     if cfg.dry_run:
+        if multirun and same_results_key(plan) in _RAN:  # would not run: say so instead of estimating it twice
+            logging.getLogger("inmind_exp.run.dedupe").info(skip_message(plan, _RAN[same_results_key(plan)][0]))
+            return None
+        _RAN[same_results_key(plan)] = (plan, None)
         print_estimate(plan)
         return None
     if collector is not None:
         collector.add(plan)
         return None
+    if multirun:  # the basic launcher: a job repeating one already run (e.g. backbone under another embedding)
+        kept = _RAN.get(same_results_key(plan))
+        if kept is not None:
+            logging.getLogger("inmind_exp.run.dedupe").info(skip_message(plan, kept[0]))
+            return kept[1]
     try:
         result = run_plan(plan, parent_key=f"sweep:{root}" if multirun else None, parent_name=f"sweep {root.name}")
     except KeyboardInterrupt:
@@ -82,6 +109,7 @@ def main(cfg: DictConfig) -> float | None:
         print(f"error: {plan.name}: {msg}", file=sys.stderr, flush=True)
         _FAILED.append((plan.name, msg))
         return None
+    _RAN[same_results_key(plan)] = (plan, result.metrics.rates["application"].pct)
     _ROWS.append((result.plan.name, result.metrics))
     _ERRORED.append((result.plan.name, result.metrics.n_errors, result.metrics.n_tasks))
     print("\n" + results_table(_ROWS) + "\n", flush=True)

@@ -21,14 +21,13 @@ from inmind_exp.memory import SYSTEMS
 from inmind_exp.metrics import RunMetrics, compute
 from inmind_exp.records import TaskRecord
 from inmind_exp.run import ledger
-from inmind_exp.run.plan import injection_label, run_label
+from inmind_exp.run.labels import injection_label, run_label
 
 # Table order: the in-context control, the single-shot RAG control, memory systems, then the always-in-state probe.
 SYSTEM_ORDER: dict[str, int] = {"backbone": 0, "naive_rag": 1, "always_in_state": 99}
 EMBEDDING_ORDER: dict[str, int] = {"minilm": 0, "emb3": 1, "bm25": 2}
-#: Systems whose results do not depend on the embedding: their ``MemorySystem.embeddings`` accepts ``"none"``.
-#: The analysis never imports ``systems/``, so the list lives here, in one place; tests/analysis checks it against
-#: the registry's class attributes.
+#: Systems whose results do not depend on the embedding (``MemorySystem.uses_embedding = False``), for runs of a
+#: system no longer registered; tests/analysis checks it against the registry's class attributes.
 EMBEDDING_FREE: frozenset[str] = frozenset({"backbone", "always_in_state"})
 #: The task-record schema that added provenance recall, memory faults and the fact-write flag; older records
 #: did not measure them (shown as "–", never as 0).
@@ -58,7 +57,7 @@ class RunConfig:
             v = params.get(key)
             return None if v in (None, "None", "null", "") else str(v)
 
-        inj = injection_label(get("injection.name") or "?", get("injection.user_turn"))
+        inj = injection_label(get("injection.name") or "?", get("injection.user_turn"), get("injection.fraction"))
         model = get("llm.model") or "?"
         return cls(
             system=get("system.name") or system or "?",
@@ -85,8 +84,12 @@ class RunConfig:
 
     @property
     def uses_embedding(self) -> bool:
-        """False for systems whose results cannot depend on the embedding (they accept ``embedding=none``)."""
-        return self.system not in EMBEDDING_FREE
+        """False for systems whose results cannot depend on the embedding (``MemorySystem.uses_embedding``; a system
+        no longer registered: ``EMBEDDING_FREE``)."""
+        try:
+            return SYSTEMS.get(self.system).uses_embedding
+        except KeyError:
+            return self.system not in EMBEDDING_FREE
 
     def sort_key(self) -> tuple[Any, ...]:
         return (SYSTEM_ORDER.get(self.system, 50), self.system, EMBEDDING_ORDER.get(self.embedding, 9), self.embedding,
@@ -269,9 +272,9 @@ def check_store(tracking_uri: str) -> None:
                             f"{hint}")
 
 
-def load_experiment(experiment: str, tracking_uri: str) -> RunSet:
-    """Every config run of an MLflow experiment with its ``records.jsonl`` artifact and flattened-config params.
-    The store must exist (``check_store``); nothing is created."""
+def load_experiment(experiment: str, tracking_uri: str, parent_run_id: str | None = None) -> RunSet:
+    """Every config run of an MLflow experiment (of one sweep: ``parent_run_id``) with its ``records.jsonl``
+    artifact and flattened-config params. The store must exist (``check_store``); nothing is created."""
     check_store(tracking_uri)
     from inmind_exp import tracking
 
@@ -282,7 +285,8 @@ def load_experiment(experiment: str, tracking_uri: str) -> RunSet:
         raise LoadError(f"no experiment {experiment!r} in {tracking_uri} (experiments: {names or 'none'})")
     runs, token = [], None
     while True:
-        page = client.search_runs([exp.experiment_id], filter_string=T.kind_filter(T.CONFIG),
+        page = client.search_runs([exp.experiment_id], filter_string=T.kind_filter(T.CONFIG) + (
+                                      f" and tags.`{T.PARENT_RUN}` = '{parent_run_id}'" if parent_run_id else ""),
                                   max_results=1000, order_by=["start_time ASC"], page_token=token)
         runs.extend(page)
         token = page.token

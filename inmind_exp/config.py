@@ -138,6 +138,7 @@ class TraceConf:
 class TrackingConf:
     uri: str = "sqlite:///mlflow.db"
     experiment: str = "inmind"
+    report_at_end: bool = True  # a -m sweep logs the analysis report to its parent run (inmind_exp/sweep_report.py)
 
 
 @dataclass
@@ -255,8 +256,10 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_digest: str, trace_digest: str) -> dict[str, Any]:
-    """Everything that changes a task's result, and nothing else (not the limit, tracking, cluster or paths)."""
+def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_digest: str, trace_digest: str,
+                    uses_embedding: bool = True) -> dict[str, Any]:
+    """Everything that changes a task's result, and nothing else (not the limit, tracking, cluster or paths; not the
+    embedding of a system that uses none, ``MemorySystem.uses_embedding``, so its runs share one hash)."""
     from inmind_exp.judges import JUDGES
 
     def ep(e: Endpoint) -> dict[str, Any]:
@@ -268,7 +271,7 @@ def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_dig
         raise PlanError(f"embedding: expected a mapping, got {type(emb).__name__}")
     return {
         "system": OmegaConf.to_container(cfg.system, resolve=True),
-        "embedding": {k: emb[k] for k in ("name", "kind", "model", "dim")},
+        "embedding": {k: emb[k] for k in ("name", "kind", "model", "dim")} if uses_embedding else "unused",
         "injection": {"user_turn": cfg.injection.user_turn, "fraction": cfg.injection.fraction},
         "roles": {r: ep(e) for r, e in sorted(endpoints.items())},
         "answer": cfg.answer.mode,

@@ -77,8 +77,6 @@ def runs_view_url(base: str, experiment_id: str) -> str:
     return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
 
 
-#: Keys already spelled out in a run's label (system/embedding/injection/llm[/answer]): not repeated in its name.
-LABEL_KEYS = ("system", "embedding", "injection", "llm", "answer")
 #: Sweep-level overrides that do not tell configurations apart (paths, limits, tracking, cluster, hydra).
 SWEEP_NAME_SKIP = ("hydra.", "tracking.", "cluster", "run.", "dataset.path", "trace.path", "llm.base_url",
                    "embedding.base_url", "llm.model_path", "dry_run")
@@ -137,6 +135,8 @@ def config_tags(plan: Any, flat_cfg: Mapping[str, str]) -> dict[str, str]:
         v = flat_cfg.get(k)
         return None if v in (None, "None", "null", "") else str(v)
 
+    from inmind_exp.run.labels import injection_label
+
     turn, fraction = get("injection.user_turn"), get("injection.fraction")
     point = f"turn{turn}" if turn is not None else f"{float(fraction or 0):.0%} of user turns"
     tags = {
@@ -145,7 +145,7 @@ def config_tags(plan: Any, flat_cfg: Mapping[str, str]) -> dict[str, str]:
         "inmind.label": plan.name,
         T.SYSTEM: plan.system_name,
         "inmind.embedding": get("embedding.name") or "?",
-        "inmind.injection": get("injection.name") or "?",
+        "inmind.injection": injection_label(get("injection.name") or "?", turn, fraction),
         "inmind.injection_point": f"{point} (session {plan.session_index + 1}/{len(plan.trace.sessions)})",
         "inmind.llm": get("llm.name") or "?",
         "inmind.answer_mode": str(plan.answer_mode),
@@ -172,25 +172,6 @@ def sweep_overrides(root: Path) -> list[str]:
 def _split(override: str) -> tuple[str, str]:
     key, _, value = override.partition("=")
     return key.lstrip("+~"), value
-
-
-def swept_keys(overrides: Iterable[str]) -> list[str]:
-    """Keys the sweep varies (``key=a,b``), in command-line order."""
-    return [k for k, v in map(_split, overrides) if "," in v and not v.startswith(("[", "{"))]
-
-
-def run_name(label: str, flat_cfg: Mapping[str, str], overrides: Iterable[str]) -> str:
-    """The label, plus ``key=value`` for every swept key the label does not already show, so runs that differ only
-    in, say, the judge model or a system parameter never share a name (``.../openai judge.model=gpt-4o``)."""
-    extra = []
-    for k in swept_keys(overrides):
-        if k in LABEL_KEYS or k == "injection.name":
-            continue  # a config group or name: already part of the label
-        v = flat_cfg.get(k)
-        if v is not None:
-            short = k.removeprefix("llm.roles.").removeprefix("system.params.")
-            extra.append(f"{short}={v}")
-    return label + (" " + " ".join(extra) if extra else "")
 
 
 def sweep_name(root: Path, overrides: Iterable[str]) -> str:
@@ -322,11 +303,9 @@ class Tracker:
 
     def open_config_run(self, plan: Any, flat_cfg: Mapping[str, str], key: str, parent_id: str | None,
                         dataset_path: Path | None = None) -> str:
-        """The configuration's run: named by its label and swept keys, tagged, with result-changing params and the
-        task file as its dataset input."""
-        overrides = sweep_overrides(plan.root) if parent_id else []
-        run_id, created = self.get_or_create_run(key, run_name(plan.name, flat_cfg, overrides), config_tags(plan, flat_cfg),
-                                                 parent_id=parent_id)
+        """The configuration's run: named by its label (which shows the keys its sweep varies,
+        ``inmind_exp.run.labels``), tagged, with result-changing params and the task file as its dataset input."""
+        run_id, created = self.get_or_create_run(key, plan.name, config_tags(plan, flat_cfg), parent_id=parent_id)
         self.log_params(run_id, result_params(flat_cfg, plan.config_hash))
         if created and dataset_path is not None:
             self.log_dataset(run_id, plan.tasks, dataset_path)

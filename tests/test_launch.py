@@ -28,14 +28,18 @@ def test_sweep_end_to_end_then_rerun_is_free(small):
         cmd = launch_cmd(small, fake.base_url, "system=backbone,naive_rag", "embedding=minilm,bm25")
         p = run(cmd)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-        assert "| backbone/bm25/middle/vllm |" in p.stdout and "| naive_rag/minilm/middle/vllm |" in p.stdout
+        # injection.user_turn=5 (launch_cmd) is not the preset middle's turn 40: the label says turn5
+        assert "| backbone/minilm/turn5/vllm |" in p.stdout and "| naive_rag/minilm/turn5/vllm |" in p.stdout
+        # backbone uses no embedding: backbone/bm25 is the same configuration as backbone/minilm and runs once
+        assert ("backbone/bm25/turn5/vllm: not run, same results as backbone/minilm/turn5/vllm (backbone uses no "
+                "embedding") in p.stdout and "| backbone/bm25/turn5/vllm |" not in p.stdout
         n_requests = len(fake.requests)
         assert n_requests > 0
 
         runs = mlflow_runs(small)
         parents = [r for r in runs if r.data.tags.get("inmind.kind") == "sweep"]
         children = [r for r in runs if r.data.tags.get("inmind.kind") == "config"]
-        assert len(parents) == 1 and len(children) == 4
+        assert len(parents) == 1 and len(children) == 3
         assert all(c.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for c in children)
         for c in children:
             m = c.data.metrics
@@ -49,12 +53,15 @@ def test_sweep_end_to_end_then_rerun_is_free(small):
             else:
                 assert m["naive"] == 100.0 and "naive_ci_low" in m
         assert not any("api_key" in k and not k.endswith("_env") for k in children[0].data.params)
+        # the sweep ends with the analysis report, logged to the parent run (tracking.report_at_end)
+        assert parents[0].data.tags.get("inmind.report") == "analysis/report.html"
+        assert (small / "sweep" / "analysis" / "report.html").is_file() and "analysis report: " in p.stdout
 
         fake.reset_log()
         p2 = run(cmd)
         assert p2.returncode == 0, p2.stderr[-3000:]
         assert fake.requests == []  # finished work costs nothing: no call, not even a preflight
-        assert len(mlflow_runs(small)) == 5
+        assert len(mlflow_runs(small)) == 4
 
 
 def _ledger_lines(sweep_dir):

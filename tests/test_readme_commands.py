@@ -143,7 +143,8 @@ class Workspace:
         runs = self.config_runs()
         by_label: dict[str, list] = {}
         for r in runs:
-            by_label.setdefault(r.data.tags["inmind.label"], []).append(r)
+            # the label without its bracketed swept keys (``[judge.model=...]``): the configuration apart from the judge
+            by_label.setdefault(r.data.tags["inmind.label"].split(" [")[0], []).append(r)
         for group in by_label.values():
             judges = {r.data.tags.get("inmind.judge_model") for r in group}
             if len(judges) >= 2:

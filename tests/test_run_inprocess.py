@@ -16,7 +16,7 @@ def test_plan_runs_in_process_and_rerun_is_free(tmp_path):
     with FakeOpenAI() as fake:
         cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25")
         plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
-        assert plan.name == "backbone/bm25/middle/vllm" and len(plan.remaining()) == 4
+        assert plan.name == "backbone/bm25/turn5/vllm" and len(plan.remaining()) == 4
         est = estimate(plan)
         assert est["judge_calls"] == 4 * len(applicable(evaluates_naive=False)) == 4 * (len(JUDGES) - 1)
         result = run_plan(plan, executor=InProcessExecutor(), resources=Resources())

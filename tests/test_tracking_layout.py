@@ -65,7 +65,7 @@ def test_sweep_and_config_runs_compare_out_of_the_box(tracker, tmp_path):
     parent = tracker.open_sweep_run("sweep:k", tmp_path / "sweep")
     run_ids = []
     for judge, apps in (("gpt-5-mini", (1, 0, 0)), ("gpt-4o", (1, 1, 0))):
-        plan = _plan(tmp_path, judge)
+        plan = _plan(tmp_path, judge, f"naive_rag/minilm/middle/openai [judge.model={judge}]")
         rid = tracker.open_config_run(plan, flatten_params(plan.cfg), f"key-{judge}", parent, tasks_file)
         recs = [_record(f"t{i}", a) for i, a in enumerate(apps)]
         shown = tracker.log_config_results(rid, {"application": 100 / 3 * sum(apps), "n_tasks": 3.0}, recs, [])
@@ -77,11 +77,11 @@ def test_sweep_and_config_runs_compare_out_of_the_box(tracker, tmp_path):
     assert p.data.params["sweep.llm.roles.judge.model"] == "gpt-5-mini,gpt-4o"
     table = json.loads(Path(tracker.client.download_artifacts(parent, "results_table.json", str(tmp_path))).read_text())
     col = table["columns"].index("configuration")
-    assert sorted(r[col] for r in table["data"]) == ["naive_rag/minilm/middle/openai judge.model=gpt-4o",
-                                                   "naive_rag/minilm/middle/openai judge.model=gpt-5-mini"]
+    assert sorted(r[col] for r in table["data"]) == ["naive_rag/minilm/middle/openai [judge.model=gpt-4o]",
+                                                   "naive_rag/minilm/middle/openai [judge.model=gpt-5-mini]"]
 
     run = tracker.client.get_run(run_ids[1])
-    assert run.info.run_name == "naive_rag/minilm/middle/openai judge.model=gpt-4o"  # the swept key tells them apart
+    assert run.info.run_name == "naive_rag/minilm/middle/openai [judge.model=gpt-4o]"  # the plan's label
     tags = run.data.tags
     assert (tags["inmind.system"], tags["inmind.embedding"], tags["inmind.injection"]) == ("naive_rag", "minilm", "middle")
     assert (tags["inmind.judge_model"], tags["inmind.answerer_model"], tags["inmind.answer_mode"]) == (
@@ -109,11 +109,6 @@ def test_sweep_and_config_runs_compare_out_of_the_box(tracker, tmp_path):
     assert len(rows["data"]) == 2
 
 
-def test_run_name_only_adds_keys_the_label_does_not_show():
-    flat = {"system": "x", "system.params.top_k": "8", "injection.user_turn": "100"}
-    over = ["system=a,b", "embedding=minilm,bm25", "system.params.top_k=5,8", "dataset.path=p"]
-    assert T.run_name("a/minilm/middle/local", flat, over) == "a/minilm/middle/local top_k=8"
-    assert T.run_name("a/minilm/middle/local", flat, ["injection.user_turn=40,100"]) == \
-        "a/minilm/middle/local injection.user_turn=100"
+def test_sweep_name_leaves_out_bookkeeping_overrides():
     assert T.sweep_name(Path("/x/multirun"), ["system=a,b", "tracking.uri=sqlite:///m.db", "hydra.sweep.dir=d"]) == \
         "sweep multirun: system=a,b"

@@ -72,7 +72,10 @@ class InmindLauncher(Launcher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from inmind_exp.errors import InmindError
         from inmind_exp.metrics import results_table
+        from inmind_exp.run.dedupe import skip_message, split_duplicates
+        from inmind_exp.run.labels import varying_keys
         from inmind_exp.run.sweep import PlanCollector, collecting, run_plans, start_cluster, warm_up
+        from inmind_exp.sweep_report import report_at_end
 
         setup_globals()
         assert self.hydra_context is not None and self.config is not None and self.task_function is not None
@@ -82,7 +85,7 @@ class InmindLauncher(Launcher):
         log.info(f"Planning {len(job_overrides)} jobs, then running them as one schedule")
 
         warm = warm_up(self.config)
-        collector = PlanCollector()
+        collector = PlanCollector(label_keys=varying_keys([filter_overrides(o) for o in job_overrides]))
         runs: List[JobReturn] = []
         planned: List[BaseException] = []
 
@@ -119,8 +122,11 @@ class InmindLauncher(Launcher):
         plans = [collector.plans[i] for i in order]
         root = plans[0].root
         _sweep_logging(sweep_dir)
+        keep, repeats = split_duplicates(plans)  # e.g. backbone under every embedding: run once
+        for i, j in repeats.items():
+            logging.getLogger("inmind_exp.run.dedupe").info(skip_message(plans[i], plans[j]))
         try:
-            outcomes = run_plans(plans, parent_key=f"sweep:{root}", parent_name=f"sweep {root.name}")
+            outcomes = run_plans([plans[k] for k in keep], parent_key=f"sweep:{root}", parent_name=f"sweep {root.name}")
         except KeyboardInterrupt:
             sys.exit(130)  # each driver has said what is saved and how to resume
         except InmindError as e:
@@ -128,9 +134,16 @@ class InmindLauncher(Launcher):
             sys.exit(2)
         rows: list[Any] = []
         failures: list[tuple[str, BaseException]] = []
-        by_job = dict(zip(order, outcomes))
+        by_job: dict[int, Any] = {order[k]: out for k, out in zip(keep, outcomes)}
+        stands_for = {order[i]: order[j] for i, j in repeats.items()}
         for i, ret in enumerate(runs):
-            out = by_job.get(initial_job_idx + i)
+            job = initial_job_idx + i
+            if job in stands_for:  # a skipped duplicate returns the value of the job that ran for it
+                out = by_job.get(stands_for[job])
+                if out is not None and not isinstance(out, BaseException):
+                    ret.return_value = out.metrics.rates["application"].pct
+                continue
+            out = by_job.get(job)
             if out is None:
                 continue
             if isinstance(out, BaseException):
@@ -145,6 +158,7 @@ class InmindLauncher(Launcher):
                   f"(experiment {plans[0].tracking.experiment}, parent run 'sweep {root.name}')", flush=True)
         if any(isinstance(e, KeyboardInterrupt) for _, e in failures):
             sys.exit(130)
+        report_at_end(self.config)  # here, not only in the callback: a nonzero exit below skips Hydra's end callbacks
         for name, e in failures:
             print(f"error: {name}: {error_line(e)}", file=sys.stderr, flush=True)
         summary = retry_summary([(name, m.n_errors, m.n_tasks) for name, m in rows], [n for n, _ in failures])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -24,6 +24,7 @@ from inmind_exp.llm.local_server import model_cache_id
 from inmind_exp.memory import ANSWER_MODES, SYSTEMS, MemorySystem
 from inmind_exp.protocol import injection_session_index
 from inmind_exp.records import Task, TaskRecord, Trace
+from inmind_exp.run.labels import injection_label, label_suffix, run_label, swept_values
 from inmind_exp.run.ledger import Ledger
 from inmind_exp.secrets import redact
 
@@ -177,18 +178,6 @@ class Plan:
                              session_index=self.session_index, error=error, attempts=attempts)
 
 
-def injection_label(name: str, user_turn: int | str | None) -> str:
-    """``injection=position`` is named by its turn (``turn12``); a named preset by its name."""
-    return f"turn{user_turn}" if name == "position" and user_turn is not None else name
-
-
-def run_label(system: str, embedding: str, injection: str, llm: str, answer_mode: str | None = "shared") -> str:
-    """The label of a configuration in logs, MLflow and tables, ``system/embedding/injection/llm[/answer mode]``
-    (``injection`` as ``injection_label`` gives it); the default ``shared`` answer mode is left out."""
-    answer = "" if answer_mode in (None, "shared") else f"/{answer_mode}"
-    return f"{system}/{embedding}/{injection}/{llm}{answer}"
-
-
 def _container(node: Any, key: str) -> dict[str, Any]:
     value = OmegaConf.to_container(node, resolve=True) if node is not None else {}
     if value is None:
@@ -229,8 +218,11 @@ def cluster_settings(cfg: DictConfig) -> ClusterSettings:
     )
 
 
-def plan_config(cfg: DictConfig, root: Path, job_dir: Path) -> Plan:
-    """Validate and resolve a composed config; every problem names its key and is raised before work starts."""
+def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence[str] = (),
+                overrides: Sequence[str] = ()) -> Plan:
+    """Validate and resolve a composed config; every problem names its key and is raised before work starts.
+    ``label_keys`` are the other keys the sweep varies (shown in the plan's name, ``inmind_exp.run.labels``), with
+    this job's ``overrides`` for the values that are no config leaf."""
     try:
         system_cls = SYSTEMS.get(cfg.system.name)
     except KeyError as e:
@@ -270,12 +262,14 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path) -> Plan:
         raise PlanError(f"cluster.workers={cfg.cluster.workers}: must be an integer >= 1")
     dataset_digest = C.file_digest(Path(cfg.dataset.path) if cfg.dataset.path else BUNDLED_TASKS)
     trace_digest = C.file_digest(Path(cfg.trace.path) if cfg.trace.path else BUNDLED_TRACE)
-    identity = C.result_identity(cfg, endpoints, dataset_digest, trace_digest)
+    identity = C.result_identity(cfg, endpoints, dataset_digest, trace_digest, system_cls.uses_embedding)
     config_hash = C.identity_hash(identity)
     run = cfg.run
     plan = Plan(
-        name=run_label(cfg.system.name, cfg.embedding.name, injection_label(cfg.injection.name, cfg.injection.user_turn),
-                       cfg.llm.name, cfg.answer.mode),
+        name=run_label(cfg.system.name, cfg.embedding.name,
+                       injection_label(cfg.injection.name, cfg.injection.user_turn, cfg.injection.fraction),
+                       cfg.llm.name, cfg.answer.mode,
+                       label_suffix(label_keys, swept_values(cfg, label_keys, overrides))),
         config_hash=config_hash, identity=identity, system_name=cfg.system.name, system_cls=system_cls,
         system_params=params, answer_mode=cfg.answer.mode, endpoints=endpoints, embedding=embedding,
         tasks=tuple(tasks), trace=trace, session_index=session_index, root=root, job_dir=job_dir,

@@ -29,6 +29,8 @@ class PlanCollector:
     errors: list[tuple[int, str, str]] = field(default_factory=list)  # (job index, overrides, message)
     job: int = 0
     overrides: str = ""
+    #: keys the sweep varies besides those a label shows (``inmind_exp.run.labels.varying_keys``)
+    label_keys: list[str] = field(default_factory=list)
 
     def add(self, plan: Plan) -> None:
         self.plans[self.job] = plan

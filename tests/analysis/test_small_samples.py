@@ -112,11 +112,12 @@ def test_embedding_comparison_only_for_systems_that_use_embeddings(tmp_path):
 
 
 def test_embedding_free_list_matches_the_system_classes():
-    """EMBEDDING_FREE mirrors MemorySystem.embeddings: a system that accepts embedding=none uses none."""
+    """EMBEDDING_FREE mirrors MemorySystem.uses_embedding, and a system that uses none accepts embedding=none."""
     from inmind_exp.memory import SYSTEMS
 
-    free = {name for name in SYSTEMS.names() if "none" in SYSTEMS.get(name).embeddings}
-    assert free == set(EMBEDDING_FREE)
+    free = {name for name in SYSTEMS.names() if not SYSTEMS.get(name).uses_embedding}
+    assert free == set(EMBEDDING_FREE) == {"backbone", "always_in_state"}
+    assert free == {name for name in SYSTEMS.names() if "none" in SYSTEMS.get(name).embeddings}
 
 
 @pytest.mark.parametrize("uri", ["sqlite:///mlflow.db", "sqlite:///{tmp}/sub/mlflow.db", "mlruns",

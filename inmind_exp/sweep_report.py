@@ -1,0 +1,71 @@
+"""The analysis report of a sweep, written when the sweep ends and logged to its MLflow parent run, so the parent
+shows the tables, plots and ``report.html`` of ``python -m analysis report`` without running it by hand.
+
+On by default; ``tracking.report_at_end=false`` turns it off. The ``ReportAtEnd`` Hydra callback writes it in
+``on_multirun_end``; the inmind launcher calls ``report_at_end`` itself before it exits (an exit code other than 0
+skips Hydra's end callbacks), and a sweep is reported once. A report that fails is a warning: it never changes the
+sweep's exit code. It reads only this sweep's configuration runs (children of its parent run).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger("inmind_exp.sweep_report")
+
+#: The report's directory inside the sweep directory (also the artifact directory on the parent run).
+REPORT_DIR = "analysis"
+#: Bootstrap resamples of the automatic report (``python -m analysis report`` defaults to 10000).
+N_BOOT = 2000
+
+_reported: set[str] = set()
+
+
+def report_sweep(tracking_uri: str, experiment: str, root: Path, n_boot: int = N_BOOT) -> Path | None:
+    """Build the report of the sweep rooted at ``root`` into ``<root>/analysis`` and log it to the sweep's parent
+    run; the report's HTML path, or None when the sweep logged no configuration run (nothing ran)."""
+    from analysis.load import load_experiment
+    from analysis.report import build, publish
+    from inmind_exp.tracking import Tracker
+
+    tracker = Tracker(tracking_uri, experiment)
+    parent = tracker.find_run(f"sweep:{root}")
+    if parent is None:
+        return None
+    runset = load_experiment(experiment, tracking_uri, parent_run_id=parent)
+    rep = build(runset, root / REPORT_DIR, n_boot=n_boot)
+    publish(runset, rep.out)
+    return rep.html
+
+
+def report_at_end(config: DictConfig) -> None:
+    """``report_sweep`` for the sweep of ``config`` (its base config), once, unless ``tracking.report_at_end`` is
+    false or it is a dry run; any failure is logged as a warning and swallowed."""
+    if not OmegaConf.select(config, "tracking.report_at_end", default=True) or OmegaConf.select(config, "dry_run"):
+        return
+    root = Path(str(OmegaConf.select(config, "hydra.sweep.dir"))).resolve()
+    if str(root) in _reported:
+        return
+    _reported.add(str(root))
+    try:
+        html = report_sweep(str(config.tracking.uri), str(config.tracking.experiment), root)
+    except Exception as e:  # noqa: BLE001  (the sweep's results are saved; a report is never worth failing it)
+        log.warning(f"[inmind] WARNING: the end-of-sweep analysis report failed ({type(e).__name__}: {e}); "
+                    f"the results are saved: run `python -m analysis report --experiment "
+                    f"{config.tracking.experiment} --tracking-uri {config.tracking.uri} --out {root / REPORT_DIR}`")
+        return
+    if html is not None:
+        log.info(f"[inmind] analysis report: {html} (also on the sweep's MLflow parent run under {REPORT_DIR}/; "
+                 f"tracking.report_at_end=false turns it off)")
+
+
+class ReportAtEnd(Callback):
+    """Hydra callback: ``report_at_end`` when a ``-m`` sweep ends."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        report_at_end(config)

@@ -1,0 +1,67 @@
+"""The end-of-sweep analysis report: built from this sweep's configuration runs only, logged to its parent run,
+off with ``tracking.report_at_end=false``, and a failure is a warning that never raises."""
+
+from __future__ import annotations
+
+import logging
+
+from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
+
+from inmind_exp import sweep_report
+from tests.analysis.fixtures import log_to_mlflow
+
+
+def _config(tmp_path, uri: str, on: bool = True, experiment: str = "fixture"):
+    return OmegaConf.create({"tracking": {"uri": uri, "experiment": experiment, "report_at_end": on},
+                             "dry_run": False, "hydra": {"sweep": {"dir": str(tmp_path / "sweep")}}})
+
+
+def test_report_of_one_sweep_is_logged_to_its_parent(tmp_path, caplog):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    parent = log_to_mlflow(uri, "fixture", tmp_path / "mlruns", tmp_path / "work")
+    client = MlflowClient(tracking_uri=uri)
+    root = (tmp_path / "sweep").resolve()
+    client.set_tag(parent, "inmind.key", f"sweep:{root}")
+    # another sweep's parent and child in the same experiment: not part of this report
+    exp = client.get_experiment_by_name("fixture").experiment_id
+    other = client.create_run(exp, run_name="sweep other", tags={"inmind.key": "sweep:/elsewhere",
+                                                                  "inmind.kind": "sweep"}).info.run_id
+    client.create_run(exp, run_name="other/minilm/middle/openai", tags={
+        "inmind.kind": "config", "inmind.key": "k-other", "mlflow.parentRunId": other})
+
+    with caplog.at_level(logging.INFO, logger="inmind_exp.sweep_report"):
+        sweep_report.report_at_end(_config(tmp_path, uri))
+    html = root / "analysis" / "report.html"
+    assert html.is_file() and "Table 1" in html.read_text()
+    assert f"analysis report: {html}" in caplog.text
+    logged = {f.path for f in client.list_artifacts(parent, "analysis")}
+    assert "analysis/report.html" in logged
+    assert client.get_run(parent).data.tags["inmind.report"] == "analysis/report.html"
+    assert client.list_artifacts(other) == [] and "inmind.report" not in client.get_run(other).data.tags
+    assert "other/minilm" not in (root / "analysis" / "report.md").read_text()
+
+    # once per sweep: the launcher and the Hydra callback both call it
+    html.unlink()
+    sweep_report.ReportAtEnd().on_multirun_end(_config(tmp_path, uri))
+    assert not html.exists()
+
+
+def test_report_off_and_failures_never_raise(tmp_path, caplog, monkeypatch):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    parent = log_to_mlflow(uri, "fixture", tmp_path / "mlruns", tmp_path / "work")
+    MlflowClient(tracking_uri=uri).set_tag(parent, "inmind.key", f"sweep:{(tmp_path / 'sweep').resolve()}")
+    sweep_report.report_at_end(_config(tmp_path, uri, on=False))
+    assert not (tmp_path / "sweep" / "analysis").exists()
+
+    import analysis.report
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("plotting failed")
+
+    monkeypatch.setattr(analysis.report, "build", broken)
+    sweep_report._reported.clear()
+    with caplog.at_level(logging.WARNING, logger="inmind_exp.sweep_report"):
+        sweep_report.report_at_end(_config(tmp_path, uri))  # returns: the sweep's exit code is not its business
+    assert "end-of-sweep analysis report failed (RuntimeError: plotting failed)" in caplog.text
+    assert "python -m analysis report --experiment fixture" in caplog.text
