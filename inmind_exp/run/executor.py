@@ -132,7 +132,10 @@ class InProcessExecutor:
     def _tick(self, every_s: float, progress: Progress, stop: threading.Event) -> None:
         """Every ``every_s`` (0: never) until ``stop``: the progress line, with the one running unit's phase."""
         while every_s > 0 and not stop.wait(every_s):
-            progress(list(self.board.snapshot().values()) or [STARTING])
+            try:
+                progress(list(self.board.snapshot().values()) or [STARTING])
+            except Exception as e:  # noqa: BLE001 - the display never ends a run
+                log.debug(f"progress display: {type(e).__name__}: {e}")
 
 
 class LimiterActor:

@@ -8,6 +8,7 @@ schedule, so prefixes are built as soon as a worker is free and no worker idles 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -104,6 +105,40 @@ def start_cluster(cfg: Any) -> BaseException | None:
     return None
 
 
+class _ConfigurationFilter(logging.Filter):
+    """Passes the messages about one configuration: those naming it (``[inmind] <name>: ...``, ``[progress] <name>:
+    ...``, ``[inmind] <name> finished ...``)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.pattern = re.compile(rf"^\[\w+\] {re.escape(name)}[: ]")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return bool(self.pattern.match(record.getMessage()))
+
+
+@contextmanager
+def job_logs(plans: list[Plan]) -> Iterator[None]:
+    """While a sweep runs, each configuration's messages also go to its job directory's ``launch.log`` (the sweep's
+    ``launch.log`` holds them all), so every job directory tells its own run's story."""
+    ours = logging.getLogger("inmind_exp")
+    template = next((h.formatter for h in ours.handlers if isinstance(h, logging.FileHandler)), None)
+    handlers = []
+    for p in plans:
+        p.job_dir.mkdir(parents=True, exist_ok=True)
+        h = logging.FileHandler(p.job_dir / "launch.log")
+        h.setFormatter(template or logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+        h.addFilter(_ConfigurationFilter(p.name))
+        ours.addHandler(h)
+        handlers.append(h)
+    try:
+        yield
+    finally:
+        for h in handlers:
+            ours.removeHandler(h)
+            h.close()
+
+
 def run_plans(plans: list[Plan], parent_key: str | None, parent_name: str,
               executor: Any = None) -> list[RunResult | BaseException]:
     """Run every plan over one pool; each plan's result, or the exception that ended it, in the given order.
@@ -127,6 +162,17 @@ def run_plans(plans: list[Plan], parent_key: str | None, parent_name: str,
 
     threads = [threading.Thread(target=drive, args=(i, p), name=f"inmind-plan-{i}", daemon=True)
                for i, p in enumerate(plans)]
+    with job_logs(plans):
+        _drive_all(plans, threads, ray_executor, progress)
+    failed = [p.name for p, r in zip(plans, results) if isinstance(r, BaseException)]
+    hint = retry_summary([(p.plan.name, p.errors, p.total) for p in progress.plans], failed)
+    if hint:
+        log.info(hint)
+    return [r if r is not None else RuntimeError("plan did not run") for r in results]
+
+
+def _drive_all(plans: list[Plan], threads: list[threading.Thread], ray_executor: Any, progress: SweepProgress) -> None:
+    """Start every plan's driver thread and serve their jobs over one pool until all have ended."""
     for t in threads:
         t.start()
     try:
@@ -137,8 +183,3 @@ def run_plans(plans: list[Plan], parent_key: str | None, parent_name: str,
         for t in threads:
             t.join()
     log.info(progress.summary())
-    failed = [p.name for p, r in zip(plans, results) if isinstance(r, BaseException)]
-    hint = retry_summary([(p.plan.name, p.errors, p.total) for p in progress.plans], failed)
-    if hint:
-        log.info(hint)
-    return [r if r is not None else RuntimeError("plan did not run") for r in results]
