@@ -57,17 +57,20 @@ class RecordingBoard(PhaseBoard):
 def test_phases_are_reported_in_protocol_order(tmp_path):
     board = RecordingBoard()
     with FakeOpenAI() as fake:
-        plan = plan_config(compose(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25"),
+        plan = plan_config(compose(tmp_path, fake.base_url, "system=always_in_state", "embedding=bm25"),
                            tmp_path / "root", tmp_path / "job")
         worker = TaskWorker(board=board)
         try:
             spec = plan.worker_spec()
-            blob = worker.build_prefix(spec, plan.trace, plan.session_index)
+            built = worker.build_prefix(spec, plan.trace, plan.session_index)
+            blob = built.blob
             task = plan.tasks[0]
             rec = worker.run_task(spec, task, plan.trace, plan.session_index, plan.prefix_hash, blob, 2)
         finally:
             worker.close()
     assert rec.error is None
+    # the prefix's own calls (always_in_state updates its memory file per session) come back for the spend
+    assert built.usage["memory"].calls >= plan.session_index and built.usage["memory"].cached_calls == 0
     n = len(plan.trace.sessions)
     prefix = [p for k, p in board.history if k == unit_key(plan.config_hash)]
     assert prefix == ["prefix starting", *[f"prefix ingesting {i}/{n}" for i in range(1, plan.session_index + 1)],
@@ -97,17 +100,13 @@ def test_phase_summary_and_spend():
     cached = Usage(calls=2, prompt_tokens=2000, completion_tokens=200, cached_calls=2, cached_prompt_tokens=2000,
                    cached_completion_tokens=200)
 
-    @dataclasses.dataclass
-    class R:
-        usage: dict
-
-    s = Spend.of([R({"answerer": paid}), R({"answerer": cached, "judge": cached})], {"m": (1.0, 2.0)},
+    s = Spend.of([{"answerer": paid}, {"answerer": cached, "judge": cached}], {"m": (1.0, 2.0)},
                  {"answerer": "m", "judge": "m"})
     assert (s.paid_calls, s.cached_calls, s.paid_tokens) == (3, 4, 3300)
     assert abs(s.cost_usd - (3000 * 1.0 + 300 * 2.0) / 1e6) < 1e-12
     # a role whose model has no price: no cost at all rather than a partial one
-    assert Spend.of([R({"answerer": paid, "judge": paid})], {"m": (1.0, 2.0)}, {"answerer": "m", "judge": "x"}).cost_usd is None
-    assert "$" not in Spend.of([R({"answerer": paid})], {}, {"answerer": "m"}).text()
+    assert Spend.of([{"answerer": paid, "judge": paid}], {"m": (1.0, 2.0)}, {"answerer": "m", "judge": "x"}).cost_usd is None
+    assert "$" not in Spend.of([{"answerer": paid}], {}, {"answerer": "m"}).text()
 
 
 def test_lines_while_no_task_has_finished_then_eta_and_free_rerun(tmp_path):

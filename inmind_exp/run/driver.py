@@ -101,7 +101,7 @@ def _execute(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], 
         records[rec.task_id] = rec
         progress.add(rec)
 
-    executor.run(plan, remaining, report, lambda running: log.info(progress.line(running)))
+    executor.run(plan, remaining, report, progress)
 
 
 def _dataset_path(plan: Plan) -> Path:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Protocol
 
 from inmind_exp import env
 from inmind_exp.errors import InmindError, PlanError
-from inmind_exp.records import Task, TaskRecord
+from inmind_exp.records import Task, TaskRecord, Usage
 from inmind_exp.run import snapshots
 from inmind_exp.run.plan import ClusterSettings, Plan
 from inmind_exp.run.progress import STARTING, PhaseBoard, unit_key
@@ -35,8 +35,15 @@ log = logging.getLogger(__name__)
 
 #: called with each task's final record (success, or error after the last attempt)
 Report = Callable[[TaskRecord], None]
-#: called every ``run.progress_every_s`` while a plan's work runs, with the phases of its running units
-Progress = Callable[[list[str]], None]
+class Progress(Protocol):
+    """The driver's live display of one plan (``progress.PlanProgress``)."""
+
+    def __call__(self, running: list[str], idle: str = "queued") -> None:
+        """Called every ``run.progress_every_s`` while the plan's work runs, with the phases of its running units
+        (``idle`` says why there are none)."""
+
+    def prefix_spent(self, usage: dict[str, Usage]) -> None:
+        """The calls of the plan's prefix build (no task record holds them)."""
 
 
 class ClusterError(InmindError, RuntimeError):
@@ -118,7 +125,12 @@ class InProcessExecutor:
                                   name="inmind-progress", daemon=True)
         ticker.start()
         try:
-            blob = _prefix_blob(plan, lambda: self.worker.build_prefix(spec, plan.trace, plan.session_index))
+            def build() -> bytes:
+                built = self.worker.build_prefix(spec, plan.trace, plan.session_index)
+                progress.prefix_spent(built.usage)
+                return built.blob
+
+            blob = _prefix_blob(plan, build)
             queue = [(t, 1) for t in tasks]
             while queue:
                 task, attempt = queue.pop(0)
@@ -611,8 +623,12 @@ class _Schedule:
                 return
             value = plan.error_record(task, f"{type(e.cause).__name__}: {e.cause}", attempt)
         if kind == "prefix":
-            _save_prefix(plan, value, time.perf_counter() - t0)
-            blob_ref = self.ex.ray.put(value)
+            _save_prefix(plan, value.blob, time.perf_counter() - t0)
+            try:
+                job.progress.prefix_spent(value.usage)
+            except Exception as e:  # noqa: BLE001 - the display never ends a run
+                log.debug(f"prefix spend: {type(e).__name__}: {e}")
+            blob_ref = self.ex.ray.put(value.blob)
             self.building.discard(plan.prefix_hash)
             for j, t, a in self.waiting.pop(plan.prefix_hash, []):
                 j.prefix_ref = blob_ref
@@ -647,10 +663,12 @@ class _Schedule:
                 if id(job) in running:
                     key = unit_key(job.plan.config_hash, task.id if task is not None else None, attempt)
                     running[id(job)].append(phases.get(key, STARTING))
+            starting = sum(1 for w in self.ex.workers if w.ready_ref is not None)
+            idle = f"queued, {starting} worker(s) starting" if starting else "queued"
             for j in due:
                 j.last_progress = now
                 try:
-                    j.progress(running[id(j)])
+                    j.progress(running[id(j)], idle)
                 except Exception as e:  # noqa: BLE001 - the display never ends a run
                     log.debug(f"progress display: {type(e).__name__}: {e}")
         try:

@@ -113,10 +113,11 @@ class Spend:
     cost_usd: float | None
 
     @classmethod
-    def of(cls, records: Iterable[TaskRecord], prices: Any, models: dict[str, str]) -> "Spend":
+    def of(cls, usages: Iterable[dict[str, Usage]], prices: Any, models: dict[str, str]) -> "Spend":
+        """The spend of usage dicts by role (a record's ``usage``, a prefix build's)."""
         usage: dict[str, Usage] = {}
-        for r in records:
-            for role, u in r.usage.items():
+        for by_role in usages:
+            for role, u in by_role.items():
                 usage[role] = usage.get(role, Usage()) + u
         roles = set(usage) or set(models)  # no call yet: priced when every model the plan calls is
         cost: float | None = None
@@ -148,6 +149,7 @@ class PlanProgress:
         self.records = records
         self.earlier = len(records)
         self.new: list[TaskRecord] = []
+        self.prefix_usage: list[dict[str, Usage]] = []
         self.started = time.perf_counter()
         self.models = {role: e.model for role, e in plan.endpoints.items()}
         if getattr(plan.embedding, "endpoint", None) is not None:  # an embeddings API meters as role "embedding"
@@ -157,6 +159,14 @@ class PlanProgress:
     def add(self, rec: TaskRecord) -> None:
         with self._lock:
             self.new.append(rec)
+
+    def prefix_spent(self, usage: dict[str, Usage]) -> None:
+        with self._lock:
+            self.prefix_usage.append(usage)
+
+    def __call__(self, running: list[str], idle: str = "queued") -> None:
+        """The executor's periodic call: log the line."""
+        log.info(self.line(running, idle))
 
     @property
     def total(self) -> int:
@@ -172,8 +182,8 @@ class PlanProgress:
 
     def spend(self) -> Spend:
         with self._lock:
-            new = list(self.new)
-        return Spend.of(new, dict(self.plan.prices), self.models)
+            usages = [r.usage for r in self.new] + list(self.prefix_usage)
+        return Spend.of(usages, dict(self.plan.prices), self.models)
 
     def eta(self, now: float | None = None) -> float | None:
         """Seconds left at this run's completion rate; None before a task of this run has finished."""
@@ -184,10 +194,11 @@ class PlanProgress:
         elapsed = (now or time.perf_counter()) - self.started
         return elapsed / finished * max(0, self.total - self.done)
 
-    def line(self, running: Sequence[str]) -> str:
-        """The periodic line: tasks, errors, what the running units are doing, elapsed, ETA, spend."""
+    def line(self, running: Sequence[str], idle: str = "queued") -> str:
+        """The periodic line: tasks, errors, what the running units are doing (``idle`` when none), elapsed, ETA,
+        spend."""
         eta = self.eta()
-        doing = summarize_phases(running) if running else "queued"
+        doing = summarize_phases(running) if running else idle
         return (f"[progress] {self.plan.name}: {self.done}/{self.total} tasks ({self.errors} errors); running: "
                 f"{doing}; {duration(time.perf_counter() - self.started)} elapsed, "
                 f"ETA {duration(eta) if eta is not None else '—'}; {self.spend().text()}")

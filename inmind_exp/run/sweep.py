@@ -64,7 +64,7 @@ class SharedExecutor:
     def __init__(self, ray_executor: Any):
         self.ray_executor = ray_executor
 
-    def run(self, plan: Plan, tasks: list[Task], report: Callable, progress: Callable[[list[str]], None]) -> None:
+    def run(self, plan: Plan, tasks: list[Task], report: Callable, progress: Any) -> None:
         from inmind_exp.run.executor import Job
 
         job = Job(plan, list(tasks), report, progress)

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from inmind_exp import env
 from inmind_exp.memory import SYSTEMS, MemorySystem
 from inmind_exp.paths import child_dir
-from inmind_exp.records import Task, TaskRecord, Trace
+from inmind_exp.records import Task, TaskRecord, Trace, Usage
 from inmind_exp.run import snapshots
 from inmind_exp.run.plan import WorkerSpec
 
@@ -65,6 +65,14 @@ def collect_secrets(endpoints: Any) -> Secrets:
 def plan_endpoints(plan: Any) -> list[Any]:
     """Every endpoint a plan calls: its roles' and, for an embeddings API, the embedding's."""
     return list(plan.endpoints.values()) + ([plan.embedding.endpoint] if plan.embedding.endpoint else [])
+
+
+@dataclasses.dataclass(frozen=True)
+class PrefixBuilt:
+    """A built prefix: the packed snapshot and the calls its ingestion made (for the run's spend)."""
+
+    blob: bytes
+    usage: dict[str, Usage]
 
 
 @dataclasses.dataclass
@@ -161,8 +169,8 @@ class TaskWorker:
         assert spec is not None
         return self.system_cls(self.models, self.encoder, workdir, answer_mode=spec.answer_mode, **spec.params)
 
-    def build_prefix(self, spec: WorkerSpec, trace: Trace, session_index: int) -> bytes:
-        """Ingest the sessions before the injection point and return the packed snapshot."""
+    def build_prefix(self, spec: WorkerSpec, trace: Trace, session_index: int) -> PrefixBuilt:
+        """Ingest the sessions before the injection point; the packed snapshot and the calls it made."""
         from inmind_exp.protocol import build_prefix
         from inmind_exp.run.progress import PhaseReporter, unit_key
 
@@ -173,6 +181,7 @@ class TaskWorker:
         snap = self.tmp / "prefix-snapshot"
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(snap, ignore_errors=True)
+        before = self.models.meter.snapshot()
         try:
             build_prefix(self._make, trace, session_index, work, snap, phase)
             phase("prefix packing")
@@ -181,7 +190,7 @@ class TaskWorker:
             phase.done()
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(snap, ignore_errors=True)
-        return blob
+        return PrefixBuilt(blob, self.models.meter.diff(self.models.meter.snapshot(), before))
 
     def run_task(self, spec: WorkerSpec, task: Task, trace: Trace, session_index: int, prefix_hash: str,
                  prefix_blob: bytes, attempt: int) -> TaskRecord:
