@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 #: called with each task's final record (success, or error after the last attempt)
 Report = Callable[[TaskRecord], None]
+
+
 class Progress(Protocol):
     """The driver's live display of one plan (``progress.PlanProgress``)."""
 
