@@ -105,7 +105,8 @@ def test_phase_summary_and_spend():
     assert (s.paid_calls, s.cached_calls, s.paid_tokens) == (3, 4, 3300)
     assert abs(s.cost_usd - (3000 * 1.0 + 300 * 2.0) / 1e6) < 1e-12
     # a role whose model has no price: no cost at all rather than a partial one
-    assert Spend.of([{"answerer": paid, "judge": paid}], {"m": (1.0, 2.0)}, {"answerer": "m", "judge": "x"}).cost_usd is None
+    unpriced = Spend.of([{"answerer": paid, "judge": paid}], {"m": (1.0, 2.0)}, {"answerer": "m", "judge": "x"})
+    assert unpriced.cost_usd is None
     assert "$" not in Spend.of([{"answerer": paid}], {}, {"answerer": "m"}).text()
 
 

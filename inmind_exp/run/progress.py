@@ -180,6 +180,12 @@ class PlanProgress:
     def errors(self) -> int:
         return sum(1 for r in list(self.records.values()) if r.error)
 
+    def retried(self) -> str:
+        """``, 2 retried`` when tasks of this run needed more than one attempt (else empty)."""
+        with self._lock:
+            n = sum(1 for r in self.new if r.attempts > 1)
+        return f", {n} retried" if n else ""
+
     def spend(self) -> Spend:
         with self._lock:
             usages = [r.usage for r in self.new] + list(self.prefix_usage)
@@ -199,14 +205,15 @@ class PlanProgress:
         spend."""
         eta = self.eta()
         doing = summarize_phases(running) if running else idle
-        return (f"[progress] {self.plan.name}: {self.done}/{self.total} tasks ({self.errors} errors); running: "
-                f"{doing}; {duration(time.perf_counter() - self.started)} elapsed, "
+        return (f"[progress] {self.plan.name}: {self.done}/{self.total} tasks ({self.errors} errors"
+                f"{self.retried()}); running: {doing}; {duration(time.perf_counter() - self.started)} elapsed, "
                 f"ETA {duration(eta) if eta is not None else '—'}; {self.spend().text()}")
 
     def summary(self) -> str:
         """The closing line of a configuration: totals of this run and the tasks an earlier run had finished."""
         earlier = f", {self.earlier} from an earlier run" if self.earlier else ""
-        return (f"[inmind] {self.plan.name} finished: {self.done}/{self.total} tasks, {self.errors} errors{earlier}; "
+        return (f"[inmind] {self.plan.name} finished: {self.done}/{self.total} tasks, {self.errors} errors"
+                f"{self.retried()}{earlier}; "
                 f"this run: {self.spend().text()}, {duration(time.perf_counter() - self.started)}")
 
 
