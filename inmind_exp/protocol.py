@@ -19,6 +19,12 @@ from inmind_exp.records import (FACT_REPLY_TURN_ID, FACT_TURN_ID, Answer, Fault,
 from inmind_exp.memory import MemorySystem
 
 SystemFactory = Callable[[Path], MemorySystem]
+#: called with the phase a unit enters (``ingesting 3/47``, ``answering naive``, ``judging``): the live display
+Phase = Callable[[str], None]
+
+
+def _no_phase(phase: str) -> None:
+    pass
 
 
 def injection_session_index(trace: Trace, spec: InjectionSpec) -> int:
@@ -54,17 +60,19 @@ def inject(trace: Trace, task: Task, session_index: int) -> tuple[Session, ...]:
     return tuple(sessions)
 
 
-def build_prefix(make_system: SystemFactory, trace: Trace, session_index: int, workdir: Path, snapshot_dir: Path) -> None:
+def build_prefix(make_system: SystemFactory, trace: Trace, session_index: int, workdir: Path, snapshot_dir: Path,
+                 phase: Phase = _no_phase) -> None:
     """Ingest the sessions before the injection point once and snapshot them for every task to restore."""
     system = make_system(workdir)
-    for s in trace.sessions[:session_index]:
+    for i, s in enumerate(trace.sessions[:session_index]):
+        phase(f"prefix ingesting {i + 1}/{len(trace.sessions)}")
         system.ingest_session(s.with_turn_ids())
     system.snapshot(snapshot_dir)
 
 
 def ingest_task(
     make_system: SystemFactory, trace: Trace, task: Task, session_index: int, workdir: Path, prefix_snapshot: Path | None,
-    faults: list[Fault] | None = None,
+    faults: list[Fault] | None = None, phase: Phase = _no_phase,
 ) -> Path:
     """Replay the injected trace into a fresh system (restoring the shared prefix if given) and snapshot the result.
 
@@ -78,7 +86,8 @@ def ingest_task(
     else:
         start = 0
     system.take_faults()  # faults of the shared prefix belong to the prefix, not to this task
-    for s in sessions[start:]:
+    for i, s in enumerate(sessions[start:], start):
+        phase(f"ingesting {i + 1}/{len(sessions)}")
         cut = _cut_replies(system, "memory")
         system.ingest_session(s)
         if (n := _cut_replies(system, "memory") - cut) > 0:
@@ -144,6 +153,7 @@ def run_task(
     prefix_snapshot: Path | None = None,
     judge_attempts: int = 3,
     keep_workdir: bool = False,
+    phase: Phase = _no_phase,
 ) -> TaskRecord:
     """The whole protocol for one task; an LLM failure anywhere becomes the record's ``error``, never a score.
 
@@ -160,11 +170,14 @@ def run_task(
     error = None
     faults: list[Fault] = []
     try:
-        state = ingest_task(make_system, trace, task, session_index, workdir, prefix_snapshot, faults)
+        state = ingest_task(make_system, trace, task, session_index, workdir, prefix_snapshot, faults, phase)
         if evaluates_naive:
+            phase("answering naive")
             naive = ask(make_system, state, task.naive_query, workdir / "naive", faults, "naive")
+        phase("answering indirect")
         indirect = ask(make_system, state, task.query, workdir / "indirect", faults, "indirect")
         exact = exact_target_recall(task, indirect)
+        phase("judging")
         verdicts = judge_task(models.judge, task, naive, indirect, attempts=judge_attempts)
         failed = [f"{k}: {v.error}" for k, v in sorted(verdicts.items()) if v.error]
         if failed:

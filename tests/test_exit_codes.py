@@ -16,6 +16,10 @@ def test_every_judge_reply_unparseable_exits_3_with_a_retry_hint(tmp_path):
     assert p.returncode == 3, p.stdout[-2000:] + p.stderr[-2000:]
     assert "2 of 2 tasks ended in error in 1 configuration(s)" in p.stderr
     assert "Rerun the same command to retry them" in p.stderr
+    # the run's story, summary and retry hint included, is in the job directory's launch.log
+    log = (tmp_path / "run" / "launch.log").read_text()
+    assert "finished: 2/2 tasks, 2 errors; this run: " in log
+    assert "2 of 2 tasks ended in error in 1 configuration(s)" in log and "Rerun the same command" in log
 
 
 def test_a_prefix_failure_ends_its_configuration_and_the_sweep_goes_on(tmp_path):
@@ -34,5 +38,7 @@ def test_a_prefix_failure_ends_its_configuration_and_the_sweep_goes_on(tmp_path)
     assert "HTTP 400" in p.stderr and "Traceback" not in p.stderr
     assert "1 configuration(s) failed: always_in_state/" in p.stderr
     assert "| backbone/bm25/" in p.stdout  # the other configuration ran and reported
+    log = (tmp_path / "sweep" / "launch.log").read_text()
+    assert "[inmind] sweep finished: 2 of 2 configurations" in log and "1 configuration(s) failed: always_in_state/" in log
     children = [r for r in mlflow_runs(tmp_path) if r.data.tags.get("inmind.kind") == "config"]
     assert {r.data.tags["inmind.system"]: r.info.status for r in children}["backbone"] == "FINISHED"

@@ -77,9 +77,10 @@ def test_dead_worker_is_replaced_and_its_task_retried(ray_session, tmp_path):
 
     import tests.test_runner_ray as this_module
     from inmind_exp.run import Ledger, plan_config, run_plan
+    from tests.test_progress import Lines
 
     cloudpickle.register_pickle_by_value(this_module)
-    with FakeOpenAI() as fake:
+    with FakeOpenAI() as fake, Lines() as lines:
         cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25")
         plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
         with RayExecutor(worker_cls=CrashOnce) as ex:
@@ -90,6 +91,7 @@ def test_dead_worker_is_replaced_and_its_task_retried(ray_session, tmp_path):
     assert sorted(by_id) == ["t1", "t2", "t3", "t4"]
     assert all(r.error is None for r in result.records)
     assert by_id["t2"].attempts == 2 and by_id["t1"].attempts == 1
+    assert any(" finished: 4/4 tasks, 0 errors, 1 retried; " in m for m in lines.messages), lines.messages
     ledger = Ledger(result.plan.ledger_path)
     lines = ledger.path.read_text().splitlines()
     assert len(lines) == 4  # one line per task: the crashed attempt wrote nothing

@@ -1,6 +1,7 @@
 """Run one configuration: log the plan, open (or find again) its MLflow run, have the executor run what the ledger
 does not hold yet, append each result to the ledger as it arrives, then write the records, the config and the
-results table to the job directory and MLflow. Interrupted or failed, it still saves and logs what finished."""
+results table to the job directory and MLflow. Interrupted or failed, it still saves and logs what finished. While
+tasks run, the executor calls for the progress line (``progress.PlanProgress``); the run ends with a summary line."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from inmind_exp import config as C
+from inmind_exp.console import retry_summary
 from inmind_exp.metrics import RunMetrics, compute, cost_usd, results_table
 from inmind_exp.records import Task, TaskRecord, write_jsonl
 from inmind_exp.run.ledger import Ledger
 from inmind_exp.run.plan import Plan
+from inmind_exp.run.progress import PlanProgress, SweepProgress
 from inmind_exp.run.resources import Resources
 
 log = logging.getLogger(__name__)
@@ -29,22 +32,11 @@ class RunResult:
     wall_s: float
 
 
-def progress_line(plan: Plan, records: dict[str, TaskRecord], t0: float) -> str:
-    """The live display: tasks done, errors, tokens and calls so far."""
-    recs = list(records.values())
-    errors = sum(1 for r in recs if r.error)
-    m = compute(recs)
-    tok = sum(u.prompt_tokens + u.completion_tokens for u in m.usage.values())
-    cached = sum(u.cached_calls for u in m.usage.values())
-    calls = sum(u.calls for u in m.usage.values())
-    return (f"[{plan.name}] {len(recs)}/{len(plan.tasks)} tasks, {errors} errors, {tok / 1000:.1f}k tokens, "
-            f"{calls} calls ({cached} cached), {time.perf_counter() - t0:.0f}s")
-
-
 def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "sweep", executor: Any = None,
-             resources: Resources | None = None) -> RunResult:
+             resources: Resources | None = None, sweep: SweepProgress | None = None) -> RunResult:
     """(Re)run what is missing of ``plan``, log to MLflow, write artifacts; returns the metrics of this configuration.
-    ``executor`` defaults to the process's Ray executor."""
+    ``executor`` defaults to the process's Ray executor; ``sweep`` is the sweep's progress this configuration is
+    part of (its own summary then leaves the retry hint to the sweep's)."""
     t0 = time.perf_counter()
     res = resources or Resources.get()
     remaining = plan.remaining()
@@ -60,9 +52,12 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
     run_id = tracker.open_config_run(plan, dict(plan.params), run_key, parent_id, _dataset_path(plan))
     status = "FINISHED"
     records: dict[str, TaskRecord] = {t.id: plan.done[t.id] for t in plan.tasks if t.id in plan.done}
+    progress = PlanProgress(plan, records)
+    if sweep is not None:
+        sweep.register(progress)
     try:
         if remaining:
-            _execute(plan, remaining, records, res, executor or res.executor, t0)
+            _execute(plan, remaining, records, progress, executor or res.executor)
     except KeyboardInterrupt:
         status = "KILLED"
         log.info(f"\n[inmind] interrupted: {len(records)} results are in the ledger {plan.ledger_path}; "
@@ -79,7 +74,10 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
         if parent_id:
             tracker.add_to_sweep(parent_id, run_id, shown)
             tracker.finish(parent_id, status)
-    log.info(progress_line(plan, records, t0))
+    log.info(progress.summary())
+    hint = retry_summary([(plan.name, progress.errors, progress.total)], []) if sweep is None else None
+    if hint:
+        log.info(hint)
     return RunResult(plan, ordered, metrics, run_id, time.perf_counter() - t0)
 
 
@@ -93,16 +91,17 @@ def prepare(plan: Plan, res: Resources) -> Plan:
     return plan
 
 
-def _execute(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], res: Resources, executor: Any,
-             t0: float) -> None:
+def _execute(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], progress: PlanProgress,
+             executor: Any) -> None:
     """Run the remaining tasks of a prepared plan on the executor, appending each final record to the ledger."""
     ledger = Ledger(plan.ledger_path)
 
     def report(rec: TaskRecord) -> None:
         ledger.append(rec)
         records[rec.task_id] = rec
+        progress.add(rec)
 
-    executor.run(plan, remaining, report, lambda: log.info(progress_line(plan, records, t0)))
+    executor.run(plan, remaining, report, progress)
 
 
 def _dataset_path(plan: Plan) -> Path:

@@ -6,7 +6,8 @@ retried on another, and the pool is sized by what the cluster has. Nothing waits
 started within ``cluster.start_timeout_s`` is given up, and when no worker is alive or placeable the run ends with a
 ``ClusterError``. One limiter actor on the driver's (head) node enforces endpoint limits cluster-wide; the driver's
 API keys reach the workers as a call argument (``worker.Secrets``), never through the config or a runtime env.
-``InProcessExecutor`` runs the same worker in this process, for tests and debugging.
+``InProcessExecutor`` runs the same worker in this process, for tests and debugging. Both log each plan's progress
+line every ``run.progress_every_s`` while its work runs, with the phases running units report to a ``PhaseBoard``.
 
 The only module importing ray (always inside functions, so the rest of the package imports without it).
 """
@@ -24,9 +25,10 @@ from typing import Any, Callable, Protocol
 
 from inmind_exp import env
 from inmind_exp.errors import InmindError, PlanError
-from inmind_exp.records import Task, TaskRecord
+from inmind_exp.records import Task, TaskRecord, Usage
 from inmind_exp.run import snapshots
 from inmind_exp.run.plan import ClusterSettings, Plan
+from inmind_exp.run.progress import STARTING, PhaseBoard, unit_key
 from inmind_exp.run.worker import Secrets, TaskWorker, collect_secrets, plan_endpoints
 
 log = logging.getLogger(__name__)
@@ -35,12 +37,23 @@ log = logging.getLogger(__name__)
 Report = Callable[[TaskRecord], None]
 
 
+class Progress(Protocol):
+    """The driver's live display of one plan (``progress.PlanProgress``)."""
+
+    def __call__(self, running: list[str], idle: str = "queued") -> None:
+        """Called every ``run.progress_every_s`` while the plan's work runs, with the phases of its running units
+        (``idle`` says why there are none)."""
+
+    def prefix_spent(self, usage: dict[str, Usage]) -> None:
+        """The calls of the plan's prefix build (no task record holds them)."""
+
+
 class ClusterError(InmindError, RuntimeError):
     """The cluster cannot make progress: no worker alive and none could be started in time."""
 
 
 class Executor(Protocol):
-    def run(self, plan: Plan, tasks: list[Task], report: Report, progress: Callable[[], None]) -> None:
+    def run(self, plan: Plan, tasks: list[Task], report: Report, progress: Progress) -> None:
         """Run ``tasks`` of a bound ``plan``; ``progress`` is called whenever the live display is due."""
 
 
@@ -104,18 +117,39 @@ class InProcessExecutor:
     """One ``TaskWorker`` in this process, tasks in order: no Ray, no worker deaths to survive."""
 
     def __init__(self, limiter: Any = None) -> None:
-        self.worker = TaskWorker(limiter)
+        self.board = PhaseBoard()
+        self.worker = TaskWorker(limiter, board=self.board)
 
-    def run(self, plan: Plan, tasks: list[Task], report: Report, progress: Callable[[], None]) -> None:
+    def run(self, plan: Plan, tasks: list[Task], report: Report, progress: Progress) -> None:
         spec = plan.worker_spec()
-        blob = _prefix_blob(plan, lambda: self.worker.build_prefix(spec, plan.trace, plan.session_index))
-        queue = [(t, 1) for t in tasks]
-        while queue:
-            task, attempt = queue.pop(0)
-            rec = self.worker.run_task(spec, task, plan.trace, plan.session_index, plan.prefix_hash, blob, attempt)
-            if _retry_or_report(plan, task, rec, attempt, report):
-                queue.append((task, attempt + 1))
-            progress()
+        stop = threading.Event()
+        ticker = threading.Thread(target=self._tick, args=(plan.run.progress_every_s, progress, stop),
+                                  name="inmind-progress", daemon=True)
+        ticker.start()
+        try:
+            def build() -> bytes:
+                built = self.worker.build_prefix(spec, plan.trace, plan.session_index)
+                progress.prefix_spent(built.usage)
+                return built.blob
+
+            blob = _prefix_blob(plan, build)
+            queue = [(t, 1) for t in tasks]
+            while queue:
+                task, attempt = queue.pop(0)
+                rec = self.worker.run_task(spec, task, plan.trace, plan.session_index, plan.prefix_hash, blob, attempt)
+                if _retry_or_report(plan, task, rec, attempt, report):
+                    queue.append((task, attempt + 1))
+        finally:
+            stop.set()
+            ticker.join()
+
+    def _tick(self, every_s: float, progress: Progress, stop: threading.Event) -> None:
+        """Every ``every_s`` (0: never) until ``stop``: the progress line, with the one running unit's phase."""
+        while every_s > 0 and not stop.wait(every_s):
+            try:
+                progress(list(self.board.snapshot().values()) or [STARTING])
+            except Exception as e:  # noqa: BLE001 - the display never ends a run
+                log.debug(f"progress display: {type(e).__name__}: {e}")
 
 
 class LimiterActor:
@@ -261,7 +295,7 @@ class Job:
     plan: Plan
     tasks: list[Task]
     report: Report
-    progress: Callable[[], None]
+    progress: Progress
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
     outstanding: int = 0
@@ -295,6 +329,7 @@ class RayExecutor:
         self.workers: list[_Worker] = []
         self.limiter: Any = None
         self.cache_actor: Any = None
+        self.board: Any = None
         self.ray: Any = None
         self.cluster: ClusterSettings | None = None
         self.secrets: Secrets = Secrets({})
@@ -340,6 +375,8 @@ class RayExecutor:
                 node_id=ray.get_runtime_context().get_node_id(), soft=True)}
         self.limiter = ray.remote(LimiterActor).options(max_concurrency=1000, num_cpus=0, **head).remote()
         self.cache_actor = ray.remote(CacheActor).options(max_concurrency=32, num_cpus=0, **head).remote()
+        # one caller's reports are applied in the order sent only by an actor that runs one call at a time
+        self.board = ray.remote(PhaseBoard).options(max_concurrency=1, num_cpus=0, **head).remote()
         self._actor_cls = ray.remote(num_cpus=1)(self.worker_cls)
         self.cluster = cluster
         self.ray = ray
@@ -367,13 +404,13 @@ class RayExecutor:
         self.close()
         for w in list(self.workers):
             self._drop(w)
-        for actor in (self.limiter, self.cache_actor):
+        for actor in (self.limiter, self.cache_actor, self.board):
             if actor is not None:
                 try:
                     self.ray.kill(actor, no_restart=True)
                 except Exception:  # noqa: BLE001 - already gone
                     pass
-        self.limiter = self.cache_actor = None
+        self.limiter = self.cache_actor = self.board = None
         self.ray = None
 
     def __enter__(self) -> "RayExecutor":
@@ -389,7 +426,7 @@ class RayExecutor:
         return max(0, min(self.cluster.workers, cpus))
 
     def _spawn(self) -> _Worker:
-        actor = self._actor_cls.remote(RayLimiterClient(self.limiter), self.cache_actor)
+        actor = self._actor_cls.remote(RayLimiterClient(self.limiter), self.cache_actor, self.board)
         w = _Worker(actor, time.monotonic())
         w.ready_ref = actor.configure.remote(self.secrets)
         self.workers.append(w)
@@ -427,7 +464,7 @@ class RayExecutor:
 
     # -- entry points -----------------------------------------------------------------------------------------
 
-    def run(self, plan: Plan, tasks: list[Task], report: Report, progress: Callable[[], None]) -> None:
+    def run(self, plan: Plan, tasks: list[Task], report: Report, progress: Progress) -> None:
         """Run one plan's tasks (the pool is shared with any plan run before or at the same time)."""
         job = Job(plan, list(tasks), report, progress)
         self.run_jobs([job])
@@ -442,21 +479,24 @@ class RayExecutor:
                 return
             self._inbox.append(job)
 
-    def run_jobs(self, jobs: list[Job], more: Callable[[], bool] = lambda: False) -> None:
+    def run_jobs(self, jobs: list[Job], more: Callable[[], bool] = lambda: False,
+                 tick: Callable[[], None] = lambda: None) -> None:
         """Schedule ``jobs`` (and those ``submit``ted while ``more()`` is true) over one pool until all are done.
-        A job that cannot finish (its prefix failed) ends with ``job.error``; a stuck cluster raises ``ClusterError``."""
+        A job that cannot finish (its prefix failed) ends with ``job.error``; a stuck cluster raises ``ClusterError``.
+        ``tick`` is called on every turn of the loop, after the jobs' progress lines (the sweep's line)."""
         self._failed = None
         for j in jobs:
             self.submit(j)
-        _Schedule(self, more).loop()
+        _Schedule(self, more, tick).loop()
 
 
 class _Schedule:
     """One pass of the scheduler over the executor's inbox: prefix builds first, then tasks, on every free worker."""
 
-    def __init__(self, ex: RayExecutor, more: Callable[[], bool]):
+    def __init__(self, ex: RayExecutor, more: Callable[[], bool], tick: Callable[[], None] = lambda: None):
         self.ex = ex
         self.more = more
+        self.tick = tick
         self.jobs: list[Job] = []
         self.ready_tasks: deque[tuple[Job, Task, int]] = deque()
         self.waiting: dict[str, list[tuple[Job, Task, int]]] = {}  # prefix hash -> tasks waiting for it
@@ -475,6 +515,7 @@ class _Schedule:
         job.spec_ref = ray.put(spec)
         job.trace_ref = ray.put(job.plan.trace)
         job.outstanding = len(job.tasks)
+        job.last_progress = time.perf_counter()
         self.jobs.append(job)
         if not job.tasks:
             job.finish()
@@ -584,8 +625,12 @@ class _Schedule:
                 return
             value = plan.error_record(task, f"{type(e.cause).__name__}: {e.cause}", attempt)
         if kind == "prefix":
-            _save_prefix(plan, value, time.perf_counter() - t0)
-            blob_ref = self.ex.ray.put(value)
+            _save_prefix(plan, value.blob, time.perf_counter() - t0)
+            try:
+                job.progress.prefix_spent(value.usage)
+            except Exception as e:  # noqa: BLE001 - the display never ends a run
+                log.debug(f"prefix spend: {type(e).__name__}: {e}")
+            blob_ref = self.ex.ray.put(value.blob)
             self.building.discard(plan.prefix_hash)
             for j, t, a in self.waiting.pop(plan.prefix_hash, []):
                 j.prefix_ref = blob_ref
@@ -604,12 +649,45 @@ class _Schedule:
 
     def _count_done(self, job: Job) -> None:
         job.outstanding -= 1
-        now = time.perf_counter()
-        if now - job.last_progress >= job.plan.run.progress_every_s or job.outstanding == 0:
-            job.progress()
-            job.last_progress = now
         if job.outstanding == 0:
             job.finish()
+
+    def _display(self) -> None:
+        """Each running job whose ``run.progress_every_s`` has passed (0: never) gets its progress line, with the
+        phases its running units last reported to the board; then the sweep's ``tick``."""
+        now = time.perf_counter()
+        due = [j for j in self.jobs if not j.done.is_set() and j.plan.run.progress_every_s > 0
+               and now - j.last_progress >= j.plan.run.progress_every_s]
+        if due:
+            phases = self._phases()
+            running: dict[int, list[str]] = {id(j): [] for j in due}
+            for kind, job, task, attempt, _, _ in self.inflight.values():
+                if id(job) in running:
+                    key = unit_key(job.plan.config_hash, task.id if task is not None else None, attempt)
+                    running[id(job)].append(phases.get(key, STARTING))
+            starting = sum(1 for w in self.ex.workers if w.ready_ref is not None)
+            idle = f"queued, {starting} worker(s) starting" if starting else "queued"
+            for j in due:
+                j.last_progress = now
+                try:
+                    j.progress(running[id(j)], idle)
+                except Exception as e:  # noqa: BLE001 - the display never ends a run
+                    log.debug(f"progress display: {type(e).__name__}: {e}")
+        try:
+            self.tick()
+        except Exception as e:  # noqa: BLE001
+            log.debug(f"sweep progress: {type(e).__name__}: {e}")
+
+    def _phases(self) -> dict[str, str]:
+        """The board's phases by unit; empty if it does not answer in time (the lines then say ``starting``)."""
+        board = self.ex.board
+        if board is None:
+            return {}
+        try:
+            return self.ex.ray.get(board.snapshot.remote(), timeout=5)
+        except Exception as e:  # noqa: BLE001 - the display is best effort
+            log.debug(f"phase board: {type(e).__name__}: {e}")
+            return {}
 
     def _prefix_failed(self, prefix_hash: str, error: BaseException) -> None:
         """A prefix that cannot be built ends every job waiting for it, with the builder's error."""
@@ -658,6 +736,7 @@ class _Schedule:
                 self._grow()
                 self._assign()
                 self._check_progress()
+                self._display()
                 waits = list(self.inflight) + [w.ready_ref for w in self.ex.workers if w.ready_ref is not None]
                 if not waits:
                     time.sleep(0.05)

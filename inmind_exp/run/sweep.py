@@ -8,14 +8,17 @@ schedule, so prefixes are built as soon as a worker is free and no worker idles 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from inmind_exp.console import retry_summary
 from inmind_exp.records import Task
 from inmind_exp.run.driver import RunResult, run_plan
 from inmind_exp.run.plan import Plan
+from inmind_exp.run.progress import SweepProgress
 from inmind_exp.run.resources import Resources
 
 log = logging.getLogger(__name__)
@@ -63,7 +66,7 @@ class SharedExecutor:
     def __init__(self, ray_executor: Any):
         self.ray_executor = ray_executor
 
-    def run(self, plan: Plan, tasks: list[Task], report: Callable, progress: Callable[[], None]) -> None:
+    def run(self, plan: Plan, tasks: list[Task], report: Callable, progress: Any) -> None:
         from inmind_exp.run.executor import Job
 
         job = Job(plan, list(tasks), report, progress)
@@ -104,30 +107,81 @@ def start_cluster(cfg: Any) -> BaseException | None:
     return None
 
 
+class _ConfigurationFilter(logging.Filter):
+    """Passes the messages about one configuration: those naming it (``[inmind] <name>: ...``, ``[progress] <name>:
+    ...``, ``[inmind] <name> finished ...``)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.pattern = re.compile(rf"^\[\w+\] {re.escape(name)}[: ]")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return bool(self.pattern.match(record.getMessage()))
+
+
+@contextmanager
+def job_logs(plans: list[Plan]) -> Iterator[None]:
+    """While a sweep runs, each configuration's messages also go to its job directory's ``launch.log`` (the sweep's
+    ``launch.log`` holds them all), so every job directory tells its own run's story."""
+    ours = logging.getLogger("inmind_exp")
+    template = next((h.formatter for h in ours.handlers if isinstance(h, logging.FileHandler)), None)
+    handlers = []
+    for p in plans:
+        p.job_dir.mkdir(parents=True, exist_ok=True)
+        h = logging.FileHandler(p.job_dir / "launch.log")
+        h.setFormatter(template or logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+        h.addFilter(_ConfigurationFilter(p.name))
+        ours.addHandler(h)
+        handlers.append(h)
+    try:
+        yield
+    finally:
+        for h in handlers:
+            ours.removeHandler(h)
+            h.close()
+
+
 def run_plans(plans: list[Plan], parent_key: str | None, parent_name: str,
               executor: Any = None) -> list[RunResult | BaseException]:
     """Run every plan over one pool; each plan's result, or the exception that ended it, in the given order.
-    An interrupt or a stuck cluster (raised by the schedule) is re-raised after every driver has saved its work."""
+    An interrupt or a stuck cluster (raised by the schedule) is re-raised after every driver has saved its work.
+    Every ``run.progress_every_s`` (the first plan's) the sweep logs ``configuration k of N done``, and at the end
+    its totals and, when a task errored, the retry hint."""
     res = Resources.get()
     ray_executor = executor or res.executor
     shared = SharedExecutor(ray_executor)
     results: list[RunResult | BaseException | None] = [None] * len(plans)
+    progress = SweepProgress(len(plans), plans[0].run.progress_every_s if plans else 0)
 
     def drive(i: int, plan: Plan) -> None:
         try:
-            results[i] = run_plan(plan, parent_key=parent_key, parent_name=parent_name, executor=shared, resources=res)
+            results[i] = run_plan(plan, parent_key=parent_key, parent_name=parent_name, executor=shared, resources=res,
+                                  sweep=progress)
         except BaseException as e:  # noqa: BLE001 - reported by the caller
             results[i] = e
+        finally:
+            progress.configuration_done()
 
     threads = [threading.Thread(target=drive, args=(i, p), name=f"inmind-plan-{i}", daemon=True)
                for i, p in enumerate(plans)]
+    with job_logs(plans):
+        _drive_all(plans, threads, ray_executor, progress)
+    failed = [p.name for p, r in zip(plans, results) if isinstance(r, BaseException)]
+    hint = retry_summary([(p.plan.name, p.errors, p.total) for p in progress.plans], failed)
+    if hint:
+        log.info(hint)
+    return [r if r is not None else RuntimeError("plan did not run") for r in results]
+
+
+def _drive_all(plans: list[Plan], threads: list[threading.Thread], ray_executor: Any, progress: SweepProgress) -> None:
+    """Start every plan's driver thread and serve their jobs over one pool until all have ended."""
     for t in threads:
         t.start()
     try:
         if hasattr(ray_executor, "prewarm") and any(p.remaining() for p in plans) and not any(p.local for p in plans):
             ray_executor.prewarm(plans)
-        ray_executor.run_jobs([], more=lambda: any(t.is_alive() for t in threads))
+        ray_executor.run_jobs([], more=lambda: any(t.is_alive() for t in threads), tick=progress.tick)
     finally:
         for t in threads:
             t.join()
-    return [r if r is not None else RuntimeError("plan did not run") for r in results]
+    log.info(progress.summary())

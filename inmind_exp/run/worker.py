@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from inmind_exp import env
 from inmind_exp.memory import SYSTEMS, MemorySystem
 from inmind_exp.paths import child_dir
-from inmind_exp.records import Task, TaskRecord, Trace
+from inmind_exp.records import Task, TaskRecord, Trace, Usage
 from inmind_exp.run import snapshots
 from inmind_exp.run.plan import WorkerSpec
 
@@ -67,6 +67,14 @@ def plan_endpoints(plan: Any) -> list[Any]:
     return list(plan.endpoints.values()) + ([plan.embedding.endpoint] if plan.embedding.endpoint else [])
 
 
+@dataclasses.dataclass(frozen=True)
+class PrefixBuilt:
+    """A built prefix: the packed snapshot and the calls its ingestion made (for the run's spend)."""
+
+    blob: bytes
+    usage: dict[str, Usage]
+
+
 @dataclasses.dataclass
 class _Configured:
     """One spec's clients and system class, kept while the worker lives."""
@@ -80,12 +88,14 @@ class TaskWorker:
     """Holds one process's clients and encoders; each call names its ``WorkerSpec``, and the same workers (and
     their loaded models) serve every configuration of a sweep. ``limiter`` is any ``llm.limits.Limiter``;
     ``cache`` is the cluster's ``CacheActor``, used by specs with ``cache == "cluster"`` instead of a local
-    ``CallCache`` of ``spec.cache_dir``."""
+    ``CallCache`` of ``spec.cache_dir``. ``board`` is the ``progress.PhaseBoard`` (or its actor) each running unit
+    reports its phase to; None reports nothing."""
 
-    def __init__(self, limiter: Any = None, cache: Any = None) -> None:
+    def __init__(self, limiter: Any = None, cache: Any = None, board: Any = None) -> None:
         env.apply(env.WORKER)
         self.limiter = limiter
         self.shared_cache = cache
+        self.board = board
         self.spec: WorkerSpec | None = None
         from inmind_exp.workdirs import open_worker_dir
 
@@ -159,34 +169,49 @@ class TaskWorker:
         assert spec is not None
         return self.system_cls(self.models, self.encoder, workdir, answer_mode=spec.answer_mode, **spec.params)
 
-    def build_prefix(self, spec: WorkerSpec, trace: Trace, session_index: int) -> bytes:
-        """Ingest the sessions before the injection point and return the packed snapshot."""
+    def build_prefix(self, spec: WorkerSpec, trace: Trace, session_index: int) -> PrefixBuilt:
+        """Ingest the sessions before the injection point; the packed snapshot and the calls it made."""
         from inmind_exp.protocol import build_prefix
+        from inmind_exp.run.progress import PhaseReporter, unit_key
 
+        phase = PhaseReporter(self.board, unit_key(spec.config_hash))
+        phase("prefix starting")
         self._use(spec)
         work = self.tmp / "prefix-build"
         snap = self.tmp / "prefix-snapshot"
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(snap, ignore_errors=True)
-        build_prefix(self._make, trace, session_index, work, snap)
-        blob = snapshots.pack(snap)
+        before = self.models.meter.snapshot()
+        try:
+            build_prefix(self._make, trace, session_index, work, snap, phase)
+            phase("prefix packing")
+            blob = snapshots.pack(snap)
+        finally:
+            phase.done()
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(snap, ignore_errors=True)
-        return blob
+        return PrefixBuilt(blob, self.models.meter.diff(self.models.meter.snapshot(), before))
 
     def run_task(self, spec: WorkerSpec, task: Task, trace: Trace, session_index: int, prefix_hash: str,
                  prefix_blob: bytes, attempt: int) -> TaskRecord:
         from inmind_exp.protocol import run_task
+        from inmind_exp.run.progress import PhaseReporter, unit_key
 
+        phase = PhaseReporter(self.board, unit_key(spec.config_hash, task.id, attempt))
+        phase("starting")
         self._use(spec)
         prefix_dir = self._prefixes.get(prefix_hash)
         if prefix_dir is None:
             prefix_dir = self.tmp / f"prefix-{prefix_hash}"
             snapshots.unpack(prefix_blob, prefix_dir)
             self._prefixes[prefix_hash] = prefix_dir
-        rec = run_task(
-            task, trace, session_index, self._make, self.models, child_dir(self.tmp, "task", task.id),
-            config_hash=spec.config_hash, system_name=spec.system, evaluates_naive=self.system_cls.evaluates_naive,
-            prefix_snapshot=prefix_dir, judge_attempts=spec.judge_attempts, keep_workdir=spec.keep_workdirs,
-        )
+        try:
+            rec = run_task(
+                task, trace, session_index, self._make, self.models, child_dir(self.tmp, "task", task.id),
+                config_hash=spec.config_hash, system_name=spec.system, evaluates_naive=self.system_cls.evaluates_naive,
+                prefix_snapshot=prefix_dir, judge_attempts=spec.judge_attempts, keep_workdir=spec.keep_workdirs,
+                phase=phase,
+            )
+        finally:
+            phase.done()
         return dataclasses.replace(rec, attempts=attempt)

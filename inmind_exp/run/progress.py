@@ -1,0 +1,272 @@
+"""Live progress. Each running unit (a task, or a configuration's prefix build) reports its phase to a ``PhaseBoard``
+(a plain object in process, a ``num_cpus=0`` Ray actor on the head node in a cluster), fire-and-forget; the schedule
+asks the board every ``run.progress_every_s`` seconds and logs one line per configuration (``PlanProgress.line``)
+and, in a sweep, one for the sweep (``SweepProgress``), whether or not any task has finished. Paid and cached calls
+are counted apart, and the cost is shown only when every paid model has a price in the llm config's ``prices``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from inmind_exp.records import TaskRecord, Usage
+
+log = logging.getLogger(__name__)
+
+#: the phase of a unit that is assigned but has not reported yet
+STARTING = "starting"
+
+
+def unit_key(config_hash: str, task_id: str | None = None, attempt: int = 1) -> str:
+    """The board key of one running unit: a task attempt, or (``task_id`` None) the configuration's prefix build."""
+    return f"{config_hash}/prefix" if task_id is None else f"{config_hash}/{task_id}/{attempt}"
+
+
+class PhaseBoard:
+    """The latest phase of every running unit, by ``unit_key``. Run as a Ray actor with ``max_concurrency=1`` so a
+    worker's reports are applied in the order it sent them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._phases: dict[str, str] = {}
+
+    def set(self, key: str, phase: str) -> None:
+        with self._lock:
+            self._phases[key] = phase
+
+    def clear(self, key: str) -> None:
+        with self._lock:
+            self._phases.pop(key, None)
+
+    def snapshot(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._phases)
+
+
+class PhaseReporter:
+    """What a running unit calls with its phase. Fire-and-forget to a board actor (or a direct call to a plain
+    board); with no board, or once the board is lost, it does nothing: progress never fails or slows a task."""
+
+    def __init__(self, board: Any, key: str) -> None:
+        self.board = board
+        self.key = key
+
+    def _send(self, method: str, *args: Any) -> None:
+        if self.board is None:
+            return
+        try:
+            fn = getattr(self.board, method)
+            remote = getattr(fn, "remote", None)
+            (remote or fn)(self.key, *args)
+        except Exception:  # noqa: BLE001 - the display is best effort
+            self.board = None
+
+    def __call__(self, phase: str) -> None:
+        self._send("set", phase)
+
+    def done(self) -> None:
+        self._send("clear")
+
+
+_POSITION = re.compile(r"^(.*?)\s*(\d+/\d+)$")
+
+
+def summarize_phases(phases: Iterable[str]) -> str:
+    """``['ingesting 31/47', 'ingesting 12/47', 'judging']`` -> ``'2 ingesting 12/47 31/47, 1 judging'``."""
+    counts: dict[str, int] = {}
+    positions: dict[str, list[str]] = {}
+    for p in phases:
+        m = _POSITION.match(p)
+        kind = m.group(1) if m else p
+        counts[kind] = counts.get(kind, 0) + 1
+        if m:
+            positions.setdefault(kind, []).append(m.group(2))
+    parts = []
+    for kind, n in counts.items():
+        shown = " ".join(sorted(positions.get(kind, []), key=lambda s: int(s.split("/")[0])))
+        parts.append(f"{n} {kind}" + (f" {shown}" if shown else ""))
+    return ", ".join(parts)
+
+
+def duration(seconds: float) -> str:
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What a set of records called: paid calls and tokens (cache hits excluded), cached calls, and the cost of the
+    paid tokens, or None when some paid model has no price (no cost rather than a wrong one)."""
+
+    paid_calls: int
+    cached_calls: int
+    paid_tokens: int
+    cost_usd: float | None
+
+    @classmethod
+    def of(cls, usages: Iterable[dict[str, Usage]], prices: Any, models: dict[str, str]) -> "Spend":
+        """The spend of usage dicts by role (a record's ``usage``, a prefix build's)."""
+        usage: dict[str, Usage] = {}
+        for by_role in usages:
+            for role, u in by_role.items():
+                usage[role] = usage.get(role, Usage()) + u
+        roles = set(usage) or set(models)  # no call yet: priced when every model the plan calls is
+        cost: float | None = None
+        if prices and all(models.get(role) in prices for role in roles):
+            cost = sum(u.paid_prompt_tokens * prices[models[role]][0] / 1e6
+                       + u.paid_completion_tokens * prices[models[role]][1] / 1e6 for role, u in usage.items())
+        return cls(paid_calls=sum(u.calls - u.cached_calls for u in usage.values()),
+                   cached_calls=sum(u.cached_calls for u in usage.values()),
+                   paid_tokens=sum(u.paid_prompt_tokens + u.paid_completion_tokens for u in usage.values()),
+                   cost_usd=cost)
+
+    def __add__(self, other: "Spend") -> "Spend":
+        cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
+        return Spend(self.paid_calls + other.paid_calls, self.cached_calls + other.cached_calls,
+                     self.paid_tokens + other.paid_tokens, cost)
+
+    def text(self) -> str:
+        cost = f", ${self.cost_usd:.4f}" if self.cost_usd is not None else ""
+        return (f"{self.paid_calls} paid calls, {self.cached_calls} cached, {self.paid_tokens / 1000:.1f}k tokens "
+                f"paid{cost}")
+
+
+class PlanProgress:
+    """One configuration's progress as its driver sees it: the records (shared with the driver, including those an
+    earlier run left in the ledger) and the ones finished in this run, which alone count for rate and spend."""
+
+    def __init__(self, plan: Any, records: dict[str, TaskRecord]) -> None:
+        self.plan = plan
+        self.records = records
+        self.earlier = len(records)
+        self.new: list[TaskRecord] = []
+        self.prefix_usage: list[dict[str, Usage]] = []
+        self.started = time.perf_counter()
+        self.models = {role: e.model for role, e in plan.endpoints.items()}
+        if getattr(plan.embedding, "endpoint", None) is not None:  # an embeddings API meters as role "embedding"
+            self.models["embedding"] = plan.embedding.endpoint.model
+        self._lock = threading.Lock()
+
+    def add(self, rec: TaskRecord) -> None:
+        with self._lock:
+            self.new.append(rec)
+
+    def prefix_spent(self, usage: dict[str, Usage]) -> None:
+        with self._lock:
+            self.prefix_usage.append(usage)
+
+    def __call__(self, running: list[str], idle: str = "queued") -> None:
+        """The executor's periodic call: log the line."""
+        log.info(self.line(running, idle))
+
+    @property
+    def total(self) -> int:
+        return len(self.plan.tasks)
+
+    @property
+    def done(self) -> int:
+        return len(self.records)
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for r in list(self.records.values()) if r.error)
+
+    def retried(self) -> str:
+        """``, 2 retried`` when tasks of this run needed more than one attempt (else empty)."""
+        with self._lock:
+            n = sum(1 for r in self.new if r.attempts > 1)
+        return f", {n} retried" if n else ""
+
+    def spend(self) -> Spend:
+        with self._lock:
+            usages = [r.usage for r in self.new] + list(self.prefix_usage)
+        return Spend.of(usages, dict(self.plan.prices), self.models)
+
+    def eta(self, now: float | None = None) -> float | None:
+        """Seconds left at this run's completion rate; None before a task of this run has finished."""
+        with self._lock:
+            finished = len(self.new)
+        if not finished:
+            return None
+        elapsed = (now or time.perf_counter()) - self.started
+        return elapsed / finished * max(0, self.total - self.done)
+
+    def line(self, running: Sequence[str], idle: str = "queued") -> str:
+        """The periodic line: tasks, errors, what the running units are doing (``idle`` when none), elapsed, ETA,
+        spend."""
+        eta = self.eta()
+        doing = summarize_phases(running) if running else idle
+        return (f"[progress] {self.plan.name}: {self.done}/{self.total} tasks ({self.errors} errors"
+                f"{self.retried()}); running: {doing}; {duration(time.perf_counter() - self.started)} elapsed, "
+                f"ETA {duration(eta) if eta is not None else '—'}; {self.spend().text()}")
+
+    def summary(self) -> str:
+        """The closing line of a configuration: totals of this run and the tasks an earlier run had finished."""
+        earlier = f", {self.earlier} from an earlier run" if self.earlier else ""
+        return (f"[inmind] {self.plan.name} finished: {self.done}/{self.total} tasks, {self.errors} errors"
+                f"{self.retried()}{earlier}; "
+                f"this run: {self.spend().text()}, {duration(time.perf_counter() - self.started)}")
+
+
+class SweepProgress:
+    """A sweep's configurations: the periodic ``configuration k of N done`` line and the closing totals."""
+
+    def __init__(self, n_configs: int, every_s: float) -> None:
+        self.n = n_configs
+        self.every_s = every_s
+        self.plans: list[PlanProgress] = []
+        self.finished = 0
+        self.started = time.perf_counter()
+        self.last = self.started
+        self._lock = threading.Lock()
+
+    def register(self, p: PlanProgress) -> None:
+        with self._lock:
+            self.plans.append(p)
+
+    def configuration_done(self) -> None:
+        with self._lock:
+            self.finished += 1
+
+    def tick(self) -> None:
+        """Called by the schedule loop; logs the sweep line when ``every_s`` has passed (0 = never)."""
+        now = time.perf_counter()
+        if self.every_s <= 0 or now - self.last < self.every_s:
+            return
+        self.last = now
+        log.info(self.line())
+
+    def _tasks(self) -> tuple[int, int, int, int]:
+        with self._lock:
+            plans = list(self.plans)
+        return (sum(p.done for p in plans), sum(p.total for p in plans), sum(len(p.new) for p in plans),
+                sum(p.errors for p in plans))
+
+    def line(self) -> str:
+        done, total, new, errors = self._tasks()
+        elapsed = time.perf_counter() - self.started
+        eta = f"ETA {duration(elapsed / new * (total - done))}" if new else "ETA —"
+        return (f"[progress] sweep: configuration {self.finished} of {self.n} done, {done}/{total} tasks "
+                f"({errors} errors); {duration(elapsed)} elapsed, {eta}; {self.spend().text()}")
+
+    def spend(self) -> Spend:
+        with self._lock:
+            plans = list(self.plans)
+        out: Spend | None = None
+        for p in plans:
+            out = p.spend() if out is None else out + p.spend()
+        return out or Spend(0, 0, 0, None)
+
+    def summary(self) -> str:
+        done, total, _, errors = self._tasks()
+        return (f"[inmind] sweep finished: {self.finished} of {self.n} configurations, {done}/{total} tasks, "
+                f"{errors} errors; this run: {self.spend().text()}, {duration(time.perf_counter() - self.started)}")
