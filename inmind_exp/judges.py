@@ -34,6 +34,7 @@ class Judge:
     short: str
     order: int
     prompt_tokens: int = 1200
+    completion_tokens: int = 80  # a JSON verdict with a one-sentence reason
 
     def fields(self, task: Task, answer: Answer) -> dict[str, str]:
         """The template's fields for ``answer`` (templates use the ones they need)."""

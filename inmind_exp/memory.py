@@ -47,6 +47,8 @@ class CallProfile:
     answer_calls_per_query: float = 1.0
     prompt_tokens_per_memory_call: int = 1500
     prompt_tokens_per_answer_call: int = 1500
+    completion_tokens_per_memory_call: int = 300
+    completion_tokens_per_answer_call: int = 400
 
 
 class MemorySystem(abc.ABC):

@@ -68,4 +68,9 @@ class ReportAtEnd(Callback):
     """Hydra callback: ``report_at_end`` when a ``-m`` sweep ends."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if OmegaConf.select(config, "dry_run"):  # the basic launcher's dry run: the sweep's total estimate
+            from inmind_exp.run.estimate import print_sweep_total
+
+            print_sweep_total()
+            return
         report_at_end(config)

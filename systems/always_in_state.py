@@ -96,7 +96,8 @@ class AlwaysInState(MemorySystem):
     retrieval = False  # no query-time retrieval: a control, not a retrieval configuration
     embeddings = ("minilm", "emb3", "bm25", "none")
     uses_embedding = False  # no retriever: the encoder is never called
-    cost = CallProfile(memory_calls_per_session=1.0, prompt_tokens_per_memory_call=4000, prompt_tokens_per_answer_call=3000)
+    cost = CallProfile(memory_calls_per_session=1.0, prompt_tokens_per_memory_call=4000, prompt_tokens_per_answer_call=3000,
+                       completion_tokens_per_memory_call=2000)  # the whole file, rewritten
 
     def __init__(self, llm, encoder, workdir: Path, max_lines: int = 200, max_bytes: int = 25_000,
                  updater_max_tokens: int | None = None, **params) -> None:

@@ -112,7 +112,10 @@ class InmindLauncher(Launcher):
             print(f"error: {len(collector.errors)} of {len(job_overrides)} configuration(s) cannot run; nothing was "
                   f"run", file=sys.stderr, flush=True)
             sys.exit(2)
-        if not collector.plans:  # a dry run: the estimates are printed
+        if not collector.plans:  # a dry run: the estimates are printed, then their total
+            from inmind_exp.run.estimate import print_sweep_total
+
+            print_sweep_total()
             return runs
 
         if cluster_error is not None:

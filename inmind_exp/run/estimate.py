@@ -1,5 +1,6 @@
-"""The dry run: an upper bound on the calls and prompt tokens a plan still needs (cache hits not subtracted), from
-the system's ``CallProfile``, the trace's shape and the registered judges that apply (``judges.applicable``)."""
+"""The dry run: an upper bound on the calls and tokens a plan still needs (cache hits not subtracted), per role, from
+the system's ``CallProfile``, the trace's shape and the registered judges that apply (``judges.applicable``), priced
+per role at its own model's prices; a sweep's dry run ends with the total over its configurations."""
 
 from __future__ import annotations
 
@@ -15,8 +16,12 @@ def _user_turns(sessions: Sequence[Session]) -> int:
     return sum(1 for s in sessions for t in s.turns if t.role == "user")
 
 
+ROLES = ("memory", "answerer", "judge")
+
+
 def estimate(plan: Plan, retry_errors: bool | None = None) -> dict[str, float]:
-    """Upper-bound calls and prompt tokens of what remains to run (cache hits not subtracted)."""
+    """Upper-bound calls, prompt and completion tokens of what remains to run (cache hits not subtracted), in total
+    and per role (``memory_prompt_tokens``, ``judge_completion_tokens``, ...)."""
     cost = plan.system_cls.cost
     remaining = plan.remaining(retry_errors)
     sessions = plan.trace.sessions
@@ -28,28 +33,94 @@ def estimate(plan: Plan, retry_errors: bool | None = None) -> dict[str, float]:
     per_task_memory = suffix_calls + cost.memory_calls_per_query * queries
     per_task_answer = cost.answer_calls_per_query * queries
     judges = applicable(plan.system_cls.evaluates_naive)
-    per_task_judge = len(judges)
     n = len(remaining)
     prefix_needed = n > 0 and not plan.prefix_path.is_file()
     memory_calls = n * per_task_memory + (prefix_calls if prefix_needed else 0)
-    return {
+    answer_calls = n * per_task_answer
+    est = {
         "tasks_total": len(plan.tasks),
         "tasks_to_run": n,
         "memory_calls": memory_calls,
-        "answer_calls": n * per_task_answer,
-        "judge_calls": n * per_task_judge,
-        "prompt_tokens": memory_calls * cost.prompt_tokens_per_memory_call
-        + n * per_task_answer * cost.prompt_tokens_per_answer_call + n * sum(j.prompt_tokens for j in judges),
+        "answer_calls": answer_calls,
+        "judge_calls": n * len(judges),
+        "memory_prompt_tokens": memory_calls * cost.prompt_tokens_per_memory_call,
+        "memory_completion_tokens": memory_calls * cost.completion_tokens_per_memory_call,
+        "answerer_prompt_tokens": answer_calls * cost.prompt_tokens_per_answer_call,
+        "answerer_completion_tokens": answer_calls * cost.completion_tokens_per_answer_call,
+        "judge_prompt_tokens": n * sum(jd.prompt_tokens for jd in judges),
+        "judge_completion_tokens": n * sum(jd.completion_tokens for jd in judges),
     }
+    est["prompt_tokens"] = sum(est[f"{r}_prompt_tokens"] for r in ROLES)
+    est["completion_tokens"] = sum(est[f"{r}_completion_tokens"] for r in ROLES)
+    return est
+
+
+def price(plan: Plan, est: dict[str, float]) -> tuple[float | None, list[str]]:
+    """The estimate's cost in dollars, each role's tokens at its own model's prices (prompt and completion), and
+    the models without a price (then the cost is None: a partial sum would read as the whole)."""
+    total, unpriced = 0.0, []
+    for role in ROLES:
+        if not est[f"{role}_prompt_tokens"] and not est[f"{role}_completion_tokens"]:
+            continue
+        model = plan.endpoints[role].model
+        p = plan.prices.get(model)
+        if p is None:
+            unpriced.append(model)
+            continue
+        total += est[f"{role}_prompt_tokens"] * p[0] / 1e6 + est[f"{role}_completion_tokens"] * p[1] / 1e6
+    return (None if unpriced else total), sorted(set(unpriced))
+
+
+class SweepTotal:
+    """The dry run's running total over the configurations of a sweep (printed when the sweep's planning ends)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.configs = 0
+        self.est: dict[str, float] = {}
+        self.cost: float | None = 0.0
+        self.unpriced: set[str] = set()
+
+    def add(self, est: dict[str, float], cost: float | None, unpriced: list[str]) -> None:
+        self.configs += 1
+        for k, v in est.items():
+            self.est[k] = self.est.get(k, 0) + v
+        self.cost = None if cost is None or self.cost is None else self.cost + cost
+        self.unpriced.update(unpriced)
+
+    def line(self) -> str:
+        e = self.est
+        money = (f", ~${self.cost:,.2f}" if self.cost is not None
+                 else f", no price for {', '.join(sorted(self.unpriced))}" if self.unpriced else "")
+        return (f"[dry run total] {self.configs} configuration(s): {e.get('tasks_to_run', 0):.0f} tasks to run; "
+                f"~{e.get('memory_calls', 0):.0f} memory + {e.get('answer_calls', 0):.0f} answer + "
+                f"{e.get('judge_calls', 0):.0f} judge calls, ~{e.get('prompt_tokens', 0) / 1e6:.2f}M prompt + "
+                f"{e.get('completion_tokens', 0) / 1e6:.2f}M completion tokens{money} (upper bound)")
+
+
+#: the dry run's total over the configurations of this process's sweep
+SWEEP_TOTAL = SweepTotal()
 
 
 def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None) -> dict[str, float]:
-    """Print the estimate (and its prompt-token cost when the answerer's model has a price) as the dry run's output."""
+    """Print the estimate as the dry run's output: calls per role, prompt and completion tokens, and the cost with
+    each role's tokens at its own model's prices (completions estimated from the system's ``CallProfile``; a
+    reasoning model's hidden reasoning tokens are not included). Adds it to ``SWEEP_TOTAL``."""
     est = estimate(plan, retry_errors)
-    price = plan.prices.get(plan.endpoints["answerer"].model)
-    cost = f", ~${est['prompt_tokens'] * price[0] / 1e6:,.2f} of prompt tokens" if price is not None else ""
+    cost, unpriced = price(plan, est)
+    SWEEP_TOTAL.add(est, cost, unpriced)
+    money = (f", ~${cost:,.2f}" if cost is not None else f", no price for {', '.join(unpriced)}" if unpriced else "")
     print(f"[dry run] {plan.name} (config {plan.config_hash}): {est['tasks_to_run']:.0f}/{est['tasks_total']:.0f} tasks to run; "
           f"~{est['memory_calls']:.0f} memory + {est['answer_calls']:.0f} answer + {est['judge_calls']:.0f} judge calls, "
-          f"~{est['prompt_tokens'] / 1e6:.2f}M prompt tokens{cost} (upper bound: cache hits not subtracted)",
-          file=out or sys.stdout, flush=True)
+          f"~{est['prompt_tokens'] / 1e6:.2f}M prompt + {est['completion_tokens'] / 1e6:.2f}M completion "
+          f"tokens{money} (upper bound: cache hits not subtracted)", file=out or sys.stdout, flush=True)
     return est
+
+
+def print_sweep_total(out: Any = None) -> None:
+    """Print ``SWEEP_TOTAL`` (after a dry run of two or more configurations) and start a new total."""
+    if SWEEP_TOTAL.configs > 1:
+        print(SWEEP_TOTAL.line(), file=out or sys.stdout, flush=True)
+    SWEEP_TOTAL.reset()
