@@ -22,6 +22,7 @@ def route_project_logs(*file_handlers: logging.Handler) -> None:
         ours.removeHandler(h)
     console = logging.StreamHandler(sys.stdout)
     console.setFormatter(logging.Formatter("%(message)s"))
+    console.addFilter(lambda record: not getattr(record, "file_only", False))
     ours.addHandler(console)
     for h in file_handlers:
         ours.addHandler(h)
@@ -32,6 +33,11 @@ def error_line(e: BaseException) -> str:
     cause = getattr(e, "cause", None) or e
     text = str(cause).strip()
     return text.splitlines()[0] if text else type(cause).__name__
+
+
+#: ``log.info(..., extra=FILE_ONLY)``: a line for ``launch.log`` that the terminal gets otherwise (the closing line
+#: launch.py and the launcher print to stderr), so it is not shown twice
+FILE_ONLY = {"file_only": True}
 
 
 def retry_summary(errored: list[tuple[str, int, int]], failed: list[str]) -> str | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from inmind_exp import config as C
-from inmind_exp.console import retry_summary
+from inmind_exp.console import FILE_ONLY, retry_summary
 from inmind_exp.metrics import RunMetrics, compute, cost_usd, results_table
 from inmind_exp.records import Task, TaskRecord, write_jsonl
 from inmind_exp.run.ledger import Ledger
@@ -77,7 +77,7 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
     log.info(progress.summary())
     hint = retry_summary([(plan.name, progress.errors, progress.total)], []) if sweep is None else None
     if hint:
-        log.info(hint)
+        log.info(hint, extra=FILE_ONLY)  # the terminal gets it as launch.py's closing line
     return RunResult(plan, ordered, metrics, run_id, time.perf_counter() - t0)
 
 

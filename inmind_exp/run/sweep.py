@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from inmind_exp.console import retry_summary
+from inmind_exp.console import FILE_ONLY, retry_summary
 from inmind_exp.records import Task
 from inmind_exp.run.driver import RunResult, run_plan
 from inmind_exp.run.plan import Plan
@@ -169,7 +169,7 @@ def run_plans(plans: list[Plan], parent_key: str | None, parent_name: str,
     failed = [p.name for p, r in zip(plans, results) if isinstance(r, BaseException)]
     hint = retry_summary([(p.plan.name, p.errors, p.total) for p in progress.plans], failed)
     if hint:
-        log.info(hint)
+        log.info(hint, extra=FILE_ONLY)  # the terminal gets it as the launcher's closing line
     return [r if r is not None else RuntimeError("plan did not run") for r in results]
 
 
