@@ -27,6 +27,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from inmind_exp.judges import JUDGES
 from inmind_exp.metrics import METRICS
 from inmind_exp.records import Answer
 
@@ -35,7 +36,7 @@ from analysis.load import LoadError, Run, find_run
 from analysis.stats import cohen_kappa, wilson_interval
 from analysis.tables import METRIC_TITLES, Table
 
-LLM_JUDGES: tuple[str, ...] = ("naive", "target_recall", "application", "answer_only")
+LLM_JUDGES: tuple[str, ...] = tuple(JUDGES)  # the registry's judges (inmind_exp/judges.py)
 
 
 class LabelError(ValueError):
