@@ -28,6 +28,7 @@ from inmind_exp.records import FACT_TURN_ID
 REPO = Path(__file__).resolve().parents[2]
 TASK_ID = "health_wellness-28"  # "An allergist just confirmed I'm allergic to sesame." (short, unambiguous)
 MEMORY_MAX_TOKENS = 256
+ALWAYS_IN_STATE_MAX_TOKENS = 1536
 ANSWER_MAX_TOKENS = 96
 A_RAG_MAX_LOOPS = 4
 RAW_TURN_SYSTEMS = ("backbone", "naive_rag")  # context = stored turns verbatim, so the judge-free check applies
@@ -170,8 +171,10 @@ def test_system_runs_one_task_end_to_end_on_the_embedded_model(name, server, tmp
 
     monkeypatch.chdir(REPO)
     overrides = [f"system={name}", "trace=smoke", "llm=local"]
-    if name != "always_in_state":  # its one memory call per session rewrites the whole state: 256 tokens cut it
-        overrides.append(f"llm.roles.memory.max_tokens={MEMORY_MAX_TOKENS}")
+    # always_in_state's one memory call per session rewrites the whole file: llm=local's 512 tokens cut it on the
+    # fact's session (a truncated_reply fault on the fact, seen on this model), so it gets room for the whole file
+    memory_max = ALWAYS_IN_STATE_MAX_TOKENS if name == "always_in_state" else MEMORY_MAX_TOKENS
+    overrides.append(f"llm.roles.memory.max_tokens={memory_max}")
     if name == "a_rag":  # its answerer writes tool calls, often after a plan: 96 tokens cut it off before the call
         overrides.append(f"system.params.max_loops={A_RAG_MAX_LOOPS}")
     else:
