@@ -20,16 +20,22 @@ class Caller:
         ep = fake_endpoints(base_url, max_concurrency=2)["answerer"]
         self.client = LLMClient(ep, cache=CallCache(cache_dir), limiter=RayLimiterClient(limiter))
 
+    def ready(self) -> bool:
+        return True
+
     def call(self, i: int) -> str:
         return self.client.chat(msgs(("user", f"question {i}"))).text
 
 
 def test_limit_holds_across_actors(ray_session, tmp_path):
     ray = ray_session
-    with FakeOpenAI(delay_s=0.3) as fake:
+    with FakeOpenAI(delay_s=0.5) as fake:
         limiter = ray.remote(LimiterActor).options(max_concurrency=100).remote()
         RemoteCaller = ray.remote(num_cpus=0)(Caller)
         actors = [RemoteCaller.remote(fake.base_url, limiter, str(tmp_path / "cache")) for _ in range(4)]
+        # every actor started before the calls go out: on a loaded machine one actor could otherwise finish its
+        # calls before the next one exists, and the endpoint would never see two at once
+        assert ray.get([a.ready.remote() for a in actors], timeout=120) == [True] * 4
         refs = [a.call.remote(i * 10 + j) for i, a in enumerate(actors) for j in range(3)]
         assert ray.get(refs, timeout=120) == ["fake answer"] * 12
         assert len(fake.chat_requests()) == 12
