@@ -90,9 +90,11 @@ def ingest_task(
         phase(f"ingesting {i + 1}/{len(sessions)}")
         cut = _cut_replies(system, "memory")
         system.ingest_session(s)
-        if (n := _cut_replies(system, "memory") - cut) > 0:
-            system.fault("truncated_reply", "memory", f"{n} memory-LLM repl(ies) cut at the token limit while writing "
-                         f"session {s.id}", [t.id for t in s.turns if t.id])
+        for prompt in _cut_prompts(system, "memory", cut):
+            # the turns whose text was in the cut call's prompt; all the session's if none is there verbatim
+            turns = [t.id for t in s.turns if t.id and t.content.strip() and t.content.strip() in prompt]
+            system.fault("truncated_reply", "memory", f"a memory-LLM reply was cut at the token limit while writing "
+                         f"session {s.id}", turns or [t.id for t in s.turns if t.id])
     if faults is not None:
         faults.extend(_phase(system.take_faults(), "ingest"))
     post = workdir / "post_ingest"
@@ -120,6 +122,12 @@ def _cut_replies(system: Any, role: str) -> int:
     """Replies of ``role`` cut at the token limit so far (0 when the system's models keep no meter)."""
     meter = getattr(getattr(system, "llm", None), "meter", None)
     return meter.cut_replies(role) if meter is not None else 0
+
+
+def _cut_prompts(system: Any, role: str, since: int) -> list[str]:
+    """The prompts of the replies of ``role`` cut at the token limit, from the ``since``-th on."""
+    meter = getattr(getattr(system, "llm", None), "meter", None)
+    return meter.cut_prompts(role, since) if meter is not None else []
 
 
 def _phase(faults: list[Fault], phase: str) -> list[Fault]:

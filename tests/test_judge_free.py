@@ -111,6 +111,38 @@ def test_an_updater_reply_cut_at_the_token_limit_is_a_fault_on_the_fact(fake, mo
     assert rec.target_recall_provenance == 0
 
 
+class PerTurn(MemorySystem):
+    """Writes each user turn with its own memory call (as Mem0 writes each exchange)."""
+
+    name = "per-turn-test"
+
+    def ingest_session(self, session: Session) -> None:
+        for t in session.turns:
+            if t.role == "user":
+                self.llm.memory.chat([Message("user", f"Extract facts from: {t.content}")])
+
+    def recall(self, query: str) -> Recall:
+        return Recall("", ())
+
+    def snapshot(self, directory):
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def restore(self, directory):
+        pass
+
+
+@pytest.mark.parametrize("cut_on, fact_fault", [("tomato plants in week 1", False), ("tree nut allergy", True)])
+def test_a_cut_reply_names_the_turns_of_the_call_that_was_cut(fake, models, tmp_path, cut_on, fact_fault):
+    from tests.fake_openai import CutReply
+
+    fake.add_rule(cut_on, CutReply("- the user"))
+    rec = run_task(TASK, make_trace(n_sessions=3), 1, lambda d: PerTurn(models, None, d), models, tmp_path / "w",
+                   config_hash="h", system_name="per-turn-test")
+    cuts = [f for f in rec.faults if f.kind == "truncated_reply" and f.phase == "ingest"]
+    assert cuts and all(len(f.turns) == 1 for f in cuts)  # the cut call's own turn, not the whole session
+    assert rec.fact_write_fault is fact_fault  # a cut on a background exchange of the fact's session is not on the fact
+
+
 def test_always_in_state_attributes_each_rewritten_line_to_the_inputs_it_shares_words_with(fake, models, tmp_path):
     rec = run_always_in_state(fake, models, tmp_path, "# About the user\n- Has a severe tree nut allergy\n"
                               "- Grows tomato plants and stakes them weekly")

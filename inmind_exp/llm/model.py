@@ -70,13 +70,13 @@ class Model:
             hit = self.cache.get("chat", key)
             if hit is not None:
                 self.meter.add(self.role, hit["prompt_tokens"], hit["completion_tokens"], cached=True)
-                self.meter.finished(self.role, hit.get("finish_reason"))
+                self.meter.finished(self.role, hit.get("finish_reason"), _prompt_text(wire))
                 return Completion.from_cache(hit, key)
         completion = self._call(lambda: self.provider.chat(wire, params), self.provider.estimate_tokens(wire, params))
         if self.cache is not None:
             self.cache.put("chat", key, completion.to_cache())
         self.meter.add(self.role, completion.prompt_tokens, completion.completion_tokens, cached=False)
-        self.meter.finished(self.role, completion.finish_reason)
+        self.meter.finished(self.role, completion.finish_reason, _prompt_text(wire))
         return completion
 
     def chat_json(self, messages: Sequence[Message], *, attempts: int = 3,
@@ -201,3 +201,8 @@ def parse_json_object(text: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     return obj
+
+
+def _prompt_text(wire: Sequence[dict[str, Any]]) -> str:
+    """The text of a request's messages (what a cut reply's fault is matched against)."""
+    return "\n".join(str(m.get("content") or "") for m in wire)

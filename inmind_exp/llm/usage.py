@@ -14,7 +14,7 @@ class UsageMeter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_role: dict[str, Usage] = {}
-        self._cut: dict[str, int] = {}  # replies cut at the token limit (finish_reason "length"), per role
+        self._cut: dict[str, list[str]] = {}  # per role, the prompt text of each reply cut at the token limit
 
     def add(self, role: str, prompt_tokens: int, completion_tokens: int, cached: bool) -> None:
         u = Usage(
@@ -28,16 +28,22 @@ class UsageMeter:
         with self._lock:
             self._by_role[role] = self._by_role.get(role, Usage()) + u
 
-    def finished(self, role: str, finish_reason: str | None) -> None:
-        """Note how a chat reply ended: one cut at the token limit is counted (the protocol makes it a fault)."""
+    def finished(self, role: str, finish_reason: str | None, prompt: str = "") -> None:
+        """Note how a chat reply ended: one cut at the token limit is kept with its prompt's text, so the protocol
+        can name the trace turns that were inputs of the cut call (and make it a fault)."""
         if finish_reason == "length":
             with self._lock:
-                self._cut[role] = self._cut.get(role, 0) + 1
+                self._cut.setdefault(role, []).append(prompt)
 
     def cut_replies(self, role: str) -> int:
         """How many replies of ``role`` so far ended at the token limit (``finish_reason == "length"``)."""
         with self._lock:
-            return self._cut.get(role, 0)
+            return len(self._cut.get(role, ()))
+
+    def cut_prompts(self, role: str, since: int = 0) -> list[str]:
+        """The prompt texts of the cut replies of ``role``, from the ``since``-th on."""
+        with self._lock:
+            return list(self._cut.get(role, ())[since:])
 
     def snapshot(self) -> dict[str, Usage]:
         with self._lock:
