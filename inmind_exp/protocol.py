@@ -88,7 +88,7 @@ def ingest_task(
     system.take_faults()  # faults of the shared prefix belong to the prefix, not to this task
     for i, s in enumerate(sessions[start:], start):
         phase(f"ingesting {i + 1}/{len(sessions)}")
-        cut = _cut_replies(system, "memory")
+        cut = len(_cut_prompts(system, "memory"))
         system.ingest_session(s)
         for prompt in _cut_prompts(system, "memory", cut):
             # the turns whose text was in the cut call's prompt; all the session's if none is there verbatim
@@ -108,24 +108,19 @@ def ask(make_system: SystemFactory, state: Path, query: str, workdir: Path, faul
     system = make_system(workdir)
     system.restore(state)
     system.take_faults()
-    cut = {role: _cut_replies(system, role) for role in ("memory", "answerer")}
+    cut = {role: len(_cut_prompts(system, role)) for role in ("memory", "answerer")}
     answer = system.answer(query)
     for role, before in cut.items():
-        if (n := _cut_replies(system, role) - before) > 0:
+        if n := len(_cut_prompts(system, role, before)):
             system.fault("truncated_reply", role, f"{n} {role} repl(ies) cut at the token limit")
     if faults is not None:
         faults.extend(_phase(system.take_faults(), phase))
     return answer
 
 
-def _cut_replies(system: Any, role: str) -> int:
-    """Replies of ``role`` cut at the token limit so far (0 when the system's models keep no meter)."""
-    meter = getattr(getattr(system, "llm", None), "meter", None)
-    return meter.cut_replies(role) if meter is not None else 0
-
-
-def _cut_prompts(system: Any, role: str, since: int) -> list[str]:
-    """The prompts of the replies of ``role`` cut at the token limit, from the ``since``-th on."""
+def _cut_prompts(system: Any, role: str, since: int = 0) -> list[str]:
+    """The prompts of the replies of ``role`` cut at the token limit, from the ``since``-th on (none when the
+    system's models keep no meter)."""
     meter = getattr(getattr(system, "llm", None), "meter", None)
     return meter.cut_prompts(role, since) if meter is not None else []
 

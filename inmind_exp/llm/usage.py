@@ -35,11 +35,6 @@ class UsageMeter:
             with self._lock:
                 self._cut.setdefault(role, []).append(prompt)
 
-    def cut_replies(self, role: str) -> int:
-        """How many replies of ``role`` so far ended at the token limit (``finish_reason == "length"``)."""
-        with self._lock:
-            return len(self._cut.get(role, ()))
-
     def cut_prompts(self, role: str, since: int = 0) -> list[str]:
         """The prompt texts of the cut replies of ``role``, from the ``since``-th on."""
         with self._lock:
