@@ -91,13 +91,16 @@ class SweepTotal:
         self.unpriced.update(unpriced)
 
     def line(self) -> str:
-        e = self.est
-        money = (f", ~${self.cost:,.2f}" if self.cost is not None
-                 else f", no price for {', '.join(sorted(self.unpriced))}" if self.unpriced else "")
-        return (f"[dry run total] {self.configs} configuration(s): {e.get('tasks_to_run', 0):.0f} tasks to run; "
-                f"~{e.get('memory_calls', 0):.0f} memory + {e.get('answer_calls', 0):.0f} answer + "
-                f"{e.get('judge_calls', 0):.0f} judge calls, ~{e.get('prompt_tokens', 0) / 1e6:.2f}M prompt + "
-                f"{e.get('completion_tokens', 0) / 1e6:.2f}M completion tokens{money} (upper bound)")
+        return (f"[dry run total] {self.configs} configuration(s): {self.est['tasks_to_run']:.0f} tasks to run; "
+                f"{_figures(self.est, self.cost, sorted(self.unpriced))} (upper bound)")
+
+
+def _figures(est: dict[str, float], cost: float | None, unpriced: list[str]) -> str:
+    """Calls per role, prompt and completion tokens, and the cost (or the models without a price)."""
+    money = f", ~${cost:,.2f}" if cost is not None else f", no price for {', '.join(unpriced)}" if unpriced else ""
+    return (f"~{est['memory_calls']:.0f} memory + {est['answer_calls']:.0f} answer + {est['judge_calls']:.0f} judge "
+            f"calls, ~{est['prompt_tokens'] / 1e6:.2f}M prompt + {est['completion_tokens'] / 1e6:.2f}M completion "
+            f"tokens{money}")
 
 
 #: the dry run's total over the configurations of this process's sweep
@@ -111,11 +114,8 @@ def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None
     est = estimate(plan, retry_errors)
     cost, unpriced = price(plan, est)
     SWEEP_TOTAL.add(est, cost, unpriced)
-    money = (f", ~${cost:,.2f}" if cost is not None else f", no price for {', '.join(unpriced)}" if unpriced else "")
     print(f"[dry run] {plan.name} (config {plan.config_hash}): {est['tasks_to_run']:.0f}/{est['tasks_total']:.0f} tasks to run; "
-          f"~{est['memory_calls']:.0f} memory + {est['answer_calls']:.0f} answer + {est['judge_calls']:.0f} judge calls, "
-          f"~{est['prompt_tokens'] / 1e6:.2f}M prompt + {est['completion_tokens'] / 1e6:.2f}M completion "
-          f"tokens{money} (upper bound: cache hits not subtracted)", file=out or sys.stdout, flush=True)
+          f"{_figures(est, cost, unpriced)} (upper bound: cache hits not subtracted)", file=out or sys.stdout, flush=True)
     return est
 
 
