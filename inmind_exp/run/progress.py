@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from inmind_exp.metrics import cost_usd
 from inmind_exp.records import TaskRecord, Usage
 
 log = logging.getLogger(__name__)
@@ -120,10 +121,8 @@ class Spend:
             for role, u in by_role.items():
                 usage[role] = usage.get(role, Usage()) + u
         roles = set(usage) or set(models)  # no call yet: priced when every model the plan calls is
-        cost: float | None = None
-        if prices and all(models.get(role) in prices for role in roles):
-            cost = sum(u.paid_prompt_tokens * prices[models[role]][0] / 1e6
-                       + u.paid_completion_tokens * prices[models[role]][1] / 1e6 for role, u in usage.items())
+        priced = prices and all(models.get(role) in prices for role in roles)
+        cost = (cost_usd(usage, prices, models) or 0.0) if priced else None  # None from cost_usd: no usage yet
         return cls(paid_calls=sum(u.calls - u.cached_calls for u in usage.values()),
                    cached_calls=sum(u.cached_calls for u in usage.values()),
                    paid_tokens=sum(u.paid_prompt_tokens + u.paid_completion_tokens for u in usage.values()),
