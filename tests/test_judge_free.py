@@ -46,16 +46,8 @@ def test_provenance_is_zero_when_the_fact_is_stored_but_not_retrieved(models, tm
     assert all(FACT_TURN_ID not in it.sources for it in rec.indirect.items)
 
 
-class Faulty(MemorySystem):
-    """Drops every exchange it is given, recording a fault with the exchange's turn ids (as Mem0 does on a
-    malformed extraction reply)."""
-
-    name = "faulty-test"
-
-    def ingest_session(self, session: Session) -> None:
-        for t in session.turns:
-            if t.role == "user" and "allergy" in t.content:
-                self.fault("malformed_reply", "extract", "truncated JSON", [t.id])
+class KeepsNothing(MemorySystem):
+    """A test system that stores nothing: it recalls no items and its snapshot is empty."""
 
     def recall(self, query: str) -> Recall:
         return Recall("", ())
@@ -67,9 +59,27 @@ class Faulty(MemorySystem):
         pass
 
 
+def run_small(models, tmp_path, system_cls):
+    """One task of ``system_cls`` (built without an encoder) on a three-session trace, the fact in the second
+    session."""
+    return run_task(TASK, make_trace(n_sessions=3), 1, lambda d: system_cls(models, None, d), models, tmp_path / "w",
+                    config_hash="h", system_name=system_cls.name)
+
+
+class Faulty(KeepsNothing):
+    """Drops every exchange it is given, recording a fault with the exchange's turn ids (as Mem0 does on a
+    malformed extraction reply)."""
+
+    name = "faulty-test"
+
+    def ingest_session(self, session: Session) -> None:
+        for t in session.turns:
+            if t.role == "user" and "allergy" in t.content:
+                self.fault("malformed_reply", "extract", "truncated JSON", [t.id])
+
+
 def test_a_fault_on_the_injected_exchange_is_flagged_and_counted(models, tmp_path):
-    rec = run_task(TASK, make_trace(n_sessions=3), 1, lambda d: Faulty(models, None, d), models, tmp_path / "w",
-                   config_hash="h", system_name="faulty-test")
+    rec = run_small(models, tmp_path, Faulty)
     assert rec.error is None
     assert rec.fact_write_fault is True
     assert rec.fault_counts() == {"malformed_reply": 1}
@@ -94,9 +104,7 @@ def run_always_in_state(fake, models, tmp_path, fact_file):
     line otherwise."""
     fake.add_rule(UPDATER, lambda body: fact_file if "tree nut allergy" in _messages_text(body)
                   else "# About the user\n- Grows tomato plants and stakes them weekly")
-    cls = SYSTEMS.get("always_in_state")
-    return run_task(TASK, make_trace(n_sessions=3), 1, lambda d: cls(models, None, d), models, tmp_path / "w",
-                    config_hash="h", system_name="always_in_state")
+    return run_small(models, tmp_path, SYSTEMS.get("always_in_state"))
 
 
 def test_an_updater_reply_cut_at_the_token_limit_is_a_fault_on_the_fact(fake, models, tmp_path):
@@ -111,7 +119,7 @@ def test_an_updater_reply_cut_at_the_token_limit_is_a_fault_on_the_fact(fake, mo
     assert rec.target_recall_provenance == 0
 
 
-class PerTurn(MemorySystem):
+class PerTurn(KeepsNothing):
     """Writes each user turn with its own memory call (as Mem0 writes each exchange)."""
 
     name = "per-turn-test"
@@ -121,23 +129,13 @@ class PerTurn(MemorySystem):
             if t.role == "user":
                 self.llm.memory.chat([Message("user", f"Extract facts from: {t.content}")])
 
-    def recall(self, query: str) -> Recall:
-        return Recall("", ())
-
-    def snapshot(self, directory):
-        directory.mkdir(parents=True, exist_ok=True)
-
-    def restore(self, directory):
-        pass
-
 
 @pytest.mark.parametrize("cut_on, fact_fault", [("tomato plants in week 1", False), ("tree nut allergy", True)])
 def test_a_cut_reply_names_the_turns_of_the_call_that_was_cut(fake, models, tmp_path, cut_on, fact_fault):
     from tests.fake_openai import CutReply
 
     fake.add_rule(cut_on, CutReply("- the user"))
-    rec = run_task(TASK, make_trace(n_sessions=3), 1, lambda d: PerTurn(models, None, d), models, tmp_path / "w",
-                   config_hash="h", system_name="per-turn-test")
+    rec = run_small(models, tmp_path, PerTurn)
     cuts = [f for f in rec.faults if f.kind == "truncated_reply" and f.phase == "ingest"]
     assert cuts and all(len(f.turns) == 1 for f in cuts)  # the cut call's own turn, not the whole session
     assert rec.fact_write_fault is fact_fault  # a cut on a background exchange of the fact's session is not on the fact
