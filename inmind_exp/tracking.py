@@ -28,6 +28,8 @@ import mlflow  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402,F401  (analysis.load reaches MLflow through this module)
 
+from inmind_exp.run.labels import injection_label, split_override  # noqa: E402
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: Experiment tag the MLflow 3 UI reads to choose its layout; "custom_model_development" opens the runs table
@@ -135,8 +137,6 @@ def config_tags(plan: Any, flat_cfg: Mapping[str, str]) -> dict[str, str]:
         v = flat_cfg.get(k)
         return None if v in (None, "None", "null", "") else str(v)
 
-    from inmind_exp.run.labels import injection_label
-
     turn, fraction = get("injection.user_turn"), get("injection.fraction")
     point = f"turn{turn}" if turn is not None else f"{float(fraction or 0):.0%} of user turns"
     tags = {
@@ -169,14 +169,9 @@ def sweep_overrides(root: Path) -> list[str]:
         return []
 
 
-def _split(override: str) -> tuple[str, str]:
-    key, _, value = override.partition("=")
-    return key.lstrip("+~"), value
-
-
 def sweep_name(root: Path, overrides: Iterable[str]) -> str:
     """``sweep <dir>: system=a,b embedding=x,y`` (path-like and bookkeeping overrides left out)."""
-    shown = [o for o in overrides if not _split(o)[0].startswith(SWEEP_NAME_SKIP)]
+    shown = [o for o in overrides if not split_override(o)[0].startswith(SWEEP_NAME_SKIP)]
     return f"sweep {Path(root).name}" + (f": {' '.join(shown)}" if shown else "")
 
 
@@ -268,7 +263,7 @@ class Tracker:
         overrides = sweep_overrides(root)
         run_id, _ = self.get_or_create_run(key, sweep_name(root, overrides), {T.KIND: T.SWEEP,
                                                                                "inmind.sweep_dir": str(root)})
-        self.log_params(run_id, {f"sweep.{k}": v for k, v in map(_split, overrides)
+        self.log_params(run_id, {f"sweep.{k}": v for k, v in map(split_override, overrides)
                                  if not k.startswith(("hydra.", "tracking."))})
         return run_id
 
