@@ -146,10 +146,15 @@ class InProcessExecutor:
     def _tick(self, every_s: float, progress: Progress, stop: threading.Event) -> None:
         """Every ``every_s`` (0: never) until ``stop``: the progress line, with the one running unit's phase."""
         while every_s > 0 and not stop.wait(every_s):
-            try:
-                progress(list(self.board.snapshot().values()) or [STARTING])
-            except Exception as e:  # noqa: BLE001 - the display never ends a run
-                log.debug(f"progress display: {type(e).__name__}: {e}")
+            _display_safely("progress display", lambda: progress(list(self.board.snapshot().values()) or [STARTING]))
+
+
+def _display_safely(what: str, show: Callable[[], None]) -> None:
+    """Run a live-display step; a failure is logged at debug level, never raised: the display never ends a run."""
+    try:
+        show()
+    except Exception as e:  # noqa: BLE001
+        log.debug(f"{what}: {type(e).__name__}: {e}")
 
 
 class LimiterActor:
@@ -626,10 +631,7 @@ class _Schedule:
             value = plan.error_record(task, f"{type(e.cause).__name__}: {e.cause}", attempt)
         if kind == "prefix":
             _save_prefix(plan, value.blob, time.perf_counter() - t0)
-            try:
-                job.progress.prefix_spent(value.usage)
-            except Exception as e:  # noqa: BLE001 - the display never ends a run
-                log.debug(f"prefix spend: {type(e).__name__}: {e}")
+            _display_safely("prefix spend", lambda: job.progress.prefix_spent(value.usage))
             blob_ref = self.ex.ray.put(value.blob)
             self.building.discard(plan.prefix_hash)
             for j, t, a in self.waiting.pop(plan.prefix_hash, []):
@@ -669,14 +671,8 @@ class _Schedule:
             idle = f"queued, {starting} worker(s) starting" if starting else "queued"
             for j in due:
                 j.last_progress = now
-                try:
-                    j.progress(running[id(j)], idle)
-                except Exception as e:  # noqa: BLE001 - the display never ends a run
-                    log.debug(f"progress display: {type(e).__name__}: {e}")
-        try:
-            self.tick()
-        except Exception as e:  # noqa: BLE001
-            log.debug(f"sweep progress: {type(e).__name__}: {e}")
+                _display_safely("progress display", lambda: j.progress(running[id(j)], idle))
+        _display_safely("sweep progress", self.tick)
 
     def _phases(self) -> dict[str, str]:
         """The board's phases by unit; empty if it does not answer in time (the lines then say ``starting``)."""
