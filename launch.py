@@ -80,21 +80,20 @@ def main(cfg: DictConfig) -> float | None:
             return None
         print(f"error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
+    key = same_results_key(plan)
+    # a job repeating one already run or estimated (e.g. backbone under another embedding): say so, run nothing;
+    # outside a dry run the inmind launcher de-duplicates the plans it collects itself
+    if multirun and (cfg.dry_run or collector is None) and key in _RAN:
+        kept, value = _RAN[key]
+        logging.getLogger("inmind_exp.run.dedupe").info(skip_message(plan, kept))
+        return value
     if cfg.dry_run:
-        if multirun and same_results_key(plan) in _RAN:  # would not run: say so instead of estimating it twice
-            logging.getLogger("inmind_exp.run.dedupe").info(skip_message(plan, _RAN[same_results_key(plan)][0]))
-            return None
-        _RAN[same_results_key(plan)] = (plan, None)
+        _RAN[key] = (plan, None)
         print_estimate(plan)
         return None
     if collector is not None:
         collector.add(plan)
         return None
-    if multirun:  # the basic launcher: a job repeating one already run (e.g. backbone under another embedding)
-        kept = _RAN.get(same_results_key(plan))
-        if kept is not None:
-            logging.getLogger("inmind_exp.run.dedupe").info(skip_message(plan, kept[0]))
-            return kept[1]
     try:
         result = run_plan(plan, parent_key=f"sweep:{root}" if multirun else None, parent_name=f"sweep {root.name}")
     except KeyboardInterrupt:
@@ -109,7 +108,7 @@ def main(cfg: DictConfig) -> float | None:
         print(f"error: {plan.name}: {msg}", file=sys.stderr, flush=True)
         _FAILED.append((plan.name, msg))
         return None
-    _RAN[same_results_key(plan)] = (plan, result.metrics.rates["application"].pct)
+    _RAN[key] = (plan, result.metrics.rates["application"].pct)
     _ROWS.append((result.plan.name, result.metrics))
     _ERRORED.append((result.plan.name, result.metrics.n_errors, result.metrics.n_tasks))
     print("\n" + results_table(_ROWS) + "\n", flush=True)
