@@ -120,9 +120,50 @@ def register() -> None:
     llama_chat_format.register_chat_completion_handler(CHAT_FORMAT)(gguf_tool_calls_handler)
 
 
+AMX_ENV = "INMIND_LLAMA_AMX"
+
+
+def cpu_advertises_amx(cpuinfo: str | None = None) -> bool:
+    """Whether the CPU flags (``/proc/cpuinfo``) list AMX tiles, which ggml's CPU backend then uses for weights."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return False
+    return any(line.startswith("flags") and "amx_tile" in line.split() for line in cpuinfo.splitlines())
+
+
+def keep_weights_in_plain_cpu_buffers() -> None:
+    """Load every model with ``use_extra_bufts=False``: no AMX (nor repacked) weight buffers.
+
+    Why: ggml built with ``-march=native`` on a CPU that advertises AMX puts the weights in AMX buffers, and its AMX
+    matmul died with SIGILL (``tilezero``) on the first prompt of more than a few tokens on this project's 2-core VMs
+    (Firecracker guests that list ``amx_tile`` and grant the permission): the server was gone and every call failed
+    with a connection error. Plain CPU buffers ran at 107 prompt / 13 generated tokens/s there, the speed seen on
+    machines without AMX. ``INMIND_LLAMA_AMX=1`` keeps AMX for a machine where it works."""
+    import llama_cpp.llama_cpp as lib
+
+    default = lib.llama_model_default_params
+
+    def params():  # type: ignore[no-untyped-def]
+        p = default()
+        p.use_extra_bufts = False
+        return p
+
+    lib.llama_model_default_params = params
+
+
 def main() -> None:
-    """``python -m llama_cpp.server`` with this module's chat format registered first."""
+    """``python -m llama_cpp.server`` with this module's chat format registered first (and AMX weight buffers off
+    where the CPU advertises AMX, unless ``INMIND_LLAMA_AMX=1``)."""
+    import os
+
     register()
+    if cpu_advertises_amx() and os.environ.get(AMX_ENV, "") != "1":
+        print("[inmind] CPU advertises AMX: llama.cpp weights in plain CPU buffers (set INMIND_LLAMA_AMX=1 to use AMX)",
+              file=sys.stderr, flush=True)
+        keep_weights_in_plain_cpu_buffers()
     from llama_cpp.server.__main__ import main as server_main
 
     sys.argv[0] = "llama_cpp.server"

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from inmind_exp.errors import LocalModelError
@@ -120,8 +120,25 @@ class LocalServer:
     model_alias: str
     cache_id: str
     log_path: Path
+    _stopped: bool = field(default=False, init=False, repr=False)
+
+    def died(self) -> str | None:
+        """None while the server runs; else what ended it (exit code or signal) and where its log is, so that a run
+        whose calls all failed with connection errors says why."""
+        rc = self.process.poll()
+        if rc is None or self._stopped:
+            return None
+        if rc < 0:
+            try:
+                how = f"signal {signal.Signals(-rc).name}"
+            except ValueError:
+                how = f"signal {-rc}"
+        else:
+            how = f"exit code {rc}"
+        return f"the embedded llama.cpp server at {self.base_url} died ({how}); see its log {self.log_path}"
 
     def stop(self) -> None:
+        self._stopped = True
         if self.process.poll() is None:
             self.process.terminate()
             try:

@@ -69,6 +69,11 @@ class Resources:
             log.info(f"[inmind] local LLM ready at {self.local_server.base_url} in {time.perf_counter() - t0:.1f}s")
         return self.local_server.base_url
 
+    def local_server_died(self) -> str | None:
+        """What ended the embedded server if it died after starting (None while it runs or if none was started)."""
+        with self._lock:
+            return self.local_server.died() if self.local_server is not None else None
+
     def tracker(self, tracking: TrackingSettings) -> Any:
         from inmind_exp.tracking import Tracker
 

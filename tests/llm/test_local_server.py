@@ -233,3 +233,51 @@ def test_gguf_tool_calls_handler_on_the_models_own_template(gguf_vocab, monkeypa
     reply["text"] = '<tool_call>{"name": "read_chunk", "arguments": {}}</tool_call>'
     out = gguf_tool_calls_handler(llama=gguf_vocab, messages=messages[:2], max_tokens=64)
     assert out["choices"][0]["message"]["content"] == reply["text"]
+
+
+def test_amx_is_read_from_the_cpu_flags_line_only():
+    from inmind_exp.llm.llama_tool_calls import cpu_advertises_amx
+
+    sapphire = "processor\t: 0\nflags\t\t: fpu avx2 avx512f amx_bf16 amx_tile amx_int8\nbugs\t\t: spectre_v1\n"
+    older = "processor\t: 0\nflags\t\t: fpu avx2 avx512f\nbugs\t\t: amx_tile_is_not_a_flag_here\n"
+    assert cpu_advertises_amx(sapphire) is True
+    assert cpu_advertises_amx(older) is False
+
+
+def test_plain_cpu_buffers_switch_off_extra_buffer_types_for_every_model_load(monkeypatch):
+    """What the server does on an AMX CPU: every Llama() built afterwards asks for plain CPU weight buffers."""
+    pytest.importorskip("llama_cpp")
+    import llama_cpp.llama_cpp as lib
+
+    from inmind_exp.llm.llama_tool_calls import keep_weights_in_plain_cpu_buffers
+
+    monkeypatch.setattr(lib, "llama_model_default_params", lib.llama_model_default_params)
+    assert lib.llama_model_default_params().use_extra_bufts is True  # llama.cpp's default
+    keep_weights_in_plain_cpu_buffers()
+    assert lib.llama_model_default_params().use_extra_bufts is False
+
+
+def test_a_server_that_died_says_how_and_where_its_log_is(tmp_path):
+    """A server killed by a signal (SIGILL, as ggml's AMX matmul did) is named with the signal and the log; one the
+    run stopped itself, or one still running, is not reported."""
+    import signal
+    import subprocess
+
+    from inmind_exp.llm.local_server import LocalServer
+
+    def server(proc):
+        return LocalServer(process=proc, base_url="http://127.0.0.1:1/v1", model_alias="m", cache_id="c",
+                           log_path=tmp_path / "llama_server.log")
+
+    running = server(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]))
+    assert running.died() is None
+    running.process.send_signal(signal.SIGILL)
+    running.process.wait(timeout=10)
+    assert running.died() == (f"the embedded llama.cpp server at http://127.0.0.1:1/v1 died (signal SIGILL); "
+                              f"see its log {tmp_path / 'llama_server.log'}")
+    failed = server(subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"]))
+    failed.process.wait(timeout=10)
+    assert "died (exit code 3)" in failed.died()
+    stopped = server(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]))
+    stopped.stop()
+    assert stopped.died() is None
