@@ -71,7 +71,7 @@ class RolesConf:
 
 @dataclass
 class LocalServerConf:
-    n_ctx: int = 4096
+    n_ctx: int = 8192
     n_threads: int = 2
     startup_timeout_s: float = 300.0
     #: llama-cpp-python's --chat_format; gguf-tool-calls returns tool calls structured, null is the GGUF template

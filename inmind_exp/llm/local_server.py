@@ -159,7 +159,7 @@ def local_cache_id(digest: str, n_ctx: int, chat_format: str | None) -> str:
 def start_local_server(
     model_path: str | Path | None,
     *,
-    n_ctx: int = 4096,
+    n_ctx: int = 8192,
     n_threads: int = 2,
     chat_format: str | None = DEFAULT_CHAT_FORMAT,
     log_dir: Path,
