@@ -107,7 +107,12 @@ def _endpoint(server, role: str, max_tokens: int):
 @pytest.mark.local_llm
 @pytest.mark.timeout(1800)
 def test_tool_calls_come_back_structured_and_plain_and_json_calls_still_work(server):
-    """A-RAG's own system prompt and tools through the real openai client: message.tool_calls, not text."""
+    """A-RAG's own system prompt and tools through the real openai client: message.tool_calls, not text.
+
+    The request asks for a search: asked as a question ("Which half marathon did I say I signed up for?"), the model
+    with weights in plain CPU buffers (AMX machines, ``llama_tool_calls.keep_weights_in_plain_cpu_buffers``) writes
+    a plan and runs out of its 200 tokens before any call (greedy decoding follows the kernels' rounding); this test
+    is about how a call comes back, the nine-system test about what A-RAG's agent does with its own questions."""
     from systems import a_rag
     from inmind_exp.judges import NAIVE_JUDGE, judge
     from inmind_exp.llm import LLMClient
@@ -117,7 +122,7 @@ def test_tool_calls_come_back_structured_and_plain_and_json_calls_still_work(ser
     assert server.cache_id.endswith(f":chat-{CHAT_FORMAT}")
     client = LLMClient(_endpoint(server, "answerer", 200))
     comp = client.chat([Message("system", a_rag.SYSTEM_PROMPT.format(corpus=a_rag.CORPUS_DESCRIPTIONS["exchange"])),
-                        Message("user", "Which half marathon did I say I signed up for?")],
+                        Message("user", "Search my chat history for the half marathon I signed up for.")],
                        tools=a_rag.tool_schemas(5, 20), tool_choice="auto")
     assert comp.tool_calls, f"no structured tool call; text: {comp.text[:300]!r}"
     assert comp.finish_reason == "tool_calls"
