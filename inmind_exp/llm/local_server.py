@@ -203,7 +203,7 @@ def start_local_server(
     deadline = time.monotonic() + startup_timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise LocalModelError(f"llama.cpp server exited with code {proc.returncode}; see {log_path}")
+            raise LocalModelError(f"{server.died()}, while starting")
         try:
             with urllib.request.urlopen(f"{server.base_url}/models", timeout=2) as r:
                 if r.status == 200:
