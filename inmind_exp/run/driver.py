@@ -69,7 +69,7 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
     finally:
         died = res.local_server_died() if plan.local is not None else None
         if died:
-            log.error(f"[inmind] {plan.name}: {died}; its tasks' calls failed with connection errors")
+            log.error(f"[inmind] {plan.name}: {died}; {progress.errors} of its {progress.total} tasks ended in an error")
         ordered = [records[t.id] for t in plan.tasks if t.id in records]
         metrics = compute(ordered)
         shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
