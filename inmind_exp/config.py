@@ -18,6 +18,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from inmind_exp.embed import EmbeddingSpec
 from inmind_exp.errors import PlanError
 from inmind_exp.llm import ROLES, Endpoint
+from inmind_exp.llm.local_server import DEFAULT_CHAT_FORMAT, DEFAULT_N_CTX
 from inmind_exp.records import InjectionSpec
 
 
@@ -71,11 +72,11 @@ class RolesConf:
 
 @dataclass
 class LocalServerConf:
-    n_ctx: int = 8192
+    n_ctx: int = DEFAULT_N_CTX
     n_threads: int = 2
     startup_timeout_s: float = 300.0
     #: llama-cpp-python's --chat_format; gguf-tool-calls returns tool calls structured, null is the GGUF template
-    chat_format: Optional[str] = "gguf-tool-calls"
+    chat_format: Optional[str] = DEFAULT_CHAT_FORMAT
 
 
 @dataclass

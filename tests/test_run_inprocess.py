@@ -54,6 +54,9 @@ def test_local_llm_roles_are_bound_once_the_server_is_up(tmp_path):
             "llm=local", f"llm.model_path={model}", "llm.roles.judge.base_url=http://judge.example/v1",
             f"dataset.path={tasks}", f"trace.path={trace}", "injection.user_turn=5", "system=backbone",
             "embedding=bm25", f"run.cache_dir={tmp_path / 'cache'}"])
+    from inmind_exp.llm.local_server import DEFAULT_CHAT_FORMAT, DEFAULT_N_CTX
+    # conf/llm/local.yaml and the code's defaults (start_local_server, LocalServerConf) name the same server
+    assert (cfg.llm.server.n_ctx, cfg.llm.server.chat_format) == (DEFAULT_N_CTX, DEFAULT_CHAT_FORMAT)
     plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
     assert plan.local is not None and plan.local.roles == ("answerer", "memory")
     assert plan.local.cache_id == (f"llama.cpp:file:model.gguf:{model.stat().st_size}:ctx{cfg.llm.server.n_ctx}"

@@ -34,6 +34,8 @@ MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 #: the GGUF's own template with its tool calls returned as structured ``tool_calls`` (see llama_tool_calls.py)
 DEFAULT_CHAT_FORMAT: str | None = "gguf-tool-calls"
+#: tokens of context the embedded server gets (conf/llm/local.yaml sets the same): A-Mem's read path filled 4,875
+DEFAULT_N_CTX = 8192
 
 
 def model_file(model_path: str | Path | None) -> tuple[Path | None, str]:
@@ -159,7 +161,7 @@ def local_cache_id(digest: str, n_ctx: int, chat_format: str | None) -> str:
 def start_local_server(
     model_path: str | Path | None,
     *,
-    n_ctx: int = 8192,
+    n_ctx: int = DEFAULT_N_CTX,
     n_threads: int = 2,
     chat_format: str | None = DEFAULT_CHAT_FORMAT,
     log_dir: Path,
