@@ -14,6 +14,7 @@ through the registry's discovery.
 from __future__ import annotations
 
 import abc
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,6 +123,12 @@ class MemorySystem(abc.ABC):
     def fault(self, kind: str, where: str, detail: str = "", turns: tuple[str, ...] | list[str] = ()) -> None:
         """Count a fallback on the task record (see ``records.Fault``); never raises."""
         self.faults.append(Fault(kind=kind, where=where, detail=str(detail)[:500], turns=tuple(turns)))
+
+    def writing(self, turns: list[str] | tuple[str, ...]) -> contextlib.AbstractContextManager:
+        """``with self.writing(turns):`` around a memory call that writes these trace turns, so that a reply cut at
+        the token limit is counted on them (the protocol otherwise searches the cut prompt for the turns' text)."""
+        meter = getattr(self.llm, "meter", None)
+        return meter.about(turns) if meter is not None else contextlib.nullcontext()
 
     def take_faults(self) -> list[Fault]:
         """The faults recorded since the last call (the protocol collects them phase by phase)."""

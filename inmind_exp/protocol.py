@@ -90,9 +90,11 @@ def ingest_task(
         phase(f"ingesting {i + 1}/{len(sessions)}")
         cut = len(_cut_prompts(system, "memory"))
         system.ingest_session(s)
-        for prompt in _cut_prompts(system, "memory", cut):
-            # the turns whose text was in the cut call's prompt; all the session's if none is there verbatim
-            turns = [t.id for t in s.turns if t.id and t.content.strip() and t.content.strip() in prompt]
+        for prompt, declared in _cut_calls(system, "memory", cut):
+            # the turns the system said the call was writing (MemorySystem.writing); else the session's turns whose
+            # text was in the cut call's prompt; all the session's if none is there verbatim
+            turns = list(declared) if declared is not None else [
+                t.id for t in s.turns if t.id and t.content.strip() and t.content.strip() in prompt]
             system.fault("truncated_reply", "memory", f"a memory-LLM reply was cut at the token limit while writing "
                          f"session {s.id}", turns or [t.id for t in s.turns if t.id])
     if faults is not None:
@@ -123,6 +125,12 @@ def _cut_prompts(system: Any, role: str, since: int = 0) -> list[str]:
     system's models keep no meter)."""
     meter = getattr(getattr(system, "llm", None), "meter", None)
     return meter.cut_prompts(role, since) if meter is not None else []
+
+
+def _cut_calls(system: Any, role: str, since: int = 0) -> list[tuple[str, tuple[str, ...] | None]]:
+    """Like ``_cut_prompts``, each with the turns the system declared for the call (None if it declared none)."""
+    meter = getattr(getattr(system, "llm", None), "meter", None)
+    return meter.cut_calls(role, since) if meter is not None else []
 
 
 def _phase(faults: list[Fault], phase: str) -> list[Fault]:

@@ -489,7 +489,8 @@ class XMemory(MemorySystem):
         turns = _turn_ids(msgs)
         try:
             prompt = EPISODE_PROMPT.format(conversation=conversation, reason=reason)
-            obj, _ = self.llm.memory.chat_json([Message("user", prompt)], temperature=0.3)
+            with self.writing(turns):  # the buffered messages, whichever session is being ingested
+                obj, _ = self.llm.memory.chat_json([Message("user", prompt)], temperature=0.3)
         except JSONReplyError as e:
             self.fault("malformed_reply", "episode", f"no JSON object; upstream's fallback episode: {e.raw}", turns)
             obj = None
@@ -544,8 +545,9 @@ class XMemory(MemorySystem):
             known = [st.semantics[ids[j]]["content"] for j in order
                      if 2.0 * cos[j] - 1.0 >= self.p.statement_similarity_threshold]  # chroma: 1 - squared L2
             if known:
-                prediction = self.llm.memory.chat([Message("user", PREDICTION_PROMPT.format(
-                    title=ep["title"], statements="\n".join(f"- {s}" for s in known)))], temperature=0.3).text
+                with self.writing(list(ep.get("sources", []))):
+                    prediction = self.llm.memory.chat([Message("user", PREDICTION_PROMPT.format(
+                        title=ep["title"], statements="\n".join(f"- {s}" for s in known)))], temperature=0.3).text
                 if not prediction.strip():
                     self.fault("empty_reply", "prediction", "empty prediction; the gap is extracted against it",
                                list(ep.get("sources", [])))
@@ -556,7 +558,8 @@ class XMemory(MemorySystem):
             prompt = COMPARISON_PROMPT.format(messages=lines, prediction=prediction)
         turns = list(ep.get("sources", []))
         try:
-            obj, _ = self.llm.memory.chat_json([Message("user", prompt)], temperature=0.2, attempts=5)
+            with self.writing(turns):
+                obj, _ = self.llm.memory.chat_json([Message("user", prompt)], temperature=0.2, attempts=5)
         except JSONReplyError as e:
             self.fault("malformed_reply", "facts", f"no JSON object; no facts from this episode (upstream): {e.raw}",
                        turns)

@@ -3,6 +3,8 @@ self-audit against the two bounds, memory faults on the record, and paired rates
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from inmind_exp.embed import MiniLMEncoder
@@ -139,6 +141,38 @@ def test_a_cut_reply_names_the_turns_of_the_call_that_was_cut(fake, models, tmp_
     cuts = [f for f in rec.faults if f.kind == "truncated_reply" and f.phase == "ingest"]
     assert cuts and all(len(f.turns) == 1 for f in cuts)  # the cut call's own turn, not the whole session
     assert rec.fact_write_fault is fact_fault  # a cut on a background exchange of the fact's session is not on the fact
+
+
+class OneSessionLate(KeepsNothing):
+    """Writes each session while ingesting the next one (as xMemory writes a buffered episode when the next message
+    closes it); the prompt paraphrases, so no turn's text is in it. ``declares``: it names the turns it writes."""
+
+    name = "one-session-late-test"
+    declares = True
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.k, self.buffered = 0, []
+
+    def ingest_session(self, session: Session) -> None:
+        if self.buffered:
+            with (self.writing(self.buffered) if self.declares else contextlib.nullcontext()):
+                self.llm.memory.chat([Message("user", f"Summarise earlier exchange number {self.k - 1}.")])
+        self.k, self.buffered = self.k + 1, [t.id for t in session.turns if t.id]
+
+
+@pytest.mark.parametrize("declares", [True, False])
+def test_a_cut_reply_is_counted_on_the_turns_the_system_says_the_call_was_writing(fake, models, tmp_path, declares):
+    from tests.fake_openai import CutReply
+
+    fake.add_rule("exchange number 0.", CutReply("The user"))  # session 0, written while the fact's session is read
+    cls = type("OneSessionLateCase", (OneSessionLate,), {"declares": declares})
+    rec = run_small(models, tmp_path, cls)
+    cuts = [f for f in rec.faults if f.kind == "truncated_reply" and f.phase == "ingest"]
+    assert len(cuts) == 1
+    # declared: session 0's turns, not the fact's; undeclared: no turn text in the prompt, so the whole fact session
+    assert rec.fact_write_fault is (not declares)
+    assert all(t.startswith(make_trace(n_sessions=3).sessions[0].id) for t in cuts[0].turns) is declares
 
 
 def test_always_in_state_attributes_each_rewritten_line_to_the_inputs_it_shares_words_with(fake, models, tmp_path):

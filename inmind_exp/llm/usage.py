@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 
 from inmind_exp.records import Usage
@@ -14,7 +16,9 @@ class UsageMeter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_role: dict[str, Usage] = {}
-        self._cut: dict[str, list[str]] = {}  # per role, the prompt text of each reply cut at the token limit
+        # per role, each reply cut at the token limit: its prompt's text and the trace turns its caller declared
+        self._cut: dict[str, list[tuple[str, tuple[str, ...] | None]]] = {}
+        self._about = threading.local()
 
     def add(self, role: str, prompt_tokens: int, completion_tokens: int, cached: bool) -> None:
         u = Usage(
@@ -28,17 +32,32 @@ class UsageMeter:
         with self._lock:
             self._by_role[role] = self._by_role.get(role, Usage()) + u
 
+    @contextmanager
+    def about(self, turns: list[str] | tuple[str, ...]) -> Iterator[None]:
+        """Calls made in this thread inside the block write these trace turns: a reply cut there is attributed to
+        them (a system knows what a call is about better than a text search of its prompt can tell)."""
+        outer = getattr(self._about, "turns", None)
+        self._about.turns = tuple(turns)
+        try:
+            yield
+        finally:
+            self._about.turns = outer
+
     def finished(self, role: str, finish_reason: str | None, prompt: str = "") -> None:
-        """Note how a chat reply ended: one cut at the token limit is kept with its prompt's text, so the protocol
-        can name the trace turns that were inputs of the cut call (and make it a fault)."""
+        """Note how a chat reply ended: one cut at the token limit is kept with its prompt's text and the turns
+        declared by ``about`` (None outside it), so the protocol can name the trace turns the cut call was writing."""
         if finish_reason == "length":
             with self._lock:
-                self._cut.setdefault(role, []).append(prompt)
+                self._cut.setdefault(role, []).append((prompt, getattr(self._about, "turns", None)))
+
+    def cut_calls(self, role: str, since: int = 0) -> list[tuple[str, tuple[str, ...] | None]]:
+        """The cut replies of ``role`` from the ``since``-th on, each as (prompt text, declared turns or None)."""
+        with self._lock:
+            return list(self._cut.get(role, ())[since:])
 
     def cut_prompts(self, role: str, since: int = 0) -> list[str]:
         """The prompt texts of the cut replies of ``role``, from the ``since``-th on."""
-        with self._lock:
-            return list(self._cut.get(role, ())[since:])
+        return [prompt for prompt, _ in self.cut_calls(role, since)]
 
     def snapshot(self) -> dict[str, Usage]:
         with self._lock:
