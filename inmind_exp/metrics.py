@@ -190,7 +190,9 @@ def compute(records: list[TaskRecord]) -> RunMetrics:
         usage=usage,
         excluded=tuple(r.task_id for r in records if not valid(r)),
         audit=judge_audit(records),
-        fault_tasks=sum(1 for r in ran if r.faults),
+        # a memory-system fallback; the controlled answerer's own cut replies (where="answerer") are faults on the
+        # record and in faults_by_kind, but not the memory system's
+        fault_tasks=sum(1 for r in ran if any(f.where != "answerer" for f in r.faults)),
         fact_write_fault_tasks=sum(1 for r in ran if r.fact_write_fault),
         faults_by_kind=dict(sorted(kinds.items())),
         n_ran=len(ran),

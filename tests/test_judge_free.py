@@ -94,6 +94,20 @@ def test_a_fault_on_the_injected_exchange_is_flagged_and_counted(models, tmp_pat
     assert m.flat()["faults_malformed_reply"] == 1.0
 
 
+def test_an_answerer_reply_cut_at_its_limit_is_a_fault_but_not_a_memory_fault(fake, models, tmp_path):
+    from tests.fake_openai import CutReply
+
+    # the indirect query's answer is cut; the judges (JSON mode) that quote the query get the default verdict
+    fake.add_rule("macaron recipes", lambda body: fake.default_json if body.get("response_format")
+                  else CutReply("Here is a classic"))
+    rec = run_small(models, tmp_path, type("Quiet", (KeepsNothing,), {"ingest_session": lambda self, s: None}))
+    assert rec.error is None
+    assert rec.fault_counts() == {"truncated_reply": 1} and rec.faults[0].where == "answerer"
+    m = compute([rec])
+    assert m.flat()["faults_truncated_reply"] == 1.0  # on the record and counted by kind
+    assert m.memory_fault_rate == 0.0 and not rec.fact_write_fault  # the answerer's budget, not the memory system's
+
+
 UPDATER = "Rewrite the complete memory file to include"
 
 
