@@ -123,8 +123,7 @@ def ask(make_system: SystemFactory, state: Path, query: str, workdir: Path, faul
 def _cut_prompts(system: Any, role: str, since: int = 0) -> list[str]:
     """The prompts of the replies of ``role`` cut at the token limit, from the ``since``-th on (none when the
     system's models keep no meter)."""
-    meter = getattr(getattr(system, "llm", None), "meter", None)
-    return meter.cut_prompts(role, since) if meter is not None else []
+    return [prompt for prompt, _ in _cut_calls(system, role, since)]
 
 
 def _cut_calls(system: Any, role: str, since: int = 0) -> list[tuple[str, tuple[str, ...] | None]]:
