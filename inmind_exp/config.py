@@ -170,6 +170,9 @@ class RunConf:
     judge_attempts: int = 3
     keep_workdirs: bool = False
     progress_every_s: float = 10.0
+    #: seconds one LLM call is assumed to take in the dry run's wall-time estimate (state your endpoint's figure:
+    #: a reasoning model is 5-20 s, the embedded 1.5B model 10-30 s per reply)
+    latency_s: float = 10.0
 
 
 @dataclass

@@ -41,6 +41,8 @@ class RunSettings:
     judge_attempts: int = 3
     keep_workdirs: bool = False
     progress_every_s: float = 10.0
+    #: the per-call latency the dry run's wall-time estimate assumes (seconds)
+    latency_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -260,6 +262,9 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
     _check_params(system_cls, cfg.system.name, params)
     if not isinstance(cfg.cluster.workers, int) or cfg.cluster.workers < 1:
         raise PlanError(f"cluster.workers={cfg.cluster.workers}: must be an integer >= 1")
+    latency = cfg.run.get("latency_s", 10.0)
+    if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not latency > 0:
+        raise PlanError(f"run.latency_s={latency}: must be a number of seconds > 0")
     dataset_digest = C.file_digest(Path(cfg.dataset.path) if cfg.dataset.path else BUNDLED_TASKS)
     trace_digest = C.file_digest(Path(cfg.trace.path) if cfg.trace.path else BUNDLED_TRACE)
     identity = C.result_identity(cfg, endpoints, dataset_digest, trace_digest, system_cls.uses_embedding)
@@ -278,6 +283,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
             retry_errors=bool(run.retry_errors),
             max_task_attempts=max(1, int(run.max_task_attempts)), judge_attempts=int(run.judge_attempts),
             keep_workdirs=bool(run.keep_workdirs), progress_every_s=float(run.progress_every_s),
+            latency_s=float(run.get("latency_s", 10.0)),
         ),
         cluster=cluster_settings(cfg),
         tracking=TrackingSettings(uri=cfg.tracking.uri, experiment=cfg.tracking.experiment),
