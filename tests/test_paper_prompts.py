@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 
 from inmind_exp.answering import load_paper_prompt
-from inmind_exp.data.release import TASKS, Release, find_release
+from inmind_exp.data.release import BACKGROUND, TASKS, Release, find_release
 from inmind_exp.errors import PlanError
 from inmind_exp.judges import JUDGES, paper_judges
 from inmind_exp.llm import CallCache, Models
 from inmind_exp.memory import SYSTEMS
 from inmind_exp.metrics import judge_audit
 from inmind_exp.protocol import FACT_TURN_ID, run_task
-from inmind_exp.records import Task
+from inmind_exp.records import Session, Task, Trace, Turn
 from inmind_exp.submission import submission_row
 from tests.conftest import fake_endpoints, make_trace
 from tests.fake_openai import FakeOpenAI
@@ -56,6 +56,23 @@ def official_tasks(release: Release, n: int) -> list[Task]:
     return out
 
 
+def official_trace(release: Release) -> Trace:
+    """The release's background as a ``Trace``, read at run time: contiguous turns of one ``<session>-turn-<k>`` id
+    prefix form a session, dated by its first turn's ``timestamp_mapping`` (a stand-in for ``trace=official``)."""
+    sessions: list[tuple[str, str, list[Turn]]] = []
+    for line in release.text(BACKGROUND).splitlines():
+        d = json.loads(line)
+        sid = d["id"].rsplit("-turn-", 1)[0]
+        if not sessions or sessions[-1][0] != sid:
+            sessions.append((sid, next(iter(d["timestamp_mapping"].values())), []))
+        sessions[-1][2].append(Turn(d["role"], d["content"]))
+    return Trace("lme_s_background", tuple(Session(sid, date, tuple(turns)) for sid, date, turns in sessions))
+
+
+#: the injection session of the release's protocol (its manifest's ``injection_session_index``)
+OFFICIAL_SESSION = 8
+
+
 def replies(body):
     """Answers with braces, quotes and non-ASCII text (so byte-exactness is tested); verdicts that say 1 exactly
     when the context line holds the fact (the judge self-audit then finds nothing)."""
@@ -69,61 +86,63 @@ def replies(body):
 
 
 def run_records(tmp_path, fake, release, system: str, params: dict, tasks: list[Task], answer_mode: str = "paper",
-                judges=None):
-    """Each task through the protocol in-process against the fake server (its own call cache per system)."""
-    models = Models.build(fake_endpoints(fake.base_url), CallCache(tmp_path / f"cache-{system}"))
+                judges=None, trace: Trace | None = None, cache: bool = True):
+    """Each task through the protocol in-process against the fake server (its own call cache per system), on a
+    small trace or (``trace``) the release's background at its injection session."""
+    models = Models.build(fake_endpoints(fake.base_url), CallCache(tmp_path / f"cache-{system}") if cache else None)
     cls = SYSTEMS.get(system)
     prompt = load_paper_prompt(release) if answer_mode == "paper" else None
     extra = {"answer_prompt": prompt} if prompt else {}
     make = lambda wd: cls(models, None, wd, answer_mode=answer_mode, **extra, **params)  # noqa: E731
-    trace = make_trace(n_sessions=3)
-    return [run_task(t, trace, 1, make, models, tmp_path / f"w-{system}" / f"t{t.id}", config_hash="h",
+    index = 1 if trace is None else OFFICIAL_SESSION
+    trace = trace or make_trace(n_sessions=3)
+    return [run_task(t, trace, index, make, models, tmp_path / f"w-{system}" / f"t{t.id}", config_hash="h",
                      system_name=system, evaluates_naive=cls.asks_naive(params), judges=judges)
             for t in tasks]
 
 
 def test_judge_requests_match_the_release_script_byte_for_byte(tmp_path):
     release = official_release()
-    tasks = official_tasks(release, 4)
+    every = official_tasks(release, 125)
+    trace = official_trace(release)
+    assert (len(trace.sessions), sum(len(s.turns) for s in trace.sessions)) == (47, 486)
     judges = paper_judges(release)
     by_system = {judge.system: name for name, judge in judges.items()}
-    configs = [("backbone", {"answer_naive": True}), ("always_in_state", {}), ("naive_rag", {"chunking": "single_shot"})]
+    # every task's text through the backbone (no memory), 25 through single-shot naive RAG over the release's 486
+    # background turns, four through the always-in-state file
+    configs = [("backbone", {"answer_naive": True}, every), ("naive_rag", {"chunking": "single_shot"}, every[:25]),
+               ("always_in_state", {}, every[:4])]
     compared = 0
     with FakeOpenAI(rules=[("", replies)]) as fake:
-        for system, params in configs:
+        for system, params, tasks in configs:
             fake.reset_log()
-            records = run_records(tmp_path, fake, release, system, params, tasks, judges=judges)
+            # no call cache: tasks sharing a fact and a naive query send identical requests, each one counted
+            records = run_records(tmp_path, fake, release, system, params, tasks, judges=judges, trace=trace,
+                                  cache=False)
             assert all(r.error is None for r in records), [r.error for r in records]
             assert all(set(r.verdicts) == set(JUDGES) for r in records)
-            sent = {}
+            sent: dict[str, list] = {name: [] for name in SCRIPT_METRIC}  # in the order sent: task by task
             for body in fake.chat_requests():
-                if (body.get("response_format") or {}).get("type") != "json_object":
-                    continue
-                metric = by_system[body["messages"][0]["content"]]
-                fact = body["messages"][1]["content"].split("\n", 1)[0].removeprefix("user_message: ")
-                task_id = next(t.extra["task_id"] for t in tasks if t.user_message == fact)
-                assert (metric, task_id) not in sent
-                sent[(metric, task_id)] = body["messages"]
+                if (body.get("response_format") or {}).get("type") == "json_object":
+                    sent[by_system[body["messages"][0]["content"]]].append(body["messages"])
             results = tmp_path / f"{system}.jsonl"
             results.write_text("".join(json.dumps(submission_row(r, {"system": system}), ensure_ascii=False) + "\n"
                                        for r in records), encoding="utf-8")
-            built = {}
             for name, metric in SCRIPT_METRIC.items():
                 out = subprocess.run(
                     [sys.executable, str(release.root / "evaluation/scripts/build_judge_payloads.py"), "--metric", metric,
                      "--results", str(results), "--tasks", str(release.path(TASKS))],
                     capture_output=True, text=True, encoding="utf-8", check=True).stdout
-                for line in out.splitlines():
-                    row = json.loads(line)
-                    built[(name, row["task_id"])] = row["messages"]
-            assert sorted(sent) == sorted(built) and len(built) == 4 * len(tasks)
-            for key, messages in built.items():
-                assert len(sent[key]) == len(messages) == 2
-                for ours, theirs in zip(sent[key], messages):
-                    assert ours["role"] == theirs["role"]
-                    assert ours["content"].encode("utf-8") == theirs["content"].encode("utf-8"), (system, key)
-                compared += 1
-    assert compared == 3 * 4 * len(tasks)
+                built = [json.loads(line) for line in out.splitlines()]
+                assert [row["task_id"] for row in built] == [t.extra["task_id"] for t in tasks]
+                assert len(sent[name]) == len(built) == len(tasks), (system, name)
+                for task, ours, row in zip(tasks, sent[name], built):
+                    assert len(ours) == len(row["messages"]) == 2
+                    for mine, theirs in zip(ours, row["messages"]):
+                        assert mine["role"] == theirs["role"]
+                        assert mine["content"].encode("utf-8") == theirs["content"].encode("utf-8"), (system, name, task.id)
+                    compared += 1
+    assert len(every) == 125 and compared == 4 * (125 + 25 + 4)
 
 
 def test_paper_answer_shows_the_memory_block_and_records_it(tmp_path):
@@ -155,14 +174,14 @@ def test_single_shot_naive_rag_is_one_chunk_per_turn_plus_the_pair(tmp_path):
         cls = SYSTEMS.get("naive_rag")
         from inmind_exp.protocol import ingest_task
 
-        trace = make_trace(n_sessions=3)
+        trace = official_trace(release)
         for chunking, extra in (("single_shot", 1), ("turn", 2)):
             make = lambda wd: cls(models, None, wd, chunking=chunking, top_k=3)  # noqa: E731
-            state = ingest_task(make, trace, task, 1, tmp_path / chunking, None)
+            state = ingest_task(make, trace, task, OFFICIAL_SESSION, tmp_path / chunking, None)
             system = make(tmp_path / f"{chunking}-read")
             system.restore(state)
             n_turns = sum(len(s.turns) for s in trace.sessions)
-            assert len(system.index) == n_turns + extra
+            assert len(system.index) == n_turns + extra == 486 + extra  # single_shot: the release's 487 chunks
             recall = system.recall(task.user_message)
             top = recall.items[0]
             if chunking == "single_shot":
