@@ -130,8 +130,8 @@ def test_judge_requests_match_the_release_script_byte_for_byte(tmp_path):
                                        for r in records), encoding="utf-8")
             for name, metric in SCRIPT_METRIC.items():
                 out = subprocess.run(
-                    [sys.executable, str(release.root / "evaluation/scripts/build_judge_payloads.py"), "--metric", metric,
-                     "--results", str(results), "--tasks", str(release.path(TASKS))],
+                    [sys.executable, str(release.root / "evaluation/scripts/build_judge_payloads.py"),
+                     "--metric", metric, "--results", str(results), "--tasks", str(release.path(TASKS))],
                     capture_output=True, text=True, encoding="utf-8", check=True).stdout
                 built = [json.loads(line) for line in out.splitlines()]
                 assert [row["task_id"] for row in built] == [t.extra["task_id"] for t in tasks]
@@ -140,7 +140,7 @@ def test_judge_requests_match_the_release_script_byte_for_byte(tmp_path):
                     assert len(ours) == len(row["messages"]) == 2
                     for mine, theirs in zip(ours, row["messages"]):
                         assert mine["role"] == theirs["role"]
-                        assert mine["content"].encode("utf-8") == theirs["content"].encode("utf-8"), (system, name, task.id)
+                        assert mine["content"].encode() == theirs["content"].encode(), (system, name, task.id)
                     compared += 1
     assert len(every) == 125 and compared == 4 * (125 + 25 + 4)
 
