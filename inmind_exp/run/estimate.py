@@ -1,5 +1,6 @@
 """The dry run: an upper bound on the calls and tokens a plan still needs (cache hits not subtracted), per role, from
-the system's ``CallProfile``, the trace's shape and the registered judges that apply (``judges.applicable``), priced
+the system's ``CallProfile``, the trace's shape and the run's judge set's judges that apply (``judges.applicable``; the
+paper set is sized by its prompts), and the answer prompt's size under ``answer=paper``, priced
 per role at its own model's prices; a sweep's dry run ends with the total over its configurations."""
 
 from __future__ import annotations
@@ -19,6 +20,16 @@ def _user_turns(sessions: Sequence[Session]) -> int:
 ROLES = ("memory", "answerer", "judge")
 
 
+def _answer_prompt_delta(plan: Plan) -> int:
+    """Tokens the release's answer prompt (``answer=paper``) adds to, or takes from, an answer call's profile, which
+    is sized for the shared prompt (about four characters a token)."""
+    if plan.answer_prompt is None:
+        return 0
+    from inmind_exp.answering import SHARED_ANSWER_SYSTEM
+
+    return (len(plan.answer_prompt.text) - len(SHARED_ANSWER_SYSTEM)) // 4
+
+
 def estimate(plan: Plan, retry_errors: bool | None = None) -> dict[str, float]:
     """Upper-bound calls, prompt and completion tokens of what remains to run (cache hits not subtracted), in total
     and per role (``memory_prompt_tokens``, ``judge_completion_tokens``, ...)."""
@@ -29,10 +40,10 @@ def estimate(plan: Plan, retry_errors: bool | None = None) -> dict[str, float]:
     prefix_calls = cost.memory_calls_per_user_turn * _user_turns(sessions[:j]) + cost.memory_calls_per_session * j
     suffix_calls = (cost.memory_calls_per_user_turn * (_user_turns(sessions[j:]) + 1)
                     + cost.memory_calls_per_session * (len(sessions) - j))
-    queries = 2 if plan.system_cls.evaluates_naive else 1
+    queries = 2 if plan.asks_naive else 1
     per_task_memory = suffix_calls + cost.memory_calls_per_query * queries
     per_task_answer = cost.answer_calls_per_query * queries
-    judges = applicable(plan.system_cls.evaluates_naive)
+    judges = applicable(plan.asks_naive, plan.judges)
     n = len(remaining)
     prefix_needed = n > 0 and not plan.prefix_path.is_file()
     memory_calls = n * per_task_memory + (prefix_calls if prefix_needed else 0)
@@ -45,7 +56,7 @@ def estimate(plan: Plan, retry_errors: bool | None = None) -> dict[str, float]:
         "judge_calls": n * len(judges),
         "memory_prompt_tokens": memory_calls * cost.prompt_tokens_per_memory_call,
         "memory_completion_tokens": memory_calls * cost.completion_tokens_per_memory_call,
-        "answerer_prompt_tokens": answer_calls * cost.prompt_tokens_per_answer_call,
+        "answerer_prompt_tokens": answer_calls * (cost.prompt_tokens_per_answer_call + _answer_prompt_delta(plan)),
         "answerer_completion_tokens": answer_calls * cost.completion_tokens_per_answer_call,
         "judge_prompt_tokens": n * sum(jd.prompt_tokens for jd in judges),
         "judge_completion_tokens": n * sum(jd.completion_tokens for jd in judges),
