@@ -88,6 +88,12 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
                             text="" if audit_tables else ("No human labels given (--labels FILE) and no pair of runs "
                                                           "differing only in the judge model.")))
 
+    if runset.rejudged:
+        from analysis.rejudge import panel
+
+        sections.append(Section("Judge robustness: stored answers re-judged (python -m analysis rejudge)",
+                                (panel(runs, runset.rejudged),)))
+
     for sec in sections:
         for t in sec.tables:
             rep.tables[t.name] = t

@@ -119,6 +119,11 @@ JUDGES: dict[str, Judge] = {
 }
 
 
+#: Judge prompt sets by name (``python -m analysis rejudge --judges NAME``): each maps judge names to judges the way
+#: ``JUDGES`` does. ``strict`` is ``JUDGES``, the set every run uses; another set is one entry here.
+JUDGE_SETS: dict[str, dict[str, Judge]] = {"strict": JUDGES}
+
+
 def applicable(evaluates_naive: bool) -> list[Judge]:
     """The judges a task of a system gets: those of the naive answer only if the system is asked the naive query."""
     return [j for j in JUDGES.values() if j.reads == "indirect" or evaluates_naive]
@@ -140,11 +145,12 @@ def _score(obj: dict[str, Any]) -> int:
     return int(s.strip()) if isinstance(s, str) else int(s)
 
 
-def judge(client: LLMClient, prompt: Judge, fields: dict[str, str], attempts: int = 3) -> Verdict:
-    """Run one judge; any failure (call or parse) is returned as an errored verdict, never a score."""
+def judge(client: LLMClient, prompt: Judge, fields: dict[str, str], attempts: int = 3, sample: int = 0) -> Verdict:
+    """Run one judge; any failure (call or parse) is returned as an errored verdict, never a score. ``sample`` > 0
+    asks for another sample of the same prompt (its own cache entry), for repeated judging."""
     messages = msgs(("system", prompt.system), ("user", prompt.template.format(**fields)))
     try:
-        obj, comp = client.chat_json(messages, attempts=attempts, validate=_validate_verdict)
+        obj, comp = client.chat_json(messages, attempts=attempts, validate=_validate_verdict, sample=sample)
     except JSONReplyError as e:
         return Verdict(prompt.name, None, raw=e.raw, error=str(e), prompt_version=prompt.version)
     except LLMCallError as e:
