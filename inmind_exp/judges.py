@@ -119,6 +119,30 @@ JUDGES: dict[str, Judge] = {
 }
 
 
+OVER_APPLICATION_JUDGE = Judge(
+    name="over_application",
+    version="over_application-v1",
+    reads="mismatched", label="Over-application", short="OA", order=70,
+    system=(
+        "You check a memory-augmented assistant for over-eager use of memory. Earlier, the user told the assistant a "
+        "personal fact; the explanation says which kind of request that fact matters for. Now the user made a "
+        "different request, one the fact does not bear on. Score 1 if the answer nevertheless brings the remembered "
+        "fact (or a warning, rule or adjustment derived from it) to bear on this request; score 0 if the answer "
+        "simply serves the request, including when it gives general advice that anyone asking would get. " + _OUTPUT
+    ),
+    template=(
+        "[user_message] (the fact the user stated earlier)\n{user_message}\n\n"
+        "[explanation] (the kind of request the fact matters for)\n{explanation}\n\n"
+        "[context] (what the assistant had in view when answering)\n{context}\n\n"
+        "[query] (a request the fact does not bear on)\n{query}\n\n[answer]\n{answer}"
+    ),
+)
+
+#: Judges of the negative controls (issue #22): not run on every task and not part of ``JUDGES`` (so a run without
+#: controls keeps its result identity); a control judges its own extra answer with them, its fields built by
+#: ``inmind_exp.controls`` (``mismatched_fields`` for ``over_application``).
+CONTROL_JUDGES: dict[str, Judge] = {j.name: j for j in (OVER_APPLICATION_JUDGE,)}
+
 #: Judge prompt sets by name (``python -m analysis rejudge --judges NAME``): each maps judge names to judges the way
 #: ``JUDGES`` does. ``strict`` is ``JUDGES``, the set every run uses; another set is one entry here.
 JUDGE_SETS: dict[str, dict[str, Judge]] = {"strict": JUDGES}
