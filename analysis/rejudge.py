@@ -382,9 +382,13 @@ def panel(sources: Sequence[Run], rejudged: Sequence[Run]) -> Table:
     repeated samples, and the target-recall judge's certain errors against the judge-free bounds."""
     data, display = [], []
     by_source: dict[str, dict[str, list[Run]]] = {}
+    names: dict[str, set[str]] = {}
     for r in rejudged:
-        src = r.params.get(P_SOURCE, "")
-        by_source.setdefault(src, {}).setdefault(r.params.get(P_SETTING, "?"), []).append(r)
+        names.setdefault(r.params.get(P_SETTING, "?"), set()).add(r.params.get("rejudge.base_url", ""))
+    for r in rejudged:  # one setting name at two endpoints (same model name, other server) is two settings
+        name, url = r.params.get(P_SETTING, "?"), r.params.get("rejudge.base_url", "")
+        key = name if len(names[name]) == 1 else f"{name} @ {url}"
+        by_source.setdefault(r.params.get(P_SOURCE, ""), {}).setdefault(key, []).append(r)
     for source in sources:
         settings = by_source.get(source.run_id or "") or by_source.get(source.config.config_hash) or {}
         for setting, members in sorted(settings.items()):

@@ -17,7 +17,7 @@ import pandas as pd
 from inmind_exp.metrics import LABELS, METRIC_INFO, METRICS, Rate, RunMetrics
 from inmind_exp.records import DOMAINS, TaskRecord
 
-from analysis.caveats import FLAG, FLAG_NOTE, flag
+from analysis.caveats import FLAG, FLAG_NOTE, degenerate, flag
 from analysis.compare import EXCLUSION_NOTE, Comparison, compare, outcome
 from analysis.load import EMBEDDING_ORDER, Run
 from analysis.stats import benjamini_hochberg, cohen_kappa, holm
@@ -92,7 +92,8 @@ def fmt_cluster_ci(c: Comparison) -> str:
     could not be estimated (no pairs, or fewer than two domains)."""
     if not c.n or math.isnan(c.cl_low):
         return "–"
-    return f"[{fmt_delta(c.cl_low)}, {fmt_delta(c.cl_high)}] ({c.n_domains} domains)"
+    mark = FLAG if degenerate(c.cl_low, c.cl_high, c.n) else ""
+    return f"[{fmt_delta(c.cl_low)}, {fmt_delta(c.cl_high)}]{mark} ({c.n_domains} domains)"
 
 
 def flag_note(*frames: pd.DataFrame) -> str:

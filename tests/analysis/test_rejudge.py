@@ -144,6 +144,12 @@ def test_flips_and_kappa_against_a_judge_that_disagrees(finished):
     assert (a.n, a.flips) == (4, 1) and a.flip_rate == 25.0 and a.kappa < 1.0
     row = panel([source], [other]).data.set_index("judge").loc["application"]
     assert row["flips"] == 1 and row["setting"] == "strict/other"
+    elsewhere = Run("elsewhere", cfg, tuple(result.records), params={
+        P_SOURCE: "r1", P_SETTING: "strict/other", P_SAMPLE: "0", "rejudge.base_url": "http://other-server/v1"})
+    rows = panel([source], [other, elsewhere]).data
+    app = rows[rows["judge"] == "application"].set_index("setting")
+    assert list(app["samples"]) == [1, 1]  # the same model name at another server is another setting, not a sample
+    assert app.loc["strict/other @ http://other-server/v1", "flips"] == 0
 
 
 def test_only_registered_prompt_sets_are_accepted(finished, capsys):
