@@ -189,7 +189,8 @@ def planned_calls(run: Run, tasks: Mapping[str, Task], setting: Setting, cache: 
         if r.indirect is None or t is None or (r.error and not r.error.startswith(JUDGE_FAILED)):
             continue
         for j, answer in _judges_for(r, judges):
-            wire = [m.to_openai() for m in msgs(("system", j.system), ("user", j.template.format(**j.fields(t, answer))))]
+            prompt = j.template.format(**j.fields(t, answer))
+            wire = [m.to_openai() for m in msgs(("system", j.system), ("user", prompt))]
             for s in range(setting.samples):
                 total += 1
                 if cache is not None and cache.get("chat", cache_key(client.provider.chat_key(wire, params, s))):
@@ -212,7 +213,8 @@ class Rejudged:
     @property
     def meta(self) -> dict[str, str]:
         ep = self.setting.endpoint
-        return {P_SOURCE: self.source.run_id or self.source.config.config_hash, "rejudge.source_label": self.source.label,
+        return {P_SOURCE: self.source.run_id or self.source.config.config_hash,
+                "rejudge.source_label": self.source.label,
                 P_SET: self.setting.judges, P_MODEL: ep.model, P_SAMPLE: str(self.sample), P_SETTING: self.setting.name,
                 "rejudge.base_url": ep.base_url, "rejudge.temperature": str(ep.temperature)}
 

@@ -48,7 +48,8 @@ def test_partners_are_among_the_least_similar(tasks):
     for p in pairs:
         i = index[p.task_id]
         others = sorted(float(sim[i, j]) for j, t in enumerate(ordered) if t.domain != ordered[i].domain)
-        assert p.similarity <= others[4] + 1e-6  # (recorded to 6 decimals) within the 5 least similar of the other domains
+        # within the 5 least similar of the other domains (the similarity is recorded to 6 decimals)
+        assert p.similarity <= others[4] + 1e-6
     mean_pair = np.mean([p.similarity for p in pairs])
     mean_all = np.mean([sim[i, j] for i in range(len(ordered)) for j in range(len(ordered))
                         if ordered[i].domain != ordered[j].domain])
@@ -80,7 +81,8 @@ def test_over_application_is_a_control_judge_not_a_task_judge(tasks):
     assert "over_application" not in JUDGES  # runs without controls keep their judges and result identity
     t, p = tasks[0], tasks[-1]
     answer = Answer("Here is a smoothie recipe.", (Message("user", "memory: " + t.user_message),))
-    with FakeOpenAI(rules=[("a request the fact does not bear on", {"score": 0, "reason": "served the request"})]) as fake:
+    rule = ("a request the fact does not bear on", {"score": 0, "reason": "served the request"})
+    with FakeOpenAI(rules=[rule]) as fake:
         client = LLMClient(Endpoint(role="judge", base_url=fake.base_url, model="fake", max_attempts=1))
         v = judge(client, OVER_APPLICATION_JUDGE, mismatched_fields(t, p, answer))
         body = fake.chat_requests()[0]
