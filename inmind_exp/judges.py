@@ -132,6 +132,30 @@ JUDGES: dict[str, Judge] = {
 }
 
 
+OVER_APPLICATION_JUDGE = Judge(
+    name="over_application",
+    version="over_application-v1",
+    reads="mismatched", label="Over-application", short="OA", order=70,
+    system=(
+        "You check a memory-augmented assistant for over-eager use of memory. Earlier, the user told the assistant a "
+        "personal fact; the explanation says which kind of request that fact matters for. Now the user made a "
+        "different request, one the fact does not bear on. Score 1 if the answer nevertheless brings the remembered "
+        "fact (or a warning, rule or adjustment derived from it) to bear on this request; score 0 if the answer "
+        "simply serves the request, including when it gives general advice that anyone asking would get. " + _OUTPUT
+    ),
+    template=(
+        "[user_message] (the fact the user stated earlier)\n{user_message}\n\n"
+        "[explanation] (the kind of request the fact matters for)\n{explanation}\n\n"
+        "[context] (what the assistant had in view when answering)\n{context}\n\n"
+        "[query] (a request the fact does not bear on)\n{query}\n\n[answer]\n{answer}"
+    ),
+)
+
+#: Judges of the negative controls (issue #22): not run on every task and not part of ``JUDGES`` (so a run without
+#: controls keeps its result identity); a control judges its own extra answer with them, its fields built by
+#: ``inmind_exp.controls`` (``mismatched_fields`` for ``over_application``).
+CONTROL_JUDGES: dict[str, Judge] = {j.name: j for j in (OVER_APPLICATION_JUDGE,)}
+
 #: the judge prompt sets ``judges.prompts`` selects
 JUDGE_SETS: tuple[str, ...] = ("strict", "paper")
 
@@ -199,11 +223,12 @@ def _score(obj: dict[str, Any]) -> int:
     return int(s.strip()) if isinstance(s, str) else int(s)
 
 
-def judge(client: LLMClient, prompt: Judge, fields: dict[str, str], attempts: int = 3) -> Verdict:
-    """Run one judge; any failure (call or parse) is returned as an errored verdict, never a score."""
+def judge(client: LLMClient, prompt: Judge, fields: dict[str, str], attempts: int = 3, sample: int = 0) -> Verdict:
+    """Run one judge; any failure (call or parse) is returned as an errored verdict, never a score. ``sample`` > 0
+    asks for another sample of the same prompt (its own cache entry), for repeated judging."""
     messages = judge_messages(prompt, fields)
     try:
-        obj, comp = client.chat_json(messages, attempts=attempts, validate=_validate_verdict)
+        obj, comp = client.chat_json(messages, attempts=attempts, validate=_validate_verdict, sample=sample)
     except JSONReplyError as e:
         return Verdict(prompt.name, None, raw=e.raw, error=str(e), prompt_version=prompt.version)
     except LLMCallError as e:
