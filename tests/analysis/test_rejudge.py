@@ -155,7 +155,7 @@ def test_flips_and_kappa_against_a_judge_that_disagrees(finished):
 def test_only_registered_prompt_sets_are_accepted(finished, capsys):
     tmp, fake, _ = finished
     assert set(JUDGE_SETS) >= {"strict"} and judge_set("strict") is JUDGES
-    with pytest.raises(RejudgeError, match="registered: strict"):
+    with pytest.raises(RejudgeError, match="registered: paper, strict"):
         judge_set("no-such-set")
     fake.reset_log()
     with pytest.raises(SystemExit) as e:
