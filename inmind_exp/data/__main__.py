@@ -1,8 +1,10 @@
 """``python -m inmind_exp.data check [FILE]``: validate a task file and a trace, run the construction filters of paper
 Section 3.3 (similarity, conflict) and the held-out similarity analysis, print a report and write it to ``--out``.
+``python -m inmind_exp.data fetch``: download and verify the official InMind release (``inmind_exp.data.fetch``).
 
-Exit codes: 0 all checks pass; 1 a task is flagged (obvious similarity match or persona conflict) or a conflict
-judgment failed; 2 the input files or the command line are invalid (every problem printed, nothing run).
+Exit codes: 0 all checks pass (fetch: the release is in place); 1 a task is flagged (obvious similarity match or
+persona conflict) or a conflict judgment failed; 2 the input files or the command line are invalid (every problem
+printed, nothing run), or fetch refused a file.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any, Sequence
 from inmind_exp.data.errors import DataError
 from inmind_exp.data.tasks import BUNDLED_TASKS, load_tasks
 from inmind_exp.data.trace import BUNDLED_TRACE, load_trace
-from inmind_exp.records import DOMAINS, ORIGINS, Task, Trace
+from inmind_exp.records import ACCEPTED_DOMAINS, ORIGINS, Task, Trace
 
 TOKENS_PER_WORD = 1.3  # tokenizer-free estimate: whitespace words x 1.3, roughly what BPE tokenizers give for English
 
@@ -41,7 +43,26 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--judge-workers", type=int, default=4, help="concurrent judge calls for --base-url (default 4)")
     c.add_argument("--persona-similar", type=int, default=8, help="trace user turns nearest the fact shown to the judge")
     c.add_argument("--persona-sample", type=int, default=6, help="evenly spaced trace user turns shown to the judge")
+    f = sub.add_parser("fetch", help="download the official InMind release into the cache, every file SHA-256 checked")
+    f.add_argument("--ref", help="one branch, tag or commit for every file (default: each file at its pinned commit)")
+    f.add_argument("--from", dest="source", metavar="DIR_OR_URL",
+                   help="a clone of imlrz/InMind to copy from, or a base URL serving <ref>/<path> (default: GitHub raw)")
+    f.add_argument("--dest", type=Path, help="release directory to write (default: ~/.cache/inmind/release/<ref>)")
     return p
+
+
+def fetch(args: argparse.Namespace) -> int:
+    from inmind_exp.data.fetch import fetch_release
+    from inmind_exp.data.release import RELEASE_ENV, ReleaseError
+
+    try:
+        done = fetch_release(args.ref, args.source, args.dest)
+    except ReleaseError as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 2
+    print(f"release verified and installed: {done.release.root}\n(runs with dataset=official or trace=official find "
+          f"the newest fetched copy themselves; or set {RELEASE_ENV}={done.release.root})", flush=True)
+    return 0
 
 
 def trace_stats(trace: Trace) -> dict[str, Any]:
@@ -60,7 +81,7 @@ def trace_stats(trace: Trace) -> dict[str, Any]:
 
 def _counts(tasks: Sequence[Task]) -> dict[str, dict[str, int]]:
     dom, org = Counter(t.domain for t in tasks), Counter(t.origin for t in tasks)
-    return {"domain": {d: dom[d] for d in DOMAINS if dom[d]}, "origin": {o: org[o] for o in ORIGINS if org[o]}}
+    return {"domain": {d: dom[d] for d in ACCEPTED_DOMAINS if dom[d]}, "origin": {o: org[o] for o in ORIGINS if org[o]}}
 
 
 def _judge_client(args: argparse.Namespace, out: Path) -> tuple[Any, Any, str]:
@@ -231,6 +252,8 @@ def _run(args: argparse.Namespace, tasks: list[Task], trace: Trace, out: Path, c
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command == "fetch":
+        return fetch(args)
     if args.base_url and args.llm == "local":
         parser.error("--llm local and --base-url are exclusive")
     if bool(args.base_url) != bool(args.model):
