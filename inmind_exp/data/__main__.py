@@ -33,6 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("file", nargs="?", type=Path, help=f"task JSONL file (default: the bundled set, {BUNDLED_TASKS.name})")
     c.add_argument("--trace", type=Path, help="LongMemEval-style trace JSON (default: the bundled trace)")
     c.add_argument("--trace-index", type=int, default=0, help="which instance of the trace file (default 0)")
+    c.add_argument("--release", nargs="?", const="", metavar="DIR",
+                   help="check the official release's tasks and trace instead (DIR, else $INMIND_RELEASE or the "
+                        "fetched copy)")
     c.add_argument("--out", type=Path, default=Path("data_check"), help="report directory (default ./data_check)")
     c.add_argument("--llm", choices=("local", "none"), default="none",
                    help="conflict judge: 'local' starts the embedded llama.cpp model; 'none' (default) skips the "
@@ -118,14 +121,25 @@ def check(args: argparse.Namespace, encoder: Any = None, heldout_encoder: Any = 
     problems = []
     tasks: list[Task] = []
     trace: Trace | None = None
-    try:
-        tasks = load_tasks(args.file)
-    except DataError as e:
-        problems.extend(e.problems)
-    try:
-        trace = load_trace(args.trace, index=args.trace_index)
-    except DataError as e:
-        problems.extend(e.problems)
+    if getattr(args, "release", None) is not None:
+        from inmind_exp.data.release import ReleaseError
+
+        try:
+            tasks, trace = _release_inputs(args)
+        except ReleaseError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except DataError as e:
+            problems.extend(e.problems)
+    else:
+        try:
+            tasks = load_tasks(args.file)
+        except DataError as e:
+            problems.extend(e.problems)
+        try:
+            trace = load_trace(args.trace, index=args.trace_index)
+        except DataError as e:
+            problems.extend(e.problems)
     if problems:
         print(f"{len(problems)} problem(s) in input data:", file=sys.stderr)
         for pr in problems:
@@ -152,6 +166,16 @@ def check(args: argparse.Namespace, encoder: Any = None, heldout_encoder: Any = 
     finally:
         if server is not None:
             server.stop()
+
+
+def _release_inputs(args: argparse.Namespace) -> tuple[list[Task], Trace]:
+    """``check --release [DIR]``: the official tasks and background (hash-checked); the report names their files."""
+    from inmind_exp.data.official import load_official_tasks, load_official_trace
+    from inmind_exp.data.release import BACKGROUND, TASKS, find_release
+
+    rel = find_release(args.release or None, where="check --release")
+    args.file, args.trace = rel.path(TASKS), rel.path(BACKGROUND)
+    return load_official_tasks(rel), load_official_trace(rel)
 
 
 def _run(args: argparse.Namespace, tasks: list[Task], trace: Trace, out: Path, client: Any, judge_desc: str,
@@ -254,6 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "fetch":
         return fetch(args)
+    if args.release is not None and (args.file or args.trace):
+        parser.error("--release checks the release's own tasks and trace: drop FILE and --trace")
     if args.base_url and args.llm == "local":
         parser.error("--llm local and --base-url are exclusive")
     if bool(args.base_url) != bool(args.model):

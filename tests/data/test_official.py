@@ -228,3 +228,36 @@ def test_replayed_timeline_equals_the_release_build_timeline(release, tmp_path):
         ours_ids = [t.id for s in fed for t in s.turns if not t.injected]
         assert ours_ids == [t["id"] for s in theirs["sessions"] for t in s["turns"] if t["source"] != "inmind_target"]
     assert compared == 3 * (486 + 2)
+
+
+class HashEncoder:
+    """Deterministic pseudo-random unit vectors per text (no model): enough to run ``check``'s filters end to end."""
+
+    name, dim = "hash", 16
+
+    def encode(self, texts):
+        import hashlib
+
+        import numpy as np
+
+        v = np.array([np.frombuffer(hashlib.sha256(t.encode()).digest()[:16], dtype=np.uint8) for t in texts],
+                     dtype=np.float32).reshape(-1, 16) - 127.5
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    passage = query = encode
+
+
+def test_data_check_on_the_release(release, tmp_path, capsys):
+    from inmind_exp.data import __main__ as cli
+
+    args = cli._parser().parse_args(["check", "--release", str(release.root), "--out", str(tmp_path / "out")])
+    assert cli.check(args, encoder=HashEncoder(), heldout_encoder=HashEncoder()) in (0, 1)  # 1: flagged tasks
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["tasks_file"] == str(release.path(TASKS)) and report["n_tasks"] == 125
+    assert set(report["counts"]["domain"]) == set(OFFICIAL_DOMAINS) and sum(report["counts"]["domain"].values()) == 125
+    m = release.manifest()
+    assert (report["trace"]["sessions"], report["trace"]["turns"], report["trace"]["user_turns"]) == (
+        m["sessions"], m["turns"], m["user_turns"])
+    with pytest.raises(SystemExit):
+        cli.main(["check", "tasks.jsonl", "--release"])
+    assert "drop FILE and --trace" in capsys.readouterr().err
