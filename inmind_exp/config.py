@@ -133,14 +133,24 @@ class JudgesConf:
 
 @dataclass
 class DatasetConf:
+    """``bundled`` (or any task file in ``path``) or ``official``: the release's tasks (``inmind_exp.data.sources``),
+    read from ``release_dir``, else ``$INMIND_RELEASE``, else the newest ``python -m inmind_exp.data fetch`` copy."""
+
+    name: str = "bundled"
     path: Optional[str] = None  # null: the bundled 125 tasks
     limit: Optional[int] = None
+    release_dir: Optional[str] = None
 
 
 @dataclass
 class TraceConf:
+    """``bundled``/``smoke`` (or a LongMemEval-style file in ``path``) or ``official``: the release's background,
+    found like the dataset's (``trace=official`` takes ``dataset.release_dir`` unless ``trace.release_dir`` is set)."""
+
+    name: str = "bundled"
     path: Optional[str] = None  # null: the bundled 47-session trace
     index: int = 0
+    release_dir: Optional[str] = None
 
 
 @dataclass

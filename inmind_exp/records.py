@@ -27,6 +27,14 @@ DOMAINS: tuple[str, ...] = (
     "parenting",
     "other",
 )
+#: The official release's domain names (``imlrz/InMind`` ``benchmark/dataset``): ours with two spelt out in full.
+OFFICIAL_DOMAINS: tuple[str, ...] = (
+    "health_and_wellness",
+    "professional_and_career",
+    *(d for d in DOMAINS if d not in ("health_wellness", "professional_career")),
+)
+#: Every domain name a task file may use: the bundled set's and the official release's.
+ACCEPTED_DOMAINS: tuple[str, ...] = DOMAINS + tuple(d for d in OFFICIAL_DOMAINS if d not in DOMAINS)
 ORIGINS: tuple[str, ...] = ("source", "expert")
 
 
@@ -65,8 +73,8 @@ FACT_REPLY_TURN_ID = "inmind:fact-reply"
 class Turn:
     """One message of the background trace. ``injected`` marks the task's fact pair (only the backbone reads it).
 
-    ``id`` names the turn for provenance: ``<session id>#<index>`` for trace turns (set by the loader),
-    ``FACT_TURN_ID`` / ``FACT_REPLY_TURN_ID`` for the injected pair.
+    ``id`` names the turn for provenance: ``<session id>#<index>`` for trace turns (set by the loader; the official
+    trace keeps the release's ``<session>-turn-<k>``), ``FACT_TURN_ID`` / ``FACT_REPLY_TURN_ID`` for the injected pair.
     """
 
     role: str

@@ -49,23 +49,26 @@ def expand_sweep(overrides: Sequence[str], config_dir: str | Path = CONF_DIR, co
 
 
 @lru_cache(maxsize=16)
-def _tasks(path: str | None, limit: int | None) -> int:
-    from inmind_exp.data import load_tasks
+def _tasks(name: str | None, path: str | None, limit: int | None, release_dir: str | None) -> int:
+    from inmind_exp.data.sources import load_dataset
 
-    return len(load_tasks(path, limit=limit))
+    return len(load_dataset(OmegaConf.create({"name": name, "path": path, "limit": limit,
+                                              "release_dir": release_dir})).tasks)
 
 
 @lru_cache(maxsize=16)
-def _trace(path: str | None, index: int) -> Any:
-    from inmind_exp.data import load_trace
+def _trace(name: str | None, path: str | None, index: int, release_dir: str | None) -> Any:
+    from inmind_exp.data.sources import load_background
 
-    return load_trace(path, index=index)
+    return load_background(OmegaConf.create({"name": name, "path": path, "index": index,
+                                             "release_dir": release_dir})).trace
 
 
 def check_job(cfg: DictConfig) -> list[str]:
     """Problems of one composed job that need no endpoint: worker count, data files, injection point."""
     from inmind_exp import config as C
     from inmind_exp.data import DataError
+    from inmind_exp.data.release import ReleaseError
     from inmind_exp.protocol import injection_session_index
 
     problems = []
@@ -73,10 +76,13 @@ def check_job(cfg: DictConfig) -> list[str]:
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         problems.append(f"cluster.workers={workers!r}: must be an integer >= 1")
     try:
-        _tasks(cfg.dataset.path, cfg.dataset.limit)
-        trace = _trace(cfg.trace.path, cfg.trace.index)
+        d, t = cfg.dataset, cfg.trace
+        _tasks(d.get("name"), d.path, d.limit, d.get("release_dir"))
+        trace = _trace(t.get("name"), t.path, t.index, t.get("release_dir"))
     except DataError as e:
         return problems + [str(p) for p in e.problems]
+    except ReleaseError as e:
+        return problems + [str(e)]
     try:
         injection_session_index(trace, C.injection_spec(cfg.injection))
     except ValueError as e:

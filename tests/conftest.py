@@ -67,6 +67,29 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="session")
+def release():
+    """The official InMind release (``$INMIND_RELEASE``, else a fetched copy), every file hash-checked. Missing: the
+    test fails under CI (``CI=true``; ``.ci/run`` sets ``INMIND_RELEASE``) and is skipped elsewhere."""
+    return require_release()
+
+
+def require_release():
+    import os
+
+    from inmind_exp.data.release import FETCH_COMMAND, RELEASE_ENV, ReleaseError, find_release
+
+    try:
+        rel = find_release(where="tests")
+        rel.verify()
+    except ReleaseError as e:
+        msg = f"the official InMind release is needed: set {RELEASE_ENV} or run `{FETCH_COMMAND}` ({e})"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return rel
+
+
 # -- the fast loop: `pytest -m "not slow"` ------------------------------------------------------------------------
 
 #: what makes a test slow on 2 cores: a launch.py or other subprocess, a Ray session, the embedded model

@@ -110,10 +110,18 @@ class Workspace:
         self.env = {k: v for k, v in {**env(), "OPENAI_API_KEY": "sk-fake-for-readme-test"}.items()
                     if k != "MLFLOW_TRACKING_URI"}  # the documented default, sqlite:///mlflow.db in the workspace
 
-    def endpoint_overrides(self) -> list[str]:
-        return ["llm.provider=openai", f"llm.base_url={self.fake.base_url}", f"dataset.path={self.tasks}",
-                f"trace.path={self.trace}", "dataset.limit=1", "cluster.workers=1", "cluster.num_cpus=2",
-                "llm.max_attempts=2", "llm.backoff_initial_s=0.01", "llm.backoff_max_s=0.05"]
+    def endpoint_overrides(self, argv: list[str] | tuple[str, ...] = ()) -> list[str]:
+        """The fake endpoint and the tiny data; a command on the official release keeps the release's data (from
+        ``$INMIND_RELEASE``: skipped without it, failed under CI)."""
+        data = [f"dataset.path={self.tasks}", f"trace.path={self.trace}"]
+        if "dataset=official" in argv or "trace=official" in argv:
+            from tests.conftest import require_release
+
+            data = [d for d, group in zip(data, ("dataset", "trace")) if f"{group}=official" not in argv]
+            data.append(f"dataset.release_dir={require_release().root}")
+        return ["llm.provider=openai", f"llm.base_url={self.fake.base_url}", *data, "dataset.limit=1",
+                "cluster.workers=1", "cluster.num_cpus=2", "llm.max_attempts=2", "llm.backoff_initial_s=0.01",
+                "llm.backoff_max_s=0.05"]
 
     def labels_file(self) -> None:
         """``labels.jsonl`` in the format analysis/README.md documents, pointing at a run the commands made."""
@@ -166,7 +174,7 @@ def prepare(cmd: Command, ws: Workspace) -> tuple[list[str], set[int]]:
         argv[0] = sys.executable
     if len(argv) > 1 and argv[1] == "launch.py":
         argv[1] = str(REPO / "launch.py")
-        argv += ws.endpoint_overrides()
+        argv += ws.endpoint_overrides(argv)
         if n_configs(argv) > MAX_RUN_CONFIGS:
             argv.append("dry_run=true")
         return argv, {0}
@@ -176,6 +184,10 @@ def prepare(cmd: Command, ws: Workspace) -> tuple[list[str], set[int]]:
         return argv, {0}
     if argv[1:4] == ["-m", "inmind_exp.data", "check"]:
         return argv, {0, 1}  # 1: the documented "flagged tasks" outcome
+    if argv[1:4] == ["-m", "inmind_exp.data", "fetch"]:  # no network: the same fetch from the release copy
+        from tests.conftest import require_release
+
+        return argv + ["--from", str(require_release().root), "--dest", str(ws.root / "release")], {0}
     raise AssertionError(f"{cmd.id}: no rule runs or skips this README command: {cmd.text}\n"
                          f"add a rule to tests/test_readme_commands.py")
 

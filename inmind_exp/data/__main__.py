@@ -1,8 +1,10 @@
 """``python -m inmind_exp.data check [FILE]``: validate a task file and a trace, run the construction filters of paper
 Section 3.3 (similarity, conflict) and the held-out similarity analysis, print a report and write it to ``--out``.
+``python -m inmind_exp.data fetch``: download and verify the official InMind release (``inmind_exp.data.fetch``).
 
-Exit codes: 0 all checks pass; 1 a task is flagged (obvious similarity match or persona conflict) or a conflict
-judgment failed; 2 the input files or the command line are invalid (every problem printed, nothing run).
+Exit codes: 0 all checks pass (fetch: the release is in place); 1 a task is flagged (obvious similarity match or
+persona conflict) or a conflict judgment failed; 2 the input files or the command line are invalid (every problem
+printed, nothing run), or fetch refused a file.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any, Sequence
 from inmind_exp.data.errors import DataError
 from inmind_exp.data.tasks import BUNDLED_TASKS, load_tasks
 from inmind_exp.data.trace import BUNDLED_TRACE, load_trace
-from inmind_exp.records import DOMAINS, ORIGINS, Task, Trace
+from inmind_exp.records import ACCEPTED_DOMAINS, ORIGINS, Task, Trace
 
 TOKENS_PER_WORD = 1.3  # tokenizer-free estimate: whitespace words x 1.3, roughly what BPE tokenizers give for English
 
@@ -31,6 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("file", nargs="?", type=Path, help=f"task JSONL file (default: the bundled set, {BUNDLED_TASKS.name})")
     c.add_argument("--trace", type=Path, help="LongMemEval-style trace JSON (default: the bundled trace)")
     c.add_argument("--trace-index", type=int, default=0, help="which instance of the trace file (default 0)")
+    c.add_argument("--release", nargs="?", const="", metavar="DIR",
+                   help="check the official release's tasks and trace instead (DIR, else $INMIND_RELEASE or the "
+                        "fetched copy)")
     c.add_argument("--out", type=Path, default=Path("data_check"), help="report directory (default ./data_check)")
     c.add_argument("--llm", choices=("local", "none"), default="none",
                    help="conflict judge: 'local' starts the embedded llama.cpp model; 'none' (default) skips the "
@@ -41,7 +46,26 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--judge-workers", type=int, default=4, help="concurrent judge calls for --base-url (default 4)")
     c.add_argument("--persona-similar", type=int, default=8, help="trace user turns nearest the fact shown to the judge")
     c.add_argument("--persona-sample", type=int, default=6, help="evenly spaced trace user turns shown to the judge")
+    f = sub.add_parser("fetch", help="download the official InMind release into the cache, every file SHA-256 checked")
+    f.add_argument("--ref", help="one branch, tag or commit for every file (default: each file at its pinned commit)")
+    f.add_argument("--from", dest="source", metavar="DIR_OR_URL",
+                   help="a clone of imlrz/InMind to copy from, or a base URL serving <ref>/<path> (default: GitHub raw)")
+    f.add_argument("--dest", type=Path, help="release directory to write (default: ~/.cache/inmind/release/<ref>)")
     return p
+
+
+def fetch(args: argparse.Namespace) -> int:
+    from inmind_exp.data.fetch import fetch_release
+    from inmind_exp.data.release import RELEASE_ENV, ReleaseError
+
+    try:
+        done = fetch_release(args.ref, args.source, args.dest)
+    except ReleaseError as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 2
+    print(f"release verified and installed: {done.release.root}\n(runs with dataset=official or trace=official find "
+          f"the newest fetched copy themselves; or set {RELEASE_ENV}={done.release.root})", flush=True)
+    return 0
 
 
 def trace_stats(trace: Trace) -> dict[str, Any]:
@@ -60,7 +84,7 @@ def trace_stats(trace: Trace) -> dict[str, Any]:
 
 def _counts(tasks: Sequence[Task]) -> dict[str, dict[str, int]]:
     dom, org = Counter(t.domain for t in tasks), Counter(t.origin for t in tasks)
-    return {"domain": {d: dom[d] for d in DOMAINS if dom[d]}, "origin": {o: org[o] for o in ORIGINS if org[o]}}
+    return {"domain": {d: dom[d] for d in ACCEPTED_DOMAINS if dom[d]}, "origin": {o: org[o] for o in ORIGINS if org[o]}}
 
 
 def _judge_client(args: argparse.Namespace, out: Path) -> tuple[Any, Any, str]:
@@ -97,14 +121,25 @@ def check(args: argparse.Namespace, encoder: Any = None, heldout_encoder: Any = 
     problems = []
     tasks: list[Task] = []
     trace: Trace | None = None
-    try:
-        tasks = load_tasks(args.file)
-    except DataError as e:
-        problems.extend(e.problems)
-    try:
-        trace = load_trace(args.trace, index=args.trace_index)
-    except DataError as e:
-        problems.extend(e.problems)
+    if getattr(args, "release", None) is not None:
+        from inmind_exp.data.release import ReleaseError
+
+        try:
+            tasks, trace = _release_inputs(args)
+        except ReleaseError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except DataError as e:
+            problems.extend(e.problems)
+    else:
+        try:
+            tasks = load_tasks(args.file)
+        except DataError as e:
+            problems.extend(e.problems)
+        try:
+            trace = load_trace(args.trace, index=args.trace_index)
+        except DataError as e:
+            problems.extend(e.problems)
     if problems:
         print(f"{len(problems)} problem(s) in input data:", file=sys.stderr)
         for pr in problems:
@@ -131,6 +166,16 @@ def check(args: argparse.Namespace, encoder: Any = None, heldout_encoder: Any = 
     finally:
         if server is not None:
             server.stop()
+
+
+def _release_inputs(args: argparse.Namespace) -> tuple[list[Task], Trace]:
+    """``check --release [DIR]``: the official tasks and background (hash-checked); the report names their files."""
+    from inmind_exp.data.official import load_official_tasks, load_official_trace
+    from inmind_exp.data.release import BACKGROUND, TASKS, find_release
+
+    rel = find_release(args.release or None, where="check --release")
+    args.file, args.trace = rel.path(TASKS), rel.path(BACKGROUND)
+    return load_official_tasks(rel), load_official_trace(rel)
 
 
 def _run(args: argparse.Namespace, tasks: list[Task], trace: Trace, out: Path, client: Any, judge_desc: str,
@@ -231,6 +276,10 @@ def _run(args: argparse.Namespace, tasks: list[Task], trace: Trace, out: Path, c
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command == "fetch":
+        return fetch(args)
+    if args.release is not None and (args.file or args.trace):
+        parser.error("--release checks the release's own tasks and trace: drop FILE and --trace")
     if args.base_url and args.llm == "local":
         parser.error("--llm local and --base-url are exclusive")
     if bool(args.base_url) != bool(args.model):

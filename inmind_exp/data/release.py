@@ -35,6 +35,13 @@ PROMPTS = {
     "target_recall": "evaluation/prompts/judge_target_recall.txt",
     "answer_only": "evaluation/prompts/judge_answer_only.txt",
 }
+#: the release's own stdlib scripts: not read by runs, fetched so tests can run them against this project's output
+SCRIPTS = {
+    "build_timeline": "evaluation/scripts/build_timeline.py",
+    "build_judge_payloads": "evaluation/scripts/build_judge_payloads.py",
+    "validate_release": "evaluation/scripts/validate_release.py",
+    "validate_submission": "evaluation/scripts/validate_submission.py",
+}
 
 #: SHA-256 of every release file this project reads whose hash the release does not publish itself (the tasks'
 #: hash comes from SHA256SUMS, the background's from the manifest, both also pinned here as a second check).
@@ -48,8 +55,15 @@ PINNED_SHA256: dict[str, str] = {
     PROMPTS["application"]: "d45cc35770befb8b8526454a48b745fdd07e067234b1d98262177a9445b5f64c",
     PROMPTS["target_recall"]: "af55e9eacb13adfc5163cb137509194b3fd8bfdfbade869d0c6afecb44158f1d",
     PROMPTS["answer_only"]: "70c074e55438e037dc3e83b1c3d24fe0d4ee6b22b01b3f3089464fd6b4339ea2",
+    SCRIPTS["build_timeline"]: "b36d810148de0b0d5b49347d8582c7c991a4b8e9b786865ea98f530ad4720b46",
+    SCRIPTS["build_judge_payloads"]: "3ef58ca76dfb824b17909974055e25c5ec1e633b4257fb5f852b074e439f3584",
+    SCRIPTS["validate_release"]: "bea0ca0eed3a84b6f722242825e47f60d91f08a7b707c7dab27c1a3dce2dc853",
+    SCRIPTS["validate_submission"]: "e9b96b52bf3ece2ba7d30f6da875c6b1fc6179bbf474814ad0ef403779d32e1a",
 }
 PINNED_SHA256[TASKS_OLD_NAME] = PINNED_SHA256[TASKS]
+#: every file ``python -m inmind_exp.data fetch`` puts in a release directory (SHA256SUMS is checked by its line for
+#: the tasks, not by its own hash: its versions differ in which task files they list, not in the tasks' hash)
+FETCHED: tuple[str, ...] = (TASKS, SHA256SUMS, BACKGROUND, MANIFEST, SCHEMA, *PROMPTS.values(), *SCRIPTS.values())
 
 
 class ReleaseError(InmindError, ValueError):
@@ -105,10 +119,44 @@ class Release:
     def schema(self) -> dict[str, Any]:
         return json.loads(self.text(SCHEMA))
 
+    def script(self, name: str) -> Path:
+        """The checked path of one of the release's scripts (``build_timeline``, ``validate_submission``, ...)."""
+        return self.path(SCRIPTS[name])
+
     def verify(self) -> None:
         """Check every file the project reads (raises ``ReleaseError`` naming the first bad file)."""
         for rel in (TASKS, BACKGROUND, MANIFEST, SCHEMA, *PROMPTS.values()):
             self.path(rel)
+
+    def verify_published(self) -> None:
+        """Check the tasks against the release's ``SHA256SUMS`` and the background against its ``manifest.json``
+        (the hashes the authors publish), on top of the pins; raises ``ReleaseError`` naming the file."""
+        tasks = self.path(TASKS)
+        sums_path = self.path(SHA256SUMS)
+        listed = parse_sha256sums(sums_path.read_text(encoding="utf-8"))
+        name = tasks.relative_to(self.root).as_posix()
+        # a SHA256SUMS version lists the tasks under the name it had then; the release states both names' bytes agree
+        want = listed.get(name) or listed.get(TASKS_OLD_NAME if name == TASKS else TASKS)
+        if want is None:
+            raise ReleaseError(f"{sums_path}: lists no checksum for {name} (nor {TASKS_OLD_NAME})")
+        got = sha256_file(tasks)
+        if got != want:
+            raise ReleaseError(f"{tasks}: sha256 {got} does not match {want} published in {sums_path}")
+        bg = self.path(BACKGROUND)
+        want = str(self.manifest().get("sha256", ""))
+        got = sha256_file(bg)
+        if got != want:
+            raise ReleaseError(f"{bg}: sha256 {got} does not match {want!r} published in {self.root / MANIFEST}")
+
+
+def parse_sha256sums(text: str) -> dict[str, str]:
+    """``sha256sum`` output (``<hex>  <path>`` or ``<hex> *<path>``) as path -> hex."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.strip().split(None, 1)
+        if len(parts) == 2 and len(parts[0]) == 64:
+            out[parts[1].lstrip("*").strip()] = parts[0].lower()
+    return out
 
 
 def default_cache_root() -> Path:
@@ -128,7 +176,8 @@ def find_release(release_dir: str | Path | None = None, *, where: str = "dataset
         return Release(root.resolve())
     cache = default_cache_root()
     if cache.is_dir():
-        fetched = sorted((p for p in cache.iterdir() if (p / MANIFEST).is_file()), key=lambda p: p.stat().st_mtime)
+        fetched = sorted((p for p in cache.iterdir() if not p.name.startswith(".") and (p / MANIFEST).is_file()),
+                         key=lambda p: p.stat().st_mtime)  # ".name.partial-*": a fetch under way, never a release
         if fetched:
             return Release(fetched[-1].resolve())
     raise ReleaseError(missing_message(where))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from inmind_exp.data.errors import DataError, Problem
 from inmind_exp.data.text import MAX_FIELD_BYTES, MAX_LINE_BYTES, decode, invalid_utf8, read_lines, strings, utf8_len
-from inmind_exp.records import DOMAINS, ORIGINS, Task
+from inmind_exp.records import ACCEPTED_DOMAINS, ORIGINS, Task
 
 REQUIRED_TEXT = ("id", "domain", "user_message", "assistant_message", "naive_query", "query", "explanation")
 BUNDLED_TASKS = Path(__file__).parent / "bundled" / "tasks.jsonl"
@@ -89,8 +89,9 @@ def _check_task(obj: dict, path: str, lineno: int) -> list[Problem]:
         problems.append(Problem(path, lineno, "id", f"invalid id {tid[:80]!r}: ids are 1-128 letters, digits, '.', "
                                                     f"'_' or '-', starting with a letter or digit"))
     domain = obj.get("domain")
-    if isinstance(domain, str) and domain.strip() and domain not in DOMAINS:
-        problems.append(Problem(path, lineno, "domain", f"unknown domain {domain!r}; expected one of {', '.join(DOMAINS)}"))
+    if isinstance(domain, str) and domain.strip() and domain not in ACCEPTED_DOMAINS:
+        problems.append(Problem(path, lineno, "domain",
+                                f"unknown domain {domain!r}; expected one of {', '.join(ACCEPTED_DOMAINS)}"))
     origin = obj.get("origin", "source")
     if origin not in ORIGINS:
         problems.append(Problem(path, lineno, "origin", f"unknown origin {origin!r}; expected 'source' or 'expert'"))

@@ -111,6 +111,8 @@ def _dataset_path(plan: Plan) -> Path:
     """The task file the plan read (the bundled set when ``dataset.path`` is null), for MLflow's dataset input."""
     from inmind_exp.data.tasks import BUNDLED_TASKS
 
+    if plan.tasks_path is not None:
+        return plan.tasks_path
     path = plan.params.get("dataset.path")
     return Path(path) if path not in (None, "None", "null", "") else BUNDLED_TASKS
 

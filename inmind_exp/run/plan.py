@@ -14,9 +14,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from inmind_exp import config as C
 from inmind_exp import tags as T
-from inmind_exp.data import DataError, load_tasks, load_trace
-from inmind_exp.data.tasks import BUNDLED_TASKS
-from inmind_exp.data.trace import BUNDLED_TRACE
+from inmind_exp.data import DataError
+from inmind_exp.data.release import ReleaseError
+from inmind_exp.data.sources import load_background, load_dataset
 from inmind_exp.embed import EmbeddingSpec
 from inmind_exp.answering import PaperPrompt, load_paper_prompt
 from inmind_exp.errors import PlanError
@@ -139,6 +139,8 @@ class Plan:
     def asks_naive(self) -> bool:
         """Whether this configuration is asked the naive query (``MemorySystem.asks_naive``)."""
         return self.system_cls.asks_naive(dict(self.system_params))
+    #: the task file the tasks were read from (the bundled set, a user's file or the release's), for MLflow
+    tasks_path: Path | None = None
 
     @property
     def ledger_path(self) -> Path:
@@ -249,10 +251,13 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
             f"(supported: {', '.join(system_cls.embeddings)})"
         )
     try:
-        tasks = load_tasks(cfg.dataset.path, limit=cfg.dataset.limit)
-        trace = load_trace(cfg.trace.path, index=cfg.trace.index)
+        dataset = load_dataset(cfg.dataset)
+        background = load_background(cfg.trace)
     except DataError as e:
         raise PlanError(str(e)) from e
+    except ReleaseError as e:  # no release, or a file that fails its hash: exit 2 naming the fetch command
+        raise PlanError(str(e)) from None
+    tasks, trace = dataset.tasks, background.trace
     try:
         session_index = injection_session_index(trace, C.injection_spec(cfg.injection))
     except ValueError as e:
@@ -279,10 +284,8 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
     latency = cfg.run.get("latency_s", 10.0)
     if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not latency > 0:
         raise PlanError(f"run.latency_s={latency}: must be a number of seconds > 0")
-    dataset_digest = C.file_digest(Path(cfg.dataset.path) if cfg.dataset.path else BUNDLED_TASKS)
-    trace_digest = C.file_digest(Path(cfg.trace.path) if cfg.trace.path else BUNDLED_TRACE)
     judges, answer_prompt = _release_prompts(cfg)
-    identity = C.result_identity(cfg, endpoints, dataset_digest, trace_digest, system_cls.uses_embedding,
+    identity = C.result_identity(cfg, endpoints, dataset.digest, background.digest, system_cls.uses_embedding,
                                  judges=judges, answer_prompt=answer_prompt)
     config_hash = C.identity_hash(identity)
     run = cfg.run
@@ -294,6 +297,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
         config_hash=config_hash, identity=identity, system_name=cfg.system.name, system_cls=system_cls,
         system_params=params, answer_mode=cfg.answer.mode, endpoints=endpoints, embedding=embedding,
         tasks=tuple(tasks), trace=trace, session_index=session_index, root=root, job_dir=job_dir,
+        tasks_path=dataset.path,
         run=RunSettings(
             cache_dir=str(Path(run.cache_dir).expanduser().resolve()), cache=_cache_mode(cfg),
             retry_errors=bool(run.retry_errors),

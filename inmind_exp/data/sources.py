@@ -1,0 +1,75 @@
+"""Which loader a configuration's ``dataset`` and ``trace`` use, and the digest of the file each read: a task file or
+LongMemEval-style trace (``dataset=bundled``, ``trace=bundled|smoke``, or ``*.path``), or the official release
+(``dataset=official``, ``trace=official``, found by ``release_dir``, ``$INMIND_RELEASE`` or the fetch cache).
+
+The digest is the SHA-256 of the file's bytes, so a result's identity names exactly the data it ran on wherever the
+file lives; for the release it is the hash just checked against the pins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from inmind_exp.data.errors import DataError, Problem
+from inmind_exp.data.release import BACKGROUND, TASKS, find_release, sha256_file
+from inmind_exp.data.tasks import BUNDLED_TASKS, load_tasks
+from inmind_exp.data.trace import BUNDLED_TRACE, load_trace
+from inmind_exp.records import Task, Trace
+
+OFFICIAL = "official"
+
+
+@dataclass(frozen=True)
+class Tasks:
+    tasks: tuple[Task, ...]
+    path: Path
+    digest: str
+
+
+@dataclass(frozen=True)
+class Background:
+    trace: Trace
+    path: Path
+    digest: str
+
+
+def needs_release(cfg: Any) -> bool:
+    """Whether a composed config reads the official release (``dataset=official`` or ``trace=official``)."""
+    return OFFICIAL in (cfg.dataset.get("name"), cfg.trace.get("name"))
+
+
+def _official_only(conf: Any, group: str, keys: tuple[str, ...]) -> None:
+    for key in keys:
+        if conf.get(key):
+            raise DataError([Problem("config", None, f"{group}.{key}", f"{group}={OFFICIAL} reads the release's file; "
+                                     f"{group}.{key} is for a {group} file of your own (drop {group}={OFFICIAL})")])
+
+
+def load_dataset(dataset: Any) -> Tasks:
+    """The tasks of ``cfg.dataset`` (limit applied) and the file they came from."""
+    if dataset.get("name") == OFFICIAL:
+        from inmind_exp.data.official import load_official_tasks
+
+        _official_only(dataset, "dataset", ("path",))
+        release = find_release(dataset.get("release_dir"), where="dataset=official")
+        tasks = load_official_tasks(release, limit=dataset.limit)
+        path = release.path(TASKS)
+    else:
+        tasks = load_tasks(dataset.path, limit=dataset.limit)
+        path = Path(dataset.path) if dataset.path else BUNDLED_TASKS
+    return Tasks(tuple(tasks), path, sha256_file(path))
+
+
+def load_background(trace: Any) -> Background:
+    """The trace of ``cfg.trace`` and the file it came from."""
+    if trace.get("name") == OFFICIAL:
+        from inmind_exp.data.official import load_official_trace
+
+        _official_only(trace, "trace", ("path", "index"))
+        release = find_release(trace.get("release_dir"), where="trace=official")
+        path = release.path(BACKGROUND)
+        return Background(load_official_trace(release), path, sha256_file(path))
+    path = Path(trace.path) if trace.path else BUNDLED_TRACE
+    return Background(load_trace(trace.path, index=trace.index), path, sha256_file(path))
