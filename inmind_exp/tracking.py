@@ -40,12 +40,12 @@ EXPERIMENT_KIND = "custom_model_development"
 #: Flattened-config keys logged as params: what changes a result (see ``inmind_exp.config.result_identity``) plus
 #: the coordinates ``analysis.load.RunConfig`` reads. Everything else (server threads, timeouts, cluster, tracking,
 #: prices, paths of caches) stays in the ``config.yaml`` artifact.
-RESULT_PARAM_PREFIXES = ("system.", "answer.mode", "run.judge_attempts")
+RESULT_PARAM_PREFIXES = ("system.", "answer.mode", "run.judge_attempts", "judges.")
 RESULT_PARAM_KEYS = (
     "embedding.name", "embedding.kind", "embedding.model", "embedding.dim",
     "injection.name", "injection.user_turn", "injection.fraction",
     "llm.name", "llm.provider", "llm.base_url", "llm.model", "llm.temperature", "llm.top_p", "llm.max_tokens", "llm.seed",
-    "llm.reasoning", "dataset.path", "dataset.limit", "trace.path", "trace.index",
+    "llm.reasoning", "dataset.path", "dataset.limit", "trace.path", "trace.index", "dataset.name", "trace.name",
 )
 RESULT_ROLE_FIELDS = ("model", "base_url", "temperature", "top_p", "max_tokens", "seed")
 
@@ -62,7 +62,8 @@ VIEW_METRICS = ("application", "target_recall", "naive", "answer_only", "target_
 #: the chart view of the saved view shows Table 1's rates and deltas first (a regex over metric names; the search box
 #: shows it, clear it for every metric)
 VIEW_CHARTS = "^(application|target_recall|naive|answer_only|target_recall_exact|delta_.*)$"
-VIEW_TAGS = ("inmind.system", "inmind.embedding", "inmind.injection", "inmind.answerer_model", "inmind.judge_model")
+VIEW_TAGS = ("inmind.system", "inmind.embedding", "inmind.injection", "inmind.answerer_model", "inmind.judge_model",
+             T.FIDELITY)
 
 
 def runs_view_state() -> dict[str, Any]:
@@ -152,6 +153,10 @@ def config_tags(plan: Any, flat_cfg: Mapping[str, str]) -> dict[str, str]:
     }
     for role, ep in sorted(plan.endpoints.items()):
         tags[f"inmind.{role}_model"] = str(ep.model)
+    from inmind_exp.fidelity import fidelity
+
+    fid = fidelity(plan)
+    tags[T.FIDELITY], tags[T.TASK_SET] = fid.tag, fid.task_set
     return tags
 
 
