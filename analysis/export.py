@@ -10,10 +10,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from inmind_exp.fidelity import Fidelity, fidelity, setting_of_params
+from inmind_exp.fidelity import Fidelity
 from inmind_exp.submission import FILE_NAME, Submission, build_submission, submission_config, write_submission
 
 from analysis.load import Run
+from analysis.official import run_fidelity
 
 
 @dataclass(frozen=True)
@@ -22,11 +23,6 @@ class Export:
     path: Path
     submission: Submission
     fidelity: Fidelity
-
-
-def run_fidelity(run: Run) -> Fidelity:
-    """A logged run's protocol fidelity, from its flattened config and the number of tasks it holds."""
-    return fidelity(setting_of_params(run.params, n_tasks=len(run.records)))
 
 
 def file_name(run: Run) -> str:
