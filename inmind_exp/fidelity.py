@@ -150,14 +150,14 @@ def setting_of(source: Any) -> Setting:
         return source
     if hasattr(source, "params") and hasattr(source, "endpoints") and hasattr(source, "tasks"):
         return _setting_of_plan(source)
-    if isinstance(source, Mapping):
-        return setting_of_params(source)
     from omegaconf import DictConfig
 
-    if isinstance(source, DictConfig):
+    if isinstance(source, DictConfig):  # before Mapping: a DictConfig is one, but nested
         from inmind_exp.config import flatten_params
 
         return setting_of_params(flatten_params(source))
+    if isinstance(source, Mapping):
+        return setting_of_params(source)
     raise TypeError(f"fidelity: expected a Setting, Plan, DictConfig or flattened config, got {type(source).__name__}")
 
 
