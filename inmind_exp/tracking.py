@@ -153,9 +153,11 @@ def config_tags(plan: Any, flat_cfg: Mapping[str, str]) -> dict[str, str]:
     }
     for role, ep in sorted(plan.endpoints.items()):
         tags[f"inmind.{role}_model"] = str(ep.model)
-    from inmind_exp.fidelity import fidelity
+    from inmind_exp.fidelity import fidelity, setting_of_params
 
-    fid = fidelity(plan)
+    # a Plan (its endpoints and data hashes), else what the flattened config says
+    fid = fidelity(plan) if hasattr(plan, "params") else fidelity(
+        setting_of_params(flat_cfg, n_tasks=len(getattr(plan, "tasks", ())) or None))
     tags[T.FIDELITY], tags[T.TASK_SET] = fid.tag, fid.task_set
     return tags
 
