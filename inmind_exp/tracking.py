@@ -281,12 +281,16 @@ class Tracker:
         from inmind_exp.metrics import METRICS
 
         rows: dict[str, Mapping[str, float]] = {}
+        fidelity: dict[str, str] = {}
         children = self.client.search_runs(
             [self.experiment_id], max_results=5000,
             filter_string=f"tags.`{T.PARENT_RUN}` = '{parent_id}' and {T.kind_filter(T.CONFIG)}")
         for child in children:
             rows[child.info.run_name] = flat if child.info.run_id == run_id else child.data.metrics
-        cols = ["configuration", "n_tasks", "n_errors", *[m for m in METRICS], "delta_recall_naive",
+            fidelity[child.info.run_name] = child.data.tags.get(T.FIDELITY, "")
+        # the release's aggregate (score-1 / 125) of runs of the official tasks, beside our paired rates
+        official = [f"{m}_official" for m in METRICS if any(f"{m}_official" in r for r in rows.values())]
+        cols = ["configuration", "n_tasks", "n_errors", *[m for m in METRICS], *official, "delta_recall_naive",
                 "delta_application_recall", "delta_application_naive", "cost_usd"]
         table: dict[str, list[Any]] = {c: [] for c in cols}
         for n, m in sorted(rows.items()):
@@ -294,6 +298,8 @@ class Tracker:
             for c in cols[1:]:
                 v = m.get(c)
                 table[c].append(None if v is None else round(v, COST_DECIMALS if c == "cost_usd" else METRIC_DECIMALS))
+        cols.append("fidelity")
+        table["fidelity"] = [fidelity.get(n, "") for n in table["configuration"]]
         self._replace_table(parent_id, table, "results_table.json")
         md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for i in range(len(table["configuration"])):

@@ -208,8 +208,16 @@ def test_a_run_of_the_official_tasks_logs_its_submission_and_the_official_aggreg
     plan = replace(plan, tasks=tasks, identity={**plan.identity, "dataset": PINNED_SHA256[TASKS]})
     records = [record(t) for t in ids[:3]] + [record(ids[3], error="boom")]
     tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "t")
-    run_id = tracker.open_config_run(plan, dict(plan.params), "k", None)
+    (tmp_path / "sweep").mkdir()
+    parent = tracker.open_sweep_run("sweep:k", tmp_path / "sweep")
+    run_id = tracker.open_config_run(plan, dict(plan.params), "k", parent)
     shown = driver._write_outputs(plan, records, compute(records), tracker, run_id)
+    tracker.add_to_sweep(parent, run_id, shown)
+    table = json.loads(Path(tracker.client.download_artifacts(parent, "results_table.json", str(tmp_path / "p")))
+                       .read_text())
+    row = dict(zip(table["columns"], table["data"][0]))
+    assert (row["application"], row["application_official"]) == (100.0, 2.4)
+    assert row["fidelity"].startswith("tasks=4 of 125; trace=bundled")
 
     assert shown["application_official"] == round(100 * 3 / 125, 2) and shown["application_official_k"] == 3
     assert shown["application"] == 100.0  # paired: the errored task is left out of our rate

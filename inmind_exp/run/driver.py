@@ -137,6 +137,16 @@ def _write_outputs(plan: Plan, records: list[TaskRecord], metrics: RunMetrics, t
                                       [rec_path, cfg_path, table_path, *([submission] if submission else [])])
 
 
+def protocol_note(result: RunResult) -> str:
+    """The lines printed under the terminal's results table for one configuration: its fidelity, and for the
+    official tasks the release's aggregate."""
+    fid = fidelity(result.plan)
+    lines = [f"- {result.plan.name}: {fid.line()}" + ("" if fid.official_data else f" [{fid.task_set}]")]
+    if fid.official_data:
+        lines.append(f"  {official_line(result.records)}")
+    return "\n".join(lines)
+
+
 def protocol_lines(fid: Fidelity, records: list[TaskRecord]) -> str:
     """The results table's protocol lines: the fidelity, what tasks ran, and for official tasks the release's own
     aggregate beside our paired rates."""
