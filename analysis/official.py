@@ -28,8 +28,14 @@ GROUPS: dict[str, Callable[[Run], bool]] = {
 OFFICIAL_METRICS = ("application", "target_recall", "naive")
 
 
+#: The fidelity of a run whose configuration was not logged (a ledger without its job directory).
+UNKNOWN = Fidelity(official=False, deviations=("configuration unknown (no config logged)",))
+
+
 def run_fidelity(run: Run) -> Fidelity:
     """A logged run's protocol fidelity, from its flattened config and the number of tasks it holds."""
+    if not run.params:
+        return UNKNOWN
     return fidelity(setting_of_params(run.params, n_tasks=len(run.records)))
 
 
@@ -39,6 +45,8 @@ def protocol_cell(run: Run) -> str:
     f = run_fidelity(run)
     if f.official:
         return "official"
+    if f is UNKNOWN:
+        return "unknown (no config logged)"
     what = "demo tasks" if f.demo else ("official tasks" if f.official_data else "custom tasks")
     return f"{what}, {len(f.deviations)} deviation{'s' if len(f.deviations) != 1 else ''}"
 

@@ -69,6 +69,14 @@ def test_protocol_cells_say_official_demo_or_how_many_deviations(runs):
     assert data.loc[official.label, "fidelity"] == "official" and data.loc[demo.label, "task_set"].startswith("demo")
 
 
+def test_a_run_without_a_logged_config_is_unknown_not_demo():
+    from analysis.load import Run
+
+    run = Run(label="x/led", config=RunConfig.from_params({}, "h", "mem0"), records=records("mem0", 1, n=3))
+    assert protocol_cell(run) == "unknown (no config logged)"
+    assert protocol_table([run]).display.iloc[0]["fidelity"] == "configuration unknown (no config logged)"
+
+
 def test_the_protocol_table_names_the_official_aggregate_apart_from_the_paired_rate():
     run = build([(official_params("mem0"), records("mem0", 10, tr=5, errors=5))])[0]
     row = protocol_table([run]).display.iloc[0]
