@@ -189,8 +189,10 @@ def group_choice(params: Mapping[str, Any], group: str, default: str) -> str:
 
 
 def _data_choice(params: Mapping[str, Any], group: str) -> str:
+    """``<group>.name`` (``official``, ``smoke`` ...), but a ``path`` of the user's own under the default name
+    ``bundled`` is ``file``: those are not the bundled demo tasks."""
     named = _get(params, f"{group}.name") or _get(params, f"{group}.source")
-    if named is not None:
+    if named not in (None, BUNDLED):
         return named
     return BUNDLED if _get(params, f"{group}.path") is None else "file"
 

@@ -3,7 +3,10 @@
 ``evaluation/schema/submission.schema.json``, validated with ``jsonschema`` against the release's schema before
 anything is written.
 
-``context`` is the exact text the answerer was shown and the judges read (``Answer.context_text()``). A task that
+``context`` is the exact text the answerer was shown and the judges read (``Answer.context_text()``: under
+``answer=paper`` the text that replaced the release prompt's ``{context}``), so the release's
+``build_judge_payloads.py`` builds from these rows the requests ``judges=paper`` sends. One record is one row
+(``submission_row``); a whole configuration is ``build_submission``. A task that
 errored, or has no naive or no indirect answer, cannot fill the contract: it is left out and counted
 (``Submission.skipped``); the release counts a missing task as not 1, and its ``validate_submission.py`` refuses an
 incomplete file unless given ``--allow-partial``. Only official tasks (integer ``task_id``) can be exported.
@@ -50,8 +53,19 @@ def official_task_id(record: TaskRecord) -> int:
                               "task_id): only runs of dataset=official can be exported as a submission") from None
 
 
-def _turn(answer: Answer) -> dict[str, str]:
+def _turn(record: TaskRecord, name: str, answer: Answer | None) -> dict[str, str]:
+    if answer is None:
+        raise SubmissionError(f"task {record.task_id} ({record.system}): no {name} answer; the release needs both "
+                              f"turns of every task (backbone: system.params.answer_naive=true)")
     return {"context": answer.context_text(), "answer": answer.text}
+
+
+def submission_row(record: TaskRecord, config: Mapping[str, Any] | None = None,
+                   system: str | None = None) -> dict[str, Any]:
+    """The release's per-task row for ``record`` (its ``task_id`` must be the release's integer id as text); a
+    record without both answers raises ``SubmissionError`` (``build_submission`` leaves such records out)."""
+    return {"task_id": official_task_id(record), "system": system or record.system, "config": dict(config or {}),
+            "naive": _turn(record, "naive", record.naive), "query": _turn(record, "indirect", record.indirect)}
 
 
 def skip_reason(record: TaskRecord) -> str | None:
@@ -75,12 +89,11 @@ def build_submission(records: Iterable[TaskRecord], config: Mapping[str, Any] | 
         if tid in seen:
             raise SubmissionError(f"task {tid} appears twice: export one configuration's records at a time")
         seen.add(tid)
-        why, naive, indirect = skip_reason(r), r.naive, r.indirect
-        if why is not None or naive is None or indirect is None:
-            skipped.append((r.task_id, why or "no answer"))
+        why = skip_reason(r)
+        if why is not None:
+            skipped.append((r.task_id, why))
             continue
-        rows.append({"task_id": tid, "system": system or r.system, "config": dict(config or {}),
-                     "naive": _turn(naive), "query": _turn(indirect)})
+        rows.append(submission_row(r, config, system))
     rows.sort(key=lambda row: row["task_id"])
     return Submission(tuple(rows), tuple(skipped))
 

@@ -17,7 +17,7 @@ OFFICIAL_SETTING = Setting(
 #: the flattened config of a leaderboard run (as a plan's params or MLflow params hold it)
 OFFICIAL_PARAMS = {
     "dataset.name": "official", "dataset.limit": "None", "trace.name": "official", "injection.name": "middle",
-    "injection.user_turn": "40", "injection.fraction": "None", "answer.mode": "paper", "judges.name": "paper",
+    "injection.user_turn": "40", "injection.fraction": "None", "answer.mode": "paper", "judges.prompts": "paper",
     "llm.model": "gpt-5-mini", "llm.max_tokens": "16384", "llm.temperature": "None", "llm.reasoning": "True",
     "llm.roles.judge.max_tokens": "4096", "llm.roles.answerer.model": "None",
 }
@@ -83,10 +83,17 @@ def test_flattened_params_resolve_roles_over_llm():
     assert deviations(setting_of_params(OFFICIAL_PARAMS, n_tasks=3)) == ("tasks=3 of 125",)
 
 
+def test_a_task_file_of_ones_own_under_the_default_name_is_a_file_not_demo_tasks():
+    params = {**OFFICIAL_PARAMS, "dataset.name": "bundled", "dataset.path": "/data/mine.jsonl"}
+    f = fidelity(params)
+    assert f.deviations == ("dataset=file",) and not f.demo and f.task_set == "custom task file"
+    assert fidelity({**params, "dataset.path": "None"}).deviations == ("dataset=bundled (demo tasks)",)
+
+
 def test_the_judge_prompt_set_defaults_to_strict():
-    params = {k: v for k, v in OFFICIAL_PARAMS.items() if k != "judges.name"}
+    params = {k: v for k, v in OFFICIAL_PARAMS.items() if k != "judges.prompts"}
     assert fidelity(params).deviations == ("judges=strict",)
-    assert fidelity({**params, "judges.mode": "paper"}).official
+    assert fidelity({**params, "judges.prompts": "paper"}).official  # the key conf/judges/*.yaml set
 
 
 def test_a_plan_of_the_default_config_is_demo_tasks(tmp_path):

@@ -76,6 +76,14 @@ def test_rows_carry_the_exact_context_the_judges_read():
     assert row["config"] == {"label": "x"}
 
 
+def test_a_single_row_needs_both_answers():
+    from inmind_exp.submission import submission_row
+
+    assert submission_row(record(155), {"system": "x"})["config"] == {"system": "x"}
+    with pytest.raises(SubmissionError, match="no naive answer; the release needs both turns"):
+        submission_row(record(155, naive=False))
+
+
 def test_errored_and_unanswered_tasks_are_left_out_and_counted():
     sub = build_submission([record(3), record(0, error="boom"), record(4, naive=False)])
     assert [r["task_id"] for r in sub.rows] == [3]
@@ -146,7 +154,7 @@ def test_analysis_export_submission_from_a_sweep_dir(release, official_ids, tmp_
 
     params = {"system": {"name": "naive_rag", "params": {}}, "embedding": {"name": "minilm"},
               "injection": {"name": "middle", "user_turn": 40, "fraction": None}, "answer": {"mode": "paper"},
-              "judges": {"name": "paper"}, "dataset": {"name": "official", "path": None, "limit": None},
+              "judges": {"prompts": "paper"}, "dataset": {"name": "official", "path": None, "limit": None},
               "trace": {"name": "official", "path": None},
               "llm": {"name": "openai", "model": "gpt-5-mini", "max_tokens": 16384, "reasoning": True,
                       "base_url": "http://127.0.0.1:1/v1", "api_key_env": "OPENAI_API_KEY",

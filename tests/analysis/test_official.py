@@ -27,7 +27,7 @@ PAPER = next((p for p in _CANDIDATES if p.is_file()), _CANDIDATES[-1])
 def official_params(system: str, embedding: str = "minilm", **over: object) -> dict[str, str]:
     cfg = {"system": {"name": system, "params": {}}, "embedding": {"name": embedding},
            "injection": {"name": "middle", "user_turn": 40, "fraction": None}, "answer": {"mode": "paper"},
-           "judges": {"name": "paper"}, "dataset": {"name": "official", "path": None, "limit": None},
+           "judges": {"prompts": "paper"}, "dataset": {"name": "official", "path": None, "limit": None},
            "trace": {"name": "official", "path": None},
            "llm": {"name": "openai", "model": "gpt-5-mini", "max_tokens": 16384, "reasoning": True,
                    "roles": {"judge": {"max_tokens": 4096}}}}
