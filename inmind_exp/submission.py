@@ -73,7 +73,8 @@ def skip_reason(record: TaskRecord) -> str | None:
     if record.error is not None:
         return "task errored"
     if record.naive is None:
-        return "no naive answer"
+        return "no naive answer" + (" (+system.params.answer_naive=true asks the backbone)"
+                                    if record.system == "backbone" else "")
     if record.indirect is None:
         return "no indirect answer"
     return None

@@ -83,4 +83,4 @@ def test_the_preset_dry_runs_through_launch(tmp_path):
                  f"run.cache_dir={tmp_path / 'cache'}"], timeout=300)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         assert fake.requests == []  # a dry run calls nothing
-    assert "125" in p.stdout and "gpt-5-mini" in p.stdout
+    assert "125/125 tasks to run" in p.stdout and "backbone/minilm/middle/openai" in p.stdout
