@@ -62,4 +62,5 @@ def official_metrics(records: Iterable[TaskRecord], total: int = N_TASKS) -> dic
 def official_line(records: Iterable[TaskRecord], total: int = N_TASKS) -> str:
     """One results-table line: every official aggregate as ``name k/125 = pct%``."""
     cells = [f"{r.name} {r.successes}/{r.total} = {r.pct:.1f}%" for r in official_rates(records, total).values()]
-    return f"Official aggregate ({NOTE}): " + ", ".join(cells)
+    return ("Release aggregate (score-1 verdicts / 125, an errored or missing task counts as not 1; the table's "
+            "rates are paired, errored tasks left out): " + ", ".join(cells))
