@@ -33,10 +33,13 @@ from inmind_exp.errors import InmindError  # noqa: E402
 from inmind_exp.metrics import results_table  # noqa: E402
 from inmind_exp.run import plan_config, print_estimate, run_plan  # noqa: E402
 from inmind_exp.run import sweep  # noqa: E402
+from inmind_exp.run.driver import protocol_note  # noqa: E402
 from inmind_exp.run.dedupe import same_results_key, skip_message  # noqa: E402
 
 register_configs()
 _ROWS: list = []
+#: each configuration's protocol-fidelity lines, printed under the table (inmind_exp.run.driver.protocol_note)
+_NOTES: list[str] = []
 #: (configuration, tasks errored, tasks) of every configuration run, and configurations that failed while running
 _ERRORED: list[tuple[str, int, int]] = []
 _FAILED: list[tuple[str, str]] = []
@@ -111,7 +114,8 @@ def main(cfg: DictConfig) -> float | None:
     _RAN[key] = (plan, result.metrics.rates["application"].pct)
     _ROWS.append((result.plan.name, result.metrics))
     _ERRORED.append((result.plan.name, result.metrics.n_errors, result.metrics.n_tasks))
-    print("\n" + results_table(_ROWS) + "\n", flush=True)
+    _NOTES.append(protocol_note(result))
+    print("\n" + results_table(_ROWS) + "\n\n" + "\n".join(_NOTES) + "\n", flush=True)
     print(f"records: {job_dir / 'records.jsonl'}  |  MLflow run {result.run_id} in {plan.tracking.uri} "
           f"(experiment {plan.tracking.experiment})", flush=True)
     return result.metrics.rates["application"].pct

@@ -6,6 +6,7 @@
     python -m analysis audit --experiment inmind --labels labels.jsonl [--out DIR]
     python -m analysis audit --experiment inmind --judges RUN_A RUN_B
     python -m analysis rejudge --experiment inmind [--run REF] [--judges strict] [--judge-model M] [--samples N]
+    python -m analysis export-submission --sweep-dir multirun/inmind --out submissions/ [--run REF ...]
 """
 
 from __future__ import annotations
@@ -157,6 +158,37 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from inmind_exp.data.release import ReleaseError, find_release
+    from inmind_exp.submission import SubmissionError
+
+    from analysis.export import export_run, file_name
+
+    try:
+        schema = find_release(args.release_dir, where="export-submission").schema()
+    except ReleaseError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    runset = _load(args)
+    runs = [runset.get(ref) for ref in args.run] if args.run else list(runset.runs)
+    out = Path(args.out)
+    single = out.suffix == ".jsonl"
+    if single and len(runs) != 1:
+        print(f"error: --out {out} is one file but {len(runs)} configurations are selected: give a directory, or "
+              "one --run", file=sys.stderr)
+        return 2
+    failed = 0
+    for run in runs:
+        try:
+            ex = export_run(run, out if single else out / file_name(run), schema, system=args.system)
+        except SubmissionError as e:
+            print(f"error: {run.label}: {e}", file=sys.stderr)
+            failed += 1
+            continue
+        print(f"[analysis] {run.label}: {ex.path}: {ex.submission.summary()}\n[analysis]   {ex.fidelity.line()}")
+    return 2 if failed else 0
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -197,6 +229,15 @@ def parser() -> argparse.ArgumentParser:
     rj.add_argument("--workers", type=int, default=4, help="concurrent judge calls (default 4)")
     rj.add_argument("--dry-run", action="store_true", help="count the judge calls (and cache hits); call nothing")
     rj.set_defaults(func=cmd_rejudge)
+    ex = sub.add_parser("export-submission", help="the official release's submission file of each configuration, "
+                                                  "validated against the release's schema")
+    _source_args(ex)
+    ex.add_argument("--out", type=Path, required=True,
+                    help="a directory (one <label>.submission.jsonl per configuration), or a .jsonl file for one run")
+    ex.add_argument("--run", action="append", help="run label, MLflow run id or config hash (default: every run)")
+    ex.add_argument("--release-dir", help="the official release (default: $INMIND_RELEASE, then the fetch cache)")
+    ex.add_argument("--system", help="the system name written into every row (default: the record's system)")
+    ex.set_defaults(func=cmd_export)
     return ap
 
 

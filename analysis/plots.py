@@ -41,8 +41,8 @@ def save(fig: Figure, directory: Path, name: str) -> list[Path]:
 def _err(rate) -> tuple[float, float, float]:  # (value, minus, plus) in percent
     if not rate.n:
         return (math.nan, 0.0, 0.0)
-    lo, hi = rate.ci
-    return (rate.pct, rate.pct - lo, hi - rate.pct)
+    lo, hi = rate.ci  # at 0 successes the Wilson lower bound is ~1e-18, not 0: clamp so no bar is negative
+    return (rate.pct, max(0.0, rate.pct - lo), max(0.0, hi - rate.pct))
 
 
 def _colours(runs: Sequence[Run]) -> dict[str, tuple[float, ...]]:

@@ -16,6 +16,7 @@ from analysis.audit import audit_human, judge_agreement, judge_pairs, read_label
 from analysis.caveats import FLAG_NOTE, MIN_N, n_range, resolvable_gap_pp, small_sample_warning, wilson_halfwidth_pp
 from analysis.compare import EXCLUSION_NOTE
 from analysis.load import Run, RunSet
+from analysis.official import paper_table, protocol_table, run_fidelity
 from analysis.tables import (Table, by_domain, by_embedding, by_injection, embedding_free_repeats,
                              judge_self_audit, pairwise, retrieval_leaders, table1, table2)
 
@@ -52,6 +53,10 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
 
     t1 = table1(runs)
     sections.append(Section("Table 1: all configurations", (t1,)))
+    sections.append(Section("Protocol fidelity and the official aggregate", (protocol_table(runs),)))
+    paper = paper_table(runs)
+    sections.append(Section("The paper's reported figures beside ours", (paper,)) if paper is not None else Section(
+        "The paper's reported figures beside ours", text="Not shown: no run of the official tasks (dataset=official)."))
     sections.append(Section("Judge audit without labels: the judge against the judge-free bounds",
                             (judge_self_audit(runs),)))
     t2 = table2(runs, n_boot=n_boot, seed=seed)
@@ -122,6 +127,11 @@ def warnings(runset: RunSet) -> list[str]:
         app = leaders[0].metrics.rates["application"].pct
         out.append(f"Tie: no single best retrieval configuration; {', '.join(r.label for r in leaders)} share "
                    f"application {app:.1f}% and the same target recall.")
+    demo = [r.label for r in runs if run_fidelity(r).demo]
+    if demo:
+        out.append(f"Demo tasks: {len(demo)} of {len(runs)} configuration(s) ran the bundled demo tasks, not the "
+                   f"official InMind set ({', '.join(demo)}): their numbers cannot be set beside the paper's or a "
+                   "leaderboard's (dataset=official runs the release's tasks).")
     repeats = embedding_free_repeats(runs)
     if repeats:
         out.append(f"{', '.join(repeats)} use(s) no embedding but ran under several embeddings: those runs repeat one "

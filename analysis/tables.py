@@ -20,6 +20,7 @@ from inmind_exp.records import DOMAINS, TaskRecord
 from analysis.caveats import FLAG, FLAG_NOTE, degenerate, flag
 from analysis.compare import EXCLUSION_NOTE, Comparison, compare, outcome
 from analysis.load import EMBEDDING_ORDER, Run
+from analysis.official import protocol_cell, protocol_cols
 from analysis.stats import benjamini_hochberg, cohen_kappa, holm
 
 #: Column titles: the results table's labels (``inmind_exp.metrics.LABELS``, from the judge registry and the
@@ -217,10 +218,12 @@ def table1(runs: Sequence[Run]) -> Table:
                     "judge_false_negative_tasks": ";".join(m.audit.false_negatives)})
         fault_cols, faults, fact_faults = _fault_cells(run)
         row.update(fault_cols)
+        row.update(protocol_cols(run))
         data.append(row)
         disp = {"Configuration": run.label, "n": str(m.n_tasks), "left out": str(len(m.excluded)), **_rate_cells(m)}
         disp.update({DELTA_TITLES[k]: fmt_delta(v) for k, v in m.deltas.items()})
-        disp.update({"judge FP / FN": _audit_cell(m), "memory faults": faults, "fact-write faults": fact_faults})
+        disp.update({"judge FP / FN": _audit_cell(m), "memory faults": faults, "fact-write faults": fact_faults,
+                     "protocol": protocol_cell(run)})
         display.append(disp)
         if m.excluded:
             reasons = ", ".join(f"{t} ({left_out_reason(run.by_task[t])})" for t in m.excluded)
@@ -240,7 +243,9 @@ def table1(runs: Sequence[Run]) -> Table:
               "judge errors on target recall (verdict 1 with provenance 0 / verdict 0 with verbatim 1), task ids in "
               "the judge-audit table. memory faults: tasks with at least one memory-system fallback; fact-write "
               "faults: tasks with a fallback while writing the injected exchange. '–': not measured (the backbone "
-              f"has no naive query; older records carry no provenance or faults).{flag_note(shown)}"),
+              "has no naive query; older records carry no provenance or faults). protocol: 'official' only in the "
+              "release's full setting, else the task set and the number of deviations (listed in the protocol "
+              f"table).{flag_note(shown)}"),
         items=tuple(items),
     )
 

@@ -12,6 +12,8 @@ VERSION = "inmind.version"
 GIT_DIRTY = "inmind.git_dirty"
 GIT_COMMIT = "mlflow.source.git.commit"
 PARENT_RUN = "mlflow.parentRunId"
+FIDELITY = "inmind.fidelity"  # "official", or the deviations from the release's setting (inmind_exp.fidelity)
+TASK_SET = "inmind.task_set"  # official, or demo tasks (the bundled set), or a custom task file
 
 
 def kind_filter(kind: str) -> str:

@@ -40,7 +40,7 @@ EXPERIMENT_KIND = "custom_model_development"
 #: Flattened-config keys logged as params: what changes a result (see ``inmind_exp.config.result_identity``) plus
 #: the coordinates ``analysis.load.RunConfig`` reads. Everything else (server threads, timeouts, cluster, tracking,
 #: prices, paths of caches) stays in the ``config.yaml`` artifact.
-RESULT_PARAM_PREFIXES = ("system.", "answer.mode", "run.judge_attempts")
+RESULT_PARAM_PREFIXES = ("system.", "answer.mode", "run.judge_attempts", "judges.")
 RESULT_PARAM_KEYS = (
     "embedding.name", "embedding.kind", "embedding.model", "embedding.dim",
     "injection.name", "injection.user_turn", "injection.fraction",
@@ -62,7 +62,8 @@ VIEW_METRICS = ("application", "target_recall", "naive", "answer_only", "target_
 #: the chart view of the saved view shows Table 1's rates and deltas first (a regex over metric names; the search box
 #: shows it, clear it for every metric)
 VIEW_CHARTS = "^(application|target_recall|naive|answer_only|target_recall_exact|delta_.*)$"
-VIEW_TAGS = ("inmind.system", "inmind.embedding", "inmind.injection", "inmind.answerer_model", "inmind.judge_model")
+VIEW_TAGS = ("inmind.system", "inmind.embedding", "inmind.injection", "inmind.answerer_model", "inmind.judge_model",
+             T.FIDELITY)
 
 
 def runs_view_state() -> dict[str, Any]:
@@ -152,6 +153,12 @@ def config_tags(plan: Any, flat_cfg: Mapping[str, str]) -> dict[str, str]:
     }
     for role, ep in sorted(plan.endpoints.items()):
         tags[f"inmind.{role}_model"] = str(ep.model)
+    from inmind_exp.fidelity import fidelity, setting_of_params
+
+    # a Plan (its endpoints and data hashes), else what the flattened config says
+    fid = fidelity(plan) if hasattr(plan, "params") else fidelity(
+        setting_of_params(flat_cfg, n_tasks=len(getattr(plan, "tasks", ())) or None))
+    tags[T.FIDELITY], tags[T.TASK_SET] = fid.tag, fid.task_set
     return tags
 
 
@@ -274,12 +281,16 @@ class Tracker:
         from inmind_exp.metrics import METRICS
 
         rows: dict[str, Mapping[str, float]] = {}
+        fidelity: dict[str, str] = {}
         children = self.client.search_runs(
             [self.experiment_id], max_results=5000,
             filter_string=f"tags.`{T.PARENT_RUN}` = '{parent_id}' and {T.kind_filter(T.CONFIG)}")
         for child in children:
             rows[child.info.run_name] = flat if child.info.run_id == run_id else child.data.metrics
-        cols = ["configuration", "n_tasks", "n_errors", *[m for m in METRICS], "delta_recall_naive",
+            fidelity[child.info.run_name] = child.data.tags.get(T.FIDELITY, "")
+        # the release's aggregate (score-1 / 125) of runs of the official tasks, beside our paired rates
+        official = [f"{m}_official" for m in METRICS if any(f"{m}_official" in r for r in rows.values())]
+        cols = ["configuration", "n_tasks", "n_errors", *[m for m in METRICS], *official, "delta_recall_naive",
                 "delta_application_recall", "delta_application_naive", "cost_usd"]
         table: dict[str, list[Any]] = {c: [] for c in cols}
         for n, m in sorted(rows.items()):
@@ -287,6 +298,8 @@ class Tracker:
             for c in cols[1:]:
                 v = m.get(c)
                 table[c].append(None if v is None else round(v, COST_DECIMALS if c == "cost_usd" else METRIC_DECIMALS))
+        cols.append("fidelity")
+        table["fidelity"] = [fidelity.get(n, "") for n in table["configuration"]]
         self._replace_table(parent_id, table, "results_table.json")
         md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for i in range(len(table["configuration"])):

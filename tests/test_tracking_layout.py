@@ -87,6 +87,13 @@ def test_sweep_and_config_runs_compare_out_of_the_box(tracker, tmp_path):
     assert (tags["inmind.judge_model"], tags["inmind.answerer_model"], tags["inmind.answer_mode"]) == (
         "gpt-4o", "gpt-5-mini", "shared")
     assert tags["inmind.injection_point"] == "turn40 (session 20/21)"
+    # a task file of the user's own, the shared answer prompt, the strict judges, gpt-4o judging: not official
+    assert tags["inmind.task_set"] == "custom task file"
+    assert tags["inmind.fidelity"].startswith("dataset=file; trace=bundled; answer=shared; judges=strict")
+    assert "judge model=gpt-4o" in tags["inmind.fidelity"]
+    fcol = table["columns"].index("fidelity")
+    assert all(r[fcol].startswith("dataset=file") for r in table["data"])
+    assert not any(c.endswith("_official") for c in table["columns"])  # not the official tasks: no such column
     params = run.data.params
     assert params["system.params.top_k"] == "5" and params["llm.roles.judge.model"] == "gpt-4o"
     assert params["inmind.config_hash"] == "hash-gpt-4o"

@@ -73,6 +73,7 @@ class InmindLauncher(Launcher):
         from inmind_exp.errors import InmindError
         from inmind_exp.metrics import results_table
         from inmind_exp.run.dedupe import skip_message, split_duplicates
+        from inmind_exp.run.driver import protocol_note
         from inmind_exp.run.labels import varying_keys
         from inmind_exp.run.sweep import PlanCollector, collecting, run_plans, start_cluster, warm_up
         from inmind_exp.sweep_report import report_at_end
@@ -136,6 +137,7 @@ class InmindLauncher(Launcher):
             print(f"error: {e}", file=sys.stderr, flush=True)
             sys.exit(2)
         rows: list[Any] = []
+        notes: list[str] = []
         failures: list[tuple[str, BaseException]] = []
         by_job: dict[int, Any] = {order[k]: out for k, out in zip(keep, outcomes)}
         stands_for = {order[i]: order[j] for i, j in repeats.items()}
@@ -154,9 +156,10 @@ class InmindLauncher(Launcher):
                 ret.status, ret._return_value = JobStatus.FAILED, out
                 continue
             rows.append((out.plan.name, out.metrics))
+            notes.append(protocol_note(out))
             ret.return_value = out.metrics.rates["application"].pct
         if rows:
-            print("\n" + results_table(rows) + "\n", flush=True)
+            print("\n" + results_table(rows) + "\n\n" + "\n".join(notes) + "\n", flush=True)
             print(f"records: {sweep_dir}/<job>/records.jsonl  |  MLflow: {plans[0].tracking.uri} "
                   f"(experiment {plans[0].tracking.experiment}, parent run 'sweep {root.name}')", flush=True)
         if any(isinstance(e, KeyboardInterrupt) for _, e in failures):

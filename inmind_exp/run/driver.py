@@ -13,7 +13,9 @@ from typing import Any
 
 from inmind_exp import config as C
 from inmind_exp.console import FILE_ONLY, retry_summary
+from inmind_exp.fidelity import Fidelity, fidelity
 from inmind_exp.metrics import RunMetrics, compute, cost_usd, results_table
+from inmind_exp.official_aggregate import official_line, official_metrics
 from inmind_exp.records import Task, TaskRecord, write_jsonl
 from inmind_exp.run.ledger import Ledger
 from inmind_exp.run.plan import Plan
@@ -124,9 +126,52 @@ def _write_outputs(plan: Plan, records: list[TaskRecord], metrics: RunMetrics, t
     cfg_path = plan.job_dir / "config.yaml"
     cfg_path.write_text(plan.config_yaml)
     table_path = plan.job_dir / "results.md"
-    table_path.write_text(results_table([(plan.name, metrics)]) + "\n")
+    fid = fidelity(plan)
+    table_path.write_text(results_table([(plan.name, metrics)]) + "\n" + protocol_lines(fid, records))
     flat = metrics.flat()
+    if fid.official_data:
+        flat.update(official_metrics(records))
     cost = cost_usd(metrics.usage, dict(plan.prices), {r: e.model for r, e in plan.endpoints.items()})
     if cost is not None:
         flat["cost_usd"] = cost
-    return tracker.log_config_results(run_id, flat, list(records), [rec_path, cfg_path, table_path])
+    submission = _export_submission(plan, records, fid) if fid.official_data else None
+    return tracker.log_config_results(run_id, flat, list(records),
+                                      [rec_path, cfg_path, table_path, *([submission] if submission else [])])
+
+
+def protocol_note(result: RunResult) -> str:
+    """The lines printed under the terminal's results table for one configuration: its fidelity, and for the
+    official tasks the release's aggregate."""
+    fid = fidelity(result.plan)
+    lines = [f"- {result.plan.name}: {fid.line()}" + ("" if fid.official_data else f" [{fid.task_set}]")]
+    if fid.official_data:
+        lines.append(f"  {official_line(result.records)}")
+    return "\n".join(lines)
+
+
+def protocol_lines(fid: Fidelity, records: list[TaskRecord]) -> str:
+    """The results table's protocol lines: the fidelity, what tasks ran, and for official tasks the release's own
+    aggregate beside our paired rates."""
+    lines = [f"- {fid.line()}", f"- Tasks: {fid.task_set}"]
+    if fid.official_data:
+        lines.append(f"- {official_line(records)}")
+    return "\n" + "\n".join(lines) + "\n"
+
+
+def _export_submission(plan: Plan, records: list[TaskRecord], fid: Fidelity) -> Path | None:
+    """A run of the official tasks writes the release's submission (validated against its schema) beside
+    ``records.jsonl``; a failure is logged, never lost records (they are already written)."""
+    from inmind_exp.data.release import find_release
+    from inmind_exp.errors import InmindError
+    from inmind_exp.submission import FILE_NAME, build_submission, submission_config, write_submission
+
+    release_dir = plan.params.get("dataset.release_dir")
+    try:
+        release = find_release(None if release_dir in (None, "None", "null", "") else release_dir)
+        sub = build_submission(records, submission_config(plan.name, plan.config_hash, plan.params, fid))
+        path = write_submission(plan.job_dir / FILE_NAME, sub.rows, release.schema())
+    except InmindError as e:
+        log.error(f"[inmind] {plan.name}: submission not written: {e}")
+        return None
+    log.info(f"[inmind] {plan.name}: submission {path}: {sub.summary()}")
+    return path
