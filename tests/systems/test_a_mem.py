@@ -155,6 +155,43 @@ def test_update_neighbor_rewrites_context_tags_and_embedding(fake, models, encod
     assert mem.notes[3].tags == ["chat", "week"]  # update_neighbor alone does not retag the new note
 
 
+def test_unchanged_neighbour_evolution_adds_no_origin_source(fake, models, encoder, tmp_path):
+    """Upstream asks the model to echo unchanged neighbours: an evolution that changes nothing adds the call's turns
+    to every shown note only as derived, so the origin stays the note's own turn (no transitive spread); a
+    neighbour the call did change gains the shown turns as origin."""
+    fake.add_rule(ANALYZE, analysis_reply)
+    holder: dict[str, AMem] = {}
+
+    def echo(body):
+        mem, idx = holder["mem"], neighbour_indices(body)
+        if not idx:
+            return {"should_evolve": False}
+        first = mem.notes[idx[0]]
+        changed = "Linda" in _prompt(body).split("nearest neighbouring memories:")[0]
+        return {"should_evolve": True, "actions": ["update_neighbor"], "suggested_connections": [],
+                "tags_to_update": [], "new_context_neighborhood": [mem.notes[i].context for i in idx],
+                "new_tags_neighborhood": [(["family"] if changed and i == idx[0] else []) + mem.notes[i].tags
+                                          for i in idx]}
+
+    fake.add_rule(EVOLVE, echo)
+    mem = holder["mem"] = build(models, encoder, tmp_path, evolution_k=3)
+    mem.ingest_session(session("a", "My partner Alex works at a clinic.", "That sounds like a busy job.",
+                               "We play board games on Thursdays."))
+    mem.ingest_session(session("b", "I keep a logbook of train rides.", "Nice hobby."))
+    for n in mem.notes:
+        assert n.sources == [n.id], (n.id, n.sources)  # every evolution so far echoed: origin is the own turn
+    b0 = next(n for n in mem.notes if n.id == "b#0")
+    assert any("b#0" in n.derived for n in mem.notes if n.id != "b#0")  # inherited, on the looser union only
+    mem.ingest_session(session("c", "Linda from Cincinnati visits us next week."))
+    [linda] = [n for n in mem.notes if n.id == "c#0"]
+    changed = next(n for n in mem.notes if "family" in n.tags)
+    assert changed.sources[0] == changed.id and "c#0" in changed.sources  # changed by a call that showed c#0
+    assert all(n.sources == [n.id] for n in mem.notes if n is not changed) and linda.sources == ["c#0"]
+    assert b0 is changed or "b#0" in b0.sources and b0.sources == ["b#0"]
+    items = mem.recall("logbook of train rides").items
+    assert all(set(it.sources).isdisjoint(it.derived) for it in items)
+
+
 def _linked_memory(fake, models, encoder, tmp_path, **params) -> AMem:
     """Four notes; the last is linked (by strengthen) to the first three."""
     fake.add_rule(ANALYZE, analysis_reply)
