@@ -41,7 +41,7 @@ class Backbone(MemorySystem):
             Message("user", query),
         )
         comp = self.llm.answerer.chat(context)
-        items = tuple(ContextItem("turn", t.content, (t.id,) if t.id else ()) for t in self.turns)
+        items = tuple(ContextItem("turn", t.content, (t.id,) if t.id else (), visible=True) for t in self.turns)
         return Answer(comp.text, context, items=items)
 
     def snapshot(self, directory: Path) -> None:
