@@ -289,7 +289,8 @@ class AMem(MemorySystem):
         which is recorded as a fault on ``turns``."""
         messages = (Message("system", JSON_SYSTEM_PROMPT), Message("user", prompt))
         try:
-            obj, _ = self.llm.memory.chat_json(messages, attempts=self.json_attempts, validate=validate)
+            with self.writing(turns):  # a cut reply is the note's fault, not its neighbours' (shown in the prompt)
+                obj, _ = self.llm.memory.chat_json(messages, attempts=self.json_attempts, validate=validate)
         except JSONReplyError as e:
             self.fault("empty_reply" if not e.raw.strip() else "malformed_reply", where,
                        f"{e}; reply: {e.raw[:300]}", turns)

@@ -394,6 +394,41 @@ def test_truncated_analysis_of_the_fact_turn_is_a_fact_write_fault(fake, models,
     assert "memory context: General" in _fact_items(rec.indirect)[0].text
 
 
+def test_a_cut_evolution_reply_is_counted_on_the_note_written_not_on_the_neighbours_shown(fake, models, encoder,
+                                                                                          tmp_path):
+    """The evolution call of a later note shows the fact's note as a neighbour (its text is in the prompt): a reply
+    cut there is a fault of the later note, not a fact-write fault; a cut reply in the fact note's own call is."""
+    from inmind_exp.llm import CallCache, Models
+    from tests.conftest import fake_endpoints
+    from tests.fake_openai import CutReply
+
+    cut_prompts: list[str] = []
+
+    def evolve(body, cut_fact: bool):
+        new = _prompt(body).split("nearest neighbouring memories:")[0]
+        mine = TASK.user_message in new or TASK.assistant_message in new  # the injected exchange's own notes
+        if mine == cut_fact and TASK.user_message in _prompt(body):
+            cut_prompts.append(_prompt(body))
+            return CutReply('{"should_evolve": false}')
+        return {"should_evolve": False}
+
+    for cut_fact in (False, True):
+        fake.rules.clear()
+        cut_prompts.clear()
+        fake.add_rule(ANALYZE, analysis_reply)
+        fake.add_rule(EVOLVE, lambda body: evolve(body, cut_fact))
+        fake.add_rule(KEYWORDS, {"keywords": "logbook, train rides"})
+        fresh = Models.build(fake_endpoints(fake.base_url), CallCache(tmp_path / f"cache{cut_fact}"))  # no cache hits
+        make = lambda wd: AMem(fresh, encoder, wd, evolution_k=50)  # noqa: E731  (every note is a neighbour)
+        rec = run_task(TASK, make_trace(n_sessions=3), 1, make, fresh, tmp_path / f"w{cut_fact}", config_hash="h",
+                       system_name="a_mem")
+        assert rec.error is None and cut_prompts and all(TASK.user_message in p for p in cut_prompts)
+        cuts = [f for f in rec.faults if f.kind == "truncated_reply" and f.phase == "ingest"]
+        assert cuts and rec.fact_write_fault is cut_fact, (cut_fact, cuts)
+        if not cut_fact:
+            assert all(FACT_TURN_ID not in f.turns and len(f.turns) == 1 for f in cuts)
+
+
 def test_reasoning_endpoint_gets_no_sampling_parameters(fake, encoder, tmp_path):
     from inmind_exp.llm import CallCache, Models
     from tests.conftest import fake_endpoints
