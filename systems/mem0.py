@@ -447,7 +447,8 @@ class Mem0(MemorySystem):
         """One JSON memory call; on a reply that never parses (or is off-schema) record the fault and return None,
         upstream's no-op."""
         try:
-            obj, _ = self.llm.memory.chat_json(messages, attempts=self.json_attempts, validate=validate)
+            with self.writing(turns):  # the update prompt holds facts, not the turns' text: say which are written
+                obj, _ = self.llm.memory.chat_json(messages, attempts=self.json_attempts, validate=validate)
         except JSONReplyError as e:
             kind = "empty_reply" if not e.raw.strip() else "malformed_reply"
             self.fault(kind, where, f"{e}; reply: {e.raw[:300]}", turns)

@@ -492,7 +492,8 @@ class MemoryOS(MemorySystem):
 
     def _chat(self, system: str, user: str, where: str = "", turns: list[str] | tuple[str, ...] = ()) -> str:
         """One memory call; an empty reply (after ``<think>`` stripping) is recorded as an ``empty_reply`` fault."""
-        comp = self.llm.memory.chat((Message("system", system), Message("user", user)))
+        with self.writing(turns):  # deferred calls (pages, profile, knowledge) write earlier sessions' turns
+            comp = self.llm.memory.chat((Message("system", system), Message("user", user)))
         text = clean_reply(comp.text)
         if not text.strip():
             self.fault("empty_reply", where, "empty reply from the memory model", turns)

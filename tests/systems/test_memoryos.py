@@ -503,3 +503,20 @@ def test_a_profile_rewritten_from_the_fact_page_carries_it_as_visible_origin(fak
     assert FACT_TURN_ID not in profile.derived and "bg_00#0" in profile.derived  # earlier profiles: inherited
     assert rec.target_recall_provenance == 1 and rec.target_recall_provenance_union == 1
     assert rec.visible_state_recall_provenance == 1 and rec.retrieved_recall_provenance == 0
+
+
+def test_a_cut_profile_reply_is_counted_on_the_pages_it_analysed(fake, models, tmp_path):
+    """Profile calls are deferred (they analyse pages evicted sessions earlier): a reply cut in a call that saw only
+    other pages is not a fact-write fault, although it happens while the fact's session is ingested; a cut reply in
+    the call that analysed the fact's page is."""
+    from inmind_exp.llm import CallCache, Models
+    from tests.conftest import fake_endpoints
+    from tests.fake_openai import CutReply
+
+    for cut_fact in (False, True):
+        fake.rules.clear()
+        fresh = Models.build(fake_endpoints(fake.base_url), CallCache(tmp_path / f"cache{cut_fact}"))
+        rec = profile_run(fake, fresh, tmp_path / f"r{cut_fact}", lambda body: CutReply(PROFILE_TEXT) if (
+            FACT in body["messages"][-1]["content"]) == cut_fact else PROFILE_TEXT)
+        cuts = [f for f in rec.faults if f.kind == "truncated_reply" and f.phase == "ingest"]
+        assert cuts and rec.fact_write_fault is cut_fact, (cut_fact, cuts)
