@@ -460,3 +460,25 @@ def test_reasoning_endpoint_gets_no_sampling_parameters(fake, tmp_path, encoder)
     reqs = fake.chat_requests()
     assert reqs and not any(k in r for r in reqs for k in ("temperature", "top_p", "logprobs", "max_tokens"))
     assert all("max_completion_tokens" in r for r in reqs)
+
+
+def test_a_cut_update_reply_is_counted_on_its_exchange_not_on_the_fact_in_the_same_session(fake, models, tmp_path,
+                                                                                             encoder):
+    """The update prompt holds extracted facts, not the turns' text: the call declares its exchange, so a cut reply
+    for a background exchange of the fact's session is not a fact-write fault."""
+    from tests.fake_openai import CutReply
+
+    script_protocol(fake, {"facts": [FACT_MEMORY]})
+    decide = fake.rules[-1][1]
+
+    def cut(body):
+        facts = re.search(r"```\n(\[\".*?\])\n```", update_prompt(body), re.S).group(1)  # the new facts only
+        if "Session 1 question 0" in facts:
+            return CutReply(json.dumps(decide(body)))
+        return decide(body)
+
+    fake.rules[-1] = (fake.rules[-1][0], cut)
+    rec = protocol_run(models, encoder, tmp_path)
+    cuts = [f for f in rec.faults if f.kind == "truncated_reply"]
+    assert rec.error is None and cuts, rec.faults
+    assert {f.turns for f in cuts} == {("bg_01#0", "bg_01#1")} and not rec.fact_write_fault, cuts
