@@ -158,6 +158,13 @@ def _methods(runs: list[Run], n_boot: int, seed: int) -> list[str]:
         "may have lost it; verbatim (the fact turn's text appears in the context) is a lower bound, because a "
         "system that stores a paraphrase scores 0 by construction. A judge verdict above the upper bound or below "
         "the lower bound is certainly wrong; those tasks are listed in the label-free judge audit.",
+        "Provenance is decided on origin, the same rule for every system: an item's origin is the turns whose "
+        "content it states; what it only inherited (an evolution that echoed it unchanged, a merge, a profile or "
+        "summary rewrite, a chain overview) counts only in the looser union, reported beside it. Visible-state "
+        "recall says whether the fact's origin reached the query-independent part of the context (a profile, a "
+        "short-term history, the always-in-state file), retrieved recall whether it reached the part retrieved "
+        "for the query. Context tokens (characters / 4 of the indirect answer's context) say how much each system "
+        "showed, which moves target recall directly.",
         f"{resolution}; whether a difference is real is answered by the paired test on the same tasks: the exact "
         "McNemar test (binomial test on the discordant tasks) and a percentile paired bootstrap interval of the "
         f"difference ({n_boot} resamples of tasks, seed {seed}).",

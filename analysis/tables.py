@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from inmind_exp.metrics import LABELS, METRIC_INFO, METRICS, Rate, RunMetrics
+from inmind_exp.metrics import LABELS, METRIC_INFO, METRICS, Rate, RunMetrics, fmt_ran
 from inmind_exp.records import DOMAINS, TaskRecord
 
 from analysis.caveats import FLAG, FLAG_NOTE, degenerate, flag
@@ -219,11 +219,13 @@ def table1(runs: Sequence[Run]) -> Table:
         fault_cols, faults, fact_faults = _fault_cells(run)
         row.update(fault_cols)
         row.update(protocol_cols(run))
+        row.update({"context_tokens": m.context_tokens, "context_items": m.context_items, **m.ran})
         data.append(row)
         disp = {"Configuration": run.label, "n": str(m.n_tasks), "left out": str(len(m.excluded)), **_rate_cells(m)}
         disp.update({DELTA_TITLES[k]: fmt_delta(v) for k, v in m.deltas.items()})
-        disp.update({"judge FP / FN": _audit_cell(m), "memory faults": faults, "fact-write faults": fact_faults,
-                     "protocol": protocol_cell(run)})
+        disp.update({"judge FP / FN": _audit_cell(m), "memory faults": faults, "fact-write faults": fact_faults})
+        disp.update({"context tokens": "–" if math.isnan(m.context_tokens) else f"{m.context_tokens:.0f}",
+                     "what ran": fmt_ran(m), "protocol": protocol_cell(run)})
         display.append(disp)
         if m.excluded:
             reasons = ", ".join(f"{t} ({left_out_reason(run.by_task[t])})" for t in m.excluded)
@@ -242,7 +244,13 @@ def table1(runs: Sequence[Run]) -> Table:
               "verdict is left out of all of them ('left out', listed below), never scored 0. judge FP / FN: certain "
               "judge errors on target recall (verdict 1 with provenance 0 / verdict 0 with verbatim 1), task ids in "
               "the judge-audit table. memory faults: tasks with at least one memory-system fallback; fact-write "
-              "faults: tasks with a fallback while writing the injected exchange. '–': not measured (the backbone "
+              "faults: tasks with a fallback while writing the injected exchange. Provenance is decided on each "
+              "item's origin (the turns it states); '(provenance, union)' adds what items only inherited; "
+              "visible-state / retrieved recall: the fact's origin reached the query-independent part of the "
+              "context (a profile, a history, the always-in-state file) / the part retrieved for the query. context "
+              "tokens: mean size of the indirect answer's context (characters / 4). what ran: HippoRAG 2's PPR rate "
+              "(else dense fallback), xMemory's gate rate (else no logprobs), A-RAG's mean tool calls and steps. "
+              "'–': not measured (the backbone "
               "has no naive query; older records carry no provenance or faults). protocol: 'official' only in the "
               "release's full setting, else the task set and the number of deviations (listed in the protocol "
               f"table).{flag_note(shown)}"),

@@ -1,6 +1,7 @@
 """Judge-free measurement per system on the bundled trace, against the fake server with plausible structured replies
 (``inmind_exp.bench_calls.plausible_reply``): provenance recall (naive and indirect), verbatim recall, the judge's
-target recall, their agreement, and memory faults by kind. The fake judge always answers 1, so its "false positives"
+target recall, their agreement, memory faults by kind, the looser union provenance, visible-state and retrieved
+recall, the mean context tokens and what ran. The fake judge always answers 1, so its "false positives"
 are exactly the tasks whose provenance is 0: the figures show the pipeline's measurement, not a model's quality.
 
     python benchmarks/judge_free.py [system ...] [--tasks 3]
@@ -27,7 +28,7 @@ from inmind_exp.embed import MiniLMEncoder  # noqa: E402
 from inmind_exp.fake_openai import FakeOpenAI  # noqa: E402
 from inmind_exp.llm import CallCache, Endpoint, Models  # noqa: E402
 from inmind_exp.memory import SYSTEMS  # noqa: E402
-from inmind_exp.metrics import compute  # noqa: E402
+from inmind_exp.metrics import compute, fmt_ran  # noqa: E402
 from inmind_exp.paths import child_dir  # noqa: E402
 from inmind_exp.protocol import build_prefix, injection_session_index, run_task  # noqa: E402
 from inmind_exp.records import InjectionSpec  # noqa: E402
@@ -61,7 +62,9 @@ def measure(name: str, n_tasks: int, workdir: Path) -> str:
     return (f"| {name} | {r('naive_recall_provenance')} | {r('target_recall_provenance')} | {r('target_recall_exact')} "
             f"| {r('target_recall')} | {f'{sum(agree)}/{len(agree)}' if agree else '–'} "
             f"| {len(m.audit.false_positives)} / {len(m.audit.false_negatives)} | {m.fact_write_fault_tasks}/{m.n_ran} "
-            f"| {kinds} | {m.n_errors} | {time.perf_counter() - t0:.0f} |")
+            f"| {kinds} | {m.n_errors} | {r('target_recall_provenance_union')} | {r('visible_state_recall_provenance')} "
+            f"| {r('retrieved_recall_provenance')} | {'–' if m.context_tokens != m.context_tokens else f'{m.context_tokens:.0f}'} "
+            f"| {fmt_ran(m)} | {time.perf_counter() - t0:.0f} |")
 
 
 def main() -> int:
@@ -71,8 +74,9 @@ def main() -> int:
     args = ap.parse_args()
     print("| system | naive recall (provenance) | target recall (provenance) | target recall (verbatim) "
           "| target recall (fake judge) | judge = provenance | judge FP / FN | fact-write faults "
-          "| faults by kind (all tasks) | task errors | s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| faults by kind (all tasks) | task errors | target recall (provenance, union) | visible-state recall "
+          "| retrieved recall | context tokens | what ran | s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in args.systems or SYSTEMS.names():
         with tempfile.TemporaryDirectory(prefix=f"judge-free-{name}-") as d:
             print(measure(name, args.tasks, Path(d)), flush=True)

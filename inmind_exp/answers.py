@@ -13,20 +13,34 @@ class ContextItem:
     """One memory item a system put in front of the answerer, with the ids of the trace turns it derives from.
 
     ``kind`` says what it is in the system's own terms (``memory``, ``note``, ``passage``, ``triple``, ``episode``,
-    ``profile``, ``chunk``, ``file`` ...). ``sources`` are turn ids; merges and summaries carry the union of their
-    inputs' sources, and an LLM-rewritten aggregate carries a turn only if that turn was an input of the call.
+    ``profile``, ``chunk``, ``file`` ...). ``sources`` are the item's *origin*: the turns whose content the item
+    states (the turns an extraction, note, page or triple was made from; a rewrite adds a turn only when the call
+    that wrote the item had that turn's content as input and the item's text changed). ``derived`` are the turns it
+    only inherited (an evolution that echoed it unchanged, a merge, a profile or summary rewrite, a chain overview,
+    context shown to an extraction call); ``sources`` and ``derived`` together are the looser union.
+
+    ``visible`` marks an item that is query-independent (always in the answer context: a profile, a short-term
+    history, an always-in-state file, the backbone's turns); the rest were retrieved for the query.
     """
 
     kind: str
     text: str
     sources: tuple[str, ...] = ()
+    derived: tuple[str, ...] = ()
+    visible: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "text": self.text, "sources": list(self.sources)}
+        d: dict[str, Any] = {"kind": self.kind, "text": self.text, "sources": list(self.sources)}
+        if self.derived:
+            d["derived"] = list(self.derived)
+        if self.visible:
+            d["visible"] = True
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ContextItem":
-        return cls(kind=d["kind"], text=d["text"], sources=tuple(d.get("sources", ())))
+        return cls(kind=d["kind"], text=d["text"], sources=tuple(d.get("sources", ())),
+                   derived=tuple(d.get("derived", ())), visible=bool(d.get("visible", False)))
 
 
 @dataclass(frozen=True)
@@ -108,8 +122,16 @@ class Answer:
     visible: str | None = None
 
     def sources(self) -> set[str]:
-        """Every turn id that some item in the context derives from."""
+        """Every turn id that is the origin of some item in the context."""
         return {s for it in self.items or () for s in it.sources}
+
+    def union_sources(self) -> set[str]:
+        """Every turn id some item in the context derives from, origin or inherited (``ContextItem.derived``)."""
+        return {s for it in self.items or () for s in (*it.sources, *it.derived)}
+
+    def visible_sources(self, visible: bool) -> set[str]:
+        """The origin turns of the query-independent items (``visible=True``) or of the retrieved ones."""
+        return {s for it in self.items or () if it.visible == visible for s in it.sources}
 
     def context_text(self) -> str:
         """The context as judges and exact recall see it: ``visible`` when set, else the messages flattened to text

@@ -32,6 +32,12 @@ JUDGE_FREE: dict[str, JudgeFreeMetric] = {m.name: m for m in (
     JudgeFreeMetric("target_recall_exact", "indirect", "Target recall (verbatim, lower bound)", "TRv", 20),
     JudgeFreeMetric("target_recall_provenance", "indirect", "Target recall (provenance, upper bound)", "TRp", 30),
     JudgeFreeMetric("naive_recall_provenance", "naive", "Naive recall (provenance)", "NRp", 40),
+    # origin and inherited sources together (``ContextItem.derived``): the looser bound, comparable to older runs
+    JudgeFreeMetric("target_recall_provenance_union", "indirect", "Target recall (provenance, union)", "TRpu", 31),
+    JudgeFreeMetric("naive_recall_provenance_union", "naive", "Naive recall (provenance, union)", "NRpu", 41),
+    # the routing decision: did the fact's origin reach the always-visible part, or the part retrieved for the query
+    JudgeFreeMetric("visible_state_recall_provenance", "indirect", "Visible-state recall (provenance)", "VSp", 32),
+    JudgeFreeMetric("retrieved_recall_provenance", "indirect", "Retrieved recall (provenance)", "RRp", 33),
 )}
 #: Every metric a run reports, in column order: the judges' (from the judge registry) and the judge-free ones.
 METRIC_INFO: dict[str, Judge | JudgeFreeMetric] = {
@@ -131,6 +137,10 @@ class RunMetrics:
     fact_write_fault_tasks: int = 0
     faults_by_kind: dict[str, int] = field(default_factory=dict)
     n_ran: int = 0
+    #: the context budget and what ran (``inmind_exp.budget``), means / rates over the tasks that report them
+    context_tokens: float = math.nan
+    context_items: float = math.nan
+    ran: dict[str, float] = field(default_factory=dict)
 
     @property
     def memory_fault_rate(self) -> float:
@@ -163,6 +173,7 @@ class RunMetrics:
                     "memory_fault_tasks": self.fault_tasks, "fact_write_fault_tasks": self.fact_write_fault_tasks})
         for kind, n in self.faults_by_kind.items():
             out[f"faults_{kind}"] = n
+        out.update({"context_tokens": self.context_tokens, "context_items": self.context_items, **self.ran})
         total = Usage()
         for role, u in sorted(self.usage.items()):
             total = total + u
@@ -196,7 +207,42 @@ def compute(records: list[TaskRecord]) -> RunMetrics:
         fact_write_fault_tasks=sum(1 for r in ran if r.fact_write_fault),
         faults_by_kind=dict(sorted(kinds.items())),
         n_ran=len(ran),
+        context_tokens=_mean([r.context_tokens for r in ran]),
+        context_items=_mean([r.context_items for r in ran]),
+        ran=ran_rates(ran),
     )
+
+
+def _mean(values: list[float | int | None]) -> float:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else math.nan
+
+
+def ran_rates(records: list[TaskRecord]) -> dict[str, float]:
+    """What ran, per run, over the tasks whose system reports it: ``retrieval_mode_ppr_rate`` (HippoRAG 2 ran PPR,
+    not the dense fallback) and ``gate_ran_rate`` (xMemory's uncertainty gate read logprobs), in percent, and the
+    mean ``tool_calls`` / ``steps`` (A-RAG); a key no task reports is absent."""
+    out: dict[str, float] = {}
+    modes = [r.ran["retrieval_mode"] for r in records if "retrieval_mode" in r.ran]
+    if modes:
+        out["retrieval_mode_ppr_rate"] = 100.0 * sum(m == "ppr" for m in modes) / len(modes)
+    gates = [bool(r.ran["gate_ran"]) for r in records if "gate_ran" in r.ran]
+    if gates:
+        out["gate_ran_rate"] = 100.0 * sum(gates) / len(gates)
+    for key in ("tool_calls", "steps"):
+        vals = [r.ran[key] for r in records if key in r.ran]
+        if vals:
+            out[f"mean_{key}"] = sum(vals) / len(vals)
+    return out
+
+
+def fmt_ran(m: RunMetrics) -> str:
+    """The "what ran" cell of a results table: the rates and means a run reports, or "–"."""
+    names = {"retrieval_mode_ppr_rate": "PPR", "gate_ran_rate": "gate", "mean_tool_calls": "tool calls",
+             "mean_steps": "steps"}
+    parts = [f"{names[k]} {v:.0f}%" if k.endswith("_rate") else f"{names[k]} {v:.1f}"
+             for k, v in m.ran.items() if k in names]
+    return ", ".join(parts) or "–"
 
 
 def cost_usd(usage: dict[str, Usage], prices: dict[str, tuple[float, float]], models: dict[str, str]) -> float | None:
@@ -214,8 +260,9 @@ def cost_usd(usage: dict[str, Usage], prices: dict[str, tuple[float, float]], mo
 def results_table(rows: list[tuple[str, RunMetrics]]) -> str:
     """Table 1 as Markdown: one row per configuration, rates with Wilson intervals and the Δ columns."""
     head = ("| configuration | n | err | " + " | ".join(LABELS[k] for k in METRICS)
-            + " | Δ R−N | Δ A−R | Δ A−N | judge FP / FN | memory faults | fact-write faults |")
-    lines = [head, "|" + "---|" * (len(METRICS) + 9)]
+            + " | Δ R−N | Δ A−R | Δ A−N | judge FP / FN | memory faults | fact-write faults | context tokens "
+            + "| what ran |")
+    lines = [head, "|" + "---|" * (len(METRICS) + 11)]
 
     def cell(r: Rate) -> str:
         if not r.n:
@@ -232,7 +279,8 @@ def results_table(rows: list[tuple[str, RunMetrics]]) -> str:
             f"| {name} | {m.n_tasks} | {m.n_errors} | " + " | ".join(cell(m.rates[k]) for k in METRICS)
             + f" | {d(dl['delta_recall_naive'])} | {d(dl['delta_application_recall'])} | {d(dl['delta_application_naive'])}"
             + f" | {len(m.audit.false_positives)} / {len(m.audit.false_negatives)}"
-            + f" | {pct(m.memory_fault_rate)} | {pct(m.fact_write_fault_rate)} |"
+            + f" | {pct(m.memory_fault_rate)} | {pct(m.fact_write_fault_rate)}"
+            + f" | {'–' if math.isnan(m.context_tokens) else f'{m.context_tokens:.0f}'} | {fmt_ran(m)} |"
         )
     notes = [f"{name}: left out of every rate (errored): {', '.join(m.excluded)}" for name, m in rows if m.excluded]
     notes += [f"{name}: judge target-recall false positives (provenance 0): {', '.join(m.audit.false_positives)}"

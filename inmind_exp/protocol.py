@@ -11,6 +11,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+from inmind_exp.budget import context_items, context_tokens, what_ran
 from inmind_exp.judges import Judge, exact_target_recall, judge_task
 from inmind_exp.llm import LLMCallError, Models
 from inmind_exp.paths import remove_tree
@@ -144,6 +145,20 @@ def provenance_recall(answer: Answer | None) -> int | None:
     return int(FACT_TURN_ID in answer.sources())
 
 
+def provenance_recall_union(answer: Answer | None) -> int | None:
+    """Like ``provenance_recall`` on the looser union: the fact turn is an origin or an inherited source of some item."""
+    if answer is None or answer.items is None:
+        return None
+    return int(FACT_TURN_ID in answer.union_sources())
+
+
+def part_recall(answer: Answer | None, visible: bool) -> int | None:
+    """1 if the fact turn is the origin of some always-visible (``visible``) / retrieved item of the context."""
+    if answer is None or answer.items is None:
+        return None
+    return int(FACT_TURN_ID in answer.visible_sources(visible))
+
+
 def fact_write_fault(faults: list[Fault]) -> bool:
     """A fault while writing the injected exchange: an ingest fault naming the fact turn or its reply."""
     return any(f.phase == "ingest" and (FACT_TURN_ID in f.turns or FACT_REPLY_TURN_ID in f.turns) for f in faults)
@@ -243,6 +258,13 @@ def task_record(
         target_recall_provenance=provenance_recall(indirect),
         faults=tuple(faults),
         fact_write_fault=fact_write_fault(list(faults)),
+        naive_recall_provenance_union=provenance_recall_union(naive),
+        target_recall_provenance_union=provenance_recall_union(indirect),
+        visible_state_recall_provenance=part_recall(indirect, True),
+        retrieved_recall_provenance=part_recall(indirect, False),
+        context_tokens=context_tokens(indirect),
+        context_items=context_items(indirect),
+        ran=what_ran(indirect),
     )
 
 

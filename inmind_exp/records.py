@@ -197,6 +197,17 @@ class TaskRecord:
     faults: tuple[Fault, ...] = ()
     fact_write_fault: bool = False
     schema_version: int = RECORD_SCHEMA_VERSION
+    #: the looser provenance (origin or inherited sources, ``ContextItem.derived``); the two above are on origin
+    naive_recall_provenance_union: int | None = None
+    target_recall_provenance_union: int | None = None
+    #: the indirect query's provenance split by the part of the context: always visible / retrieved for the query
+    visible_state_recall_provenance: int | None = None
+    retrieved_recall_provenance: int | None = None
+    #: the indirect answer's context budget (``inmind_exp.budget``) and what ran for it (``Answer.meta`` keys
+    #: ``retrieval_mode``, ``gate_ran``, ``tool_calls``, ``steps`` when the system reports them)
+    context_tokens: int | None = None
+    context_items: int | None = None
+    ran: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -228,6 +239,13 @@ class TaskRecord:
             "target_recall_provenance": self.target_recall_provenance,
             "faults": [f.to_dict() for f in self.faults],
             "fact_write_fault": self.fact_write_fault,
+            "naive_recall_provenance_union": self.naive_recall_provenance_union,
+            "target_recall_provenance_union": self.target_recall_provenance_union,
+            "visible_state_recall_provenance": self.visible_state_recall_provenance,
+            "retrieved_recall_provenance": self.retrieved_recall_provenance,
+            "context_tokens": self.context_tokens,
+            "context_items": self.context_items,
+            "ran": dict(self.ran),
         }
 
     @classmethod
@@ -251,6 +269,13 @@ class TaskRecord:
             faults=tuple(Fault.from_dict(f) for f in d.get("faults", ())),
             fact_write_fault=bool(d.get("fact_write_fault", False)),
             schema_version=d.get("schema_version", RECORD_SCHEMA_VERSION),
+            naive_recall_provenance_union=d.get("naive_recall_provenance_union"),
+            target_recall_provenance_union=d.get("target_recall_provenance_union"),
+            visible_state_recall_provenance=d.get("visible_state_recall_provenance"),
+            retrieved_recall_provenance=d.get("retrieved_recall_provenance"),
+            context_tokens=d.get("context_tokens"),
+            context_items=d.get("context_items"),
+            ran=dict(d.get("ran", {})),
         )
 
 

@@ -29,10 +29,13 @@ categories 1, 3 and 4: "write an answer in the form of a short phrase … Answer
 whenever possible", then "Short answer:") with its JSON output ``{"answer": …}``; an unparseable reply is used as the
 answer text as is, as the reproduction does (and counted as a fault). ``answer_prompt`` in the meta names which.
 
-Provenance: a note carries the id of the trace turn it was made from. An evolution call rewrites fields of notes
-(``strengthen`` the new note's tags, ``update_neighbor`` the shown neighbours' context and tags); every note it
-rewrites carries the union of the sources of the notes that were inputs to that call (the new note and every
-neighbour shown). Links add no sources: a linked note appears in the context as its own item.
+Provenance (origin and derived, ``ContextItem``): a note's origin is the id of the trace turn it was made from.
+An evolution call rewrites fields of notes (``strengthen`` the new note's tags, ``update_neighbor`` the shown
+neighbours' context and tags). A note whose fields the call changed gains, as origin, the turns whose content the
+call showed (the new note's and every shown neighbour's own turn: a note's content is its turn); a note the call
+returned unchanged (upstream asks the model to echo unchanged neighbours) gains them only as derived, and every
+rewritten note inherits the inputs' own derived sources as derived, so nothing propagates transitively through
+origin. Links add no sources: a linked note appears in the context as its own item.
 
 Faults (``MemorySystem.fault``, with the turn id of the note being written): an analysis or evolution reply that
 is never valid JSON of the asked shape after ``json_attempts`` (``malformed_reply``, or ``empty_reply`` when blank;
@@ -155,7 +158,8 @@ Question: {question} Short answer:"""
 @dataclass
 class Note:
     """One memory note; ``links`` are ids of notes the evolution step connected it to (duplicates kept);
-    ``sources`` the turn ids it derives from (its own turn, plus the inputs of evolution calls that rewrote it)."""
+    ``sources`` its origin turns (its own turn, plus the shown turns of evolution calls that changed it),
+    ``derived`` the turns it only inherited (evolution calls that echoed it unchanged, inputs' derived sources)."""
 
     id: str
     content: str
@@ -165,6 +169,15 @@ class Note:
     tags: list[str] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    derived: list[str] = field(default_factory=list)
+
+    def rewritten(self, changed: bool, shown: list[str], inherited: list[str]) -> None:
+        """Provenance of an evolution rewrite: the ``shown`` turns join the origin if the call ``changed`` this
+        note, else they are derived; ``inherited`` (the inputs' other sources) is always derived."""
+        if changed:
+            self.sources = union_sources(self.sources, shown)
+        self.derived = [t for t in union_sources(self.derived, inherited, [] if changed else shown)
+                        if t not in self.sources]
 
 
 def note_document(n: Note) -> str:
@@ -276,7 +289,8 @@ class AMem(MemorySystem):
         which is recorded as a fault on ``turns``."""
         messages = (Message("system", JSON_SYSTEM_PROMPT), Message("user", prompt))
         try:
-            obj, _ = self.llm.memory.chat_json(messages, attempts=self.json_attempts, validate=validate)
+            with self.writing(turns):  # a cut reply is the note's fault, not its neighbours' (shown in the prompt)
+                obj, _ = self.llm.memory.chat_json(messages, attempts=self.json_attempts, validate=validate)
         except JSONReplyError as e:
             self.fault("empty_reply" if not e.raw.strip() else "malformed_reply", where,
                        f"{e}; reply: {e.raw[:300]}", turns)
@@ -318,7 +332,10 @@ class AMem(MemorySystem):
         obj = self._ask_json(prompt, _check_evolution, "a_mem.evolution", turns)
         if obj is None or not _as_bool(obj["should_evolve"]):
             return False
-        inputs = union_sources(note.sources, *(self.notes[i].sources for i in indices))
+        # the turns whose content the call showed (a note's content is its own turn) and what the inputs inherited
+        shown = [note.id, *(self.notes[i].id for i in indices)]
+        inputs = union_sources(note.sources, note.derived, *(self.notes[i].sources + self.notes[i].derived
+                                                             for i in indices))
         problems: list[str] = []
         actions = _str_list(obj.get("actions"))
         if actions is None:
@@ -338,16 +355,18 @@ class AMem(MemorySystem):
                 if tags is None:
                     problems.append(f"tags_to_update is not a list: {obj.get('tags_to_update')!r}")
                 else:
+                    changed = tags != note.tags
                     note.tags = tags
-                    note.sources = list(inputs)
+                    note.rewritten(changed, shown, inputs)
             elif action.strip() == "update_neighbor":
                 problems += self._update_neighbours(indices, obj.get("new_context_neighborhood"),
-                                                    obj.get("new_tags_neighborhood"), inputs)
+                                                    obj.get("new_tags_neighborhood"), inputs, shown)
         if problems:
             self.fault("malformed_reply", "a_mem.evolution", "; ".join(problems), turns)
         return True
 
-    def _update_neighbours(self, indices: list[int], contexts: Any, tags_lists: Any, inputs: list[str]) -> list[str]:
+    def _update_neighbours(self, indices: list[int], contexts: Any, tags_lists: Any, inputs: list[str],
+                           shown: list[str] = ()) -> list[str]:
         """Rewrite the i-th shown neighbour's tags (and context, when given); returns what had to be skipped."""
         problems = []
         if not isinstance(contexts, list):
@@ -363,13 +382,14 @@ class AMem(MemorySystem):
                 problems.append(f"new_tags_neighborhood[{i}] is not a list: {tags_lists[i]!r}")
                 continue
             n = self.notes[indices[i]]
+            before = (n.context, n.tags)
             n.tags = tags
             if i < len(contexts):
                 if isinstance(contexts[i], str):
                     n.context = contexts[i]
                 else:
                     problems.append(f"new_context_neighborhood[{i}] is not a string: {contexts[i]!r}")
-            n.sources = union_sources(n.sources, inputs)
+            n.rewritten((n.context, n.tags) != before, list(shown), inputs)
             self.index.replace(n.id, note_document(n))
         return problems
 
@@ -416,7 +436,7 @@ class AMem(MemorySystem):
         """The keyword call, then the notes and linked notes upstream puts in the answer prompt, one item per line."""
         keywords = self.generate_query(query)
         notes = self.related_notes(keywords, self.retrieve_k)
-        items = tuple(ContextItem("note", raw_memory_line(n), tuple(n.sources)) for n in notes)
+        items = tuple(ContextItem("note", raw_memory_line(n), tuple(n.sources), tuple(n.derived)) for n in notes)
         return Recall("".join(it.text for it in items), items,
                       {"keywords": keywords, "notes": len(self.notes), "prompt_version": PROMPT_VERSION})
 

@@ -666,6 +666,7 @@ class ARAG(MemorySystem):
             "stop_reason": stop,  # answered | tool_call_as_text | max_loops | token_budget
             "forced_final_answer": False,
             "steps": steps,
+            "tool_calls": len(trajectory),  # every tool call the agent made (what ran, ``inmind_exp.budget``)
             "llm_calls": len(calls),
             "calls": calls,
             "trajectory": trajectory,

@@ -129,7 +129,7 @@ class AlwaysInState(MemorySystem):
         self.memory = new
 
     def recall(self, query: str) -> Recall:
-        items = tuple(ContextItem("line", line, tuple(self.sources.get(line, ()))) for line in self.memory.splitlines()
+        items = tuple(ContextItem("line", line, tuple(self.sources.get(line, ())), visible=True) for line in self.memory.splitlines()
                       if line.strip())
         return Recall(self.memory, items, {"memory_bytes": len(self.memory.encode())})
 

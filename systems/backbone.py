@@ -48,7 +48,7 @@ class Backbone(MemorySystem):
         self.turns.extend(t for t in session.turns if t.injected)
 
     def answer(self, query: str) -> Answer:
-        items = tuple(ContextItem("turn", t.content, (t.id,) if t.id else ()) for t in self.turns)
+        items = tuple(ContextItem("turn", t.content, (t.id,) if t.id else (), visible=True) for t in self.turns)
         if self.answer_mode == "paper":
             visible = "\n".join(f"{t.role.capitalize()}: {t.content}" for t in self.turns)
             context = paper_messages(self.paper_prompt(), query, visible)

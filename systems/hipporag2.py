@@ -746,7 +746,9 @@ class HippoRAG2(MemorySystem):
         top = ranked[: self.qa_top_k]
         text_of = dict(zip(self.passage_ids, self.passage_texts))
         items = tuple(ContextItem("passage", text_of[p], self.passage_turns(p)) for p in top)
-        return Recall("\n\n".join(it.text for it in items), items, {**log, "passages": top})
+        # what ran (``inmind_exp.budget``): PPR over the graph, or the dense fallback when the filter kept no fact
+        mode = "ppr" if log["mode"] == "ppr" else "dense"
+        return Recall("\n\n".join(it.text for it in items), items, {**log, "passages": top, "retrieval_mode": mode})
 
     def native_answer(self, query: str, recall: Recall) -> Answer:
         """Upstream's QA call; the text after "Answer:" is the answer (the whole reply when there is none)."""

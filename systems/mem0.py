@@ -25,10 +25,13 @@ Answer modes: ``shared`` (default) gives that JSON list to the shared prompt of 
 ``src/memzero/search.py`` as one system message), including its rules "The answer should be less than 5-6 words"
 and "based solely on the evidence in the memories"; ``answer_prompt`` in the answer's meta names which.
 
-Provenance: a memory carries the turn ids of the exchange it was extracted from (the "Input" messages of the
-extraction call); an UPDATE keeps the union of the old memory's sources and the exchange being written. The
-earlier messages shown as context (``recent_messages``) are not sources: the prompt tells the model to extract
-nothing from them (provenance is therefore an upper bound only up to that instruction being followed).
+Provenance (origin and derived, ``ContextItem``): a memory's origin is the turn ids of the exchange it was
+extracted from (the "Input" messages of the extraction call). The earlier messages shown as context
+(``recent_messages``) are its derived sources: the prompt tells the model to extract nothing from them, so they are
+not origin, but the call saw their content, so the looser union counts them (a model that ignores the instruction
+is caught there, not missed). An UPDATE that changes the text adds the exchange being written to the old memory's
+origin (the update call saw its facts); one that returns the same text adds it as derived; the earlier messages
+of that batch are derived either way.
 
 Faults (``MemorySystem.fault``, with the turn ids of the exchange being written): a malformed, off-schema or
 empty extraction or update reply (``malformed_reply`` / ``empty_reply``: upstream logs it and stores nothing), and
@@ -406,6 +409,7 @@ class Mem0(MemorySystem):
         self.memories: dict[str, dict[str, Any]] = {}
         self.counter = 0
         self.recent: list[tuple[str, str]] = []
+        self.recent_turns: list[str] = []  # the turn ids of ``recent``, in order ("" for a message without one)
         self.history: list[dict[str, Any]] = []
         self.n_batches = 0
 
@@ -419,9 +423,13 @@ class Mem0(MemorySystem):
         """``Memory.add(messages, infer=True)`` for one batch dated ``date`` whose messages are the trace turns
         ``turns``; returns the applied events."""
         context = self.recent[-self.recent_messages:] if self.recent_messages > 0 else []
+        # the turns the extraction saw only as context: derived sources of what it writes
+        seen = [t for t in self.recent_turns[-len(context):] if t and t not in turns] if context else []
         facts = self.extract_facts(messages, context, date, turns)
         if self.recent_messages > 0:
             self.recent = (self.recent + list(messages))[-self.recent_messages:]
+            ids = list(turns) if len(turns) == len(messages) else [""] * len(messages)
+            self.recent_turns = (self.recent_turns + ids)[-self.recent_messages:]
         self.n_batches += 1
         if not facts:
             return []
@@ -433,13 +441,14 @@ class Mem0(MemorySystem):
         temp_ids = {str(i): mem_id for i, mem_id in enumerate(candidates)}
         old = [{"id": str(i), "text": text} for i, text in enumerate(candidates.values())]
         actions = self.decide(old, facts, turns)
-        return self.apply(actions, temp_ids, date, turns)
+        return self.apply(actions, temp_ids, date, turns, seen)
 
     def _json_call(self, messages: tuple[Message, ...], validate, where: str, turns: tuple[str, ...]) -> dict | None:
         """One JSON memory call; on a reply that never parses (or is off-schema) record the fault and return None,
         upstream's no-op."""
         try:
-            obj, _ = self.llm.memory.chat_json(messages, attempts=self.json_attempts, validate=validate)
+            with self.writing(turns):  # the update prompt holds facts, not the turns' text: say which are written
+                obj, _ = self.llm.memory.chat_json(messages, attempts=self.json_attempts, validate=validate)
         except JSONReplyError as e:
             kind = "empty_reply" if not e.raw.strip() else "malformed_reply"
             self.fault(kind, where, f"{e}; reply: {e.raw[:300]}", turns)
@@ -466,7 +475,7 @@ class Mem0(MemorySystem):
         return [] if obj is None else obj["memory"]
 
     def apply(self, actions: list[Any], temp_ids: dict[str, str], date: str,
-              turns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+              turns: tuple[str, ...] = (), seen: list[str] = ()) -> list[dict[str, Any]]:
         applied: list[dict[str, Any]] = []
         skipped: list[str] = []
         for resp in actions:
@@ -482,7 +491,8 @@ class Mem0(MemorySystem):
             if event == "ADD":
                 self.counter += 1
                 mem_id = f"m{self.counter:06d}"
-                self.memories[mem_id] = {"text": text, "timestamp": date, "created": date, "sources": list(turns)}
+                self.memories[mem_id] = {"text": text, "timestamp": date, "created": date, "sources": list(turns),
+                                         **({"derived": list(seen)} if seen else {})}
                 self.index.add([mem_id], [text])
                 applied.append({"event": "ADD", "id": mem_id, "text": text, "sources": list(turns)})
             elif event in ("UPDATE", "DELETE"):
@@ -492,10 +502,12 @@ class Mem0(MemorySystem):
                     continue
                 previous = self.memories[mem_id]
                 if event == "UPDATE":
-                    sources = union_sources(previous.get("sources", ()), turns)
+                    old_sources = list(previous.get("sources", ()))
+                    sources = union_sources(old_sources, turns) if text != previous["text"] else old_sources
+                    derived = [t for t in union_sources(previous.get("derived", ()), turns, seen) if t not in sources]
                     applied.append({"event": "UPDATE", "id": mem_id, "text": text, "previous": previous["text"],
                                     "sources": sources})
-                    previous.update(text=text, timestamp=date, sources=sources)
+                    previous.update(text=text, timestamp=date, sources=sources, **({"derived": derived} if derived else {}))
                     self.index.replace(mem_id, text)
                 else:
                     del self.memories[mem_id]
@@ -518,7 +530,8 @@ class Mem0(MemorySystem):
         """The top-k memories as ``search.py`` renders them: a JSON list of ``"<timestamp>: <memory>"``."""
         hits = self.search(query)
         items = tuple(ContextItem("memory", f"{self.memories[i]['timestamp']}: {self.memories[i]['text']}",
-                                  tuple(self.memories[i].get("sources", ()))) for i, _ in hits)
+                                  tuple(self.memories[i].get("sources", ())), tuple(self.memories[i].get("derived", ())))
+                      for i, _ in hits)
         text = json.dumps([it.text for it in items], ensure_ascii=False, indent=4) if items else ""
         return Recall(text, items, {"retrieved": len(hits), "memory_ids": [i for i, _ in hits],
                                     "n_memories": len(self.memories)})
@@ -540,6 +553,7 @@ class Mem0(MemorySystem):
             "memories": self.memories,
             "counter": self.counter,
             "recent": [list(m) for m in self.recent],
+            "recent_turns": self.recent_turns,
             "history": self.history,
             "n_batches": self.n_batches,
         })
@@ -552,6 +566,7 @@ class Mem0(MemorySystem):
         self.memories = {k: {**v, "sources": list(v.get("sources", ()))} for k, v in sorted(state["memories"].items())}
         self.counter = int(state["counter"])
         self.recent = [(r, c) for r, c in state["recent"]]
+        self.recent_turns = list(state.get("recent_turns", [""] * len(self.recent)))  # older snapshots: unknown
         self.history = list(state["history"])
         self.n_batches = int(state["n_batches"])
         if sorted(self.index.ids) != sorted(self.memories):

@@ -29,13 +29,16 @@ GENERATE_SYSTEM_RESPONSE_SYSTEM_PROMPT / _USER_PROMPT, verbatim: the role-play a
 ("friend", as ``get_response``'s default) and "maximum 30 words, must be in English" (``answer_word_limit``; null
 drops the clause). ``meta.answer_prompt`` names the prompt used.
 
-Provenance (``Turn.id``s): a short-term pair and its page carry the pair's two turns; a page's chain overview
-(meta info) carries the turns of the call that wrote it (the previous meta info's and the page's), and it follows
-the meta info along the chain; a new mid-term session's summary carries the turns of the evicted batch it
-summarises (a merge keeps the old summary and its sources); the profile carries the turns of the pages of every
-profile call whose reply replaced it (each call sees the previous profile, hence the union), knowledge entries
-the turns of the pages of the call that extracted them. A page in the answer context carries its own turns and
-its overview's. Items in the context: every short-term pair, each retrieved page, the profile, each knowledge entry.
+Provenance (``Turn.id``s; origin and derived, ``ContextItem``): a short-term pair and its page have the pair's two
+turns as origin; a page's chain overview (meta info) carries the turns of the call that wrote it (the previous meta
+info's and the page's), and it follows the meta info along the chain: in the answer context they are the page's
+derived sources (a chain). A new mid-term session's summary carries the turns of the evicted batch it summarises (a
+merge keeps the old summary and its sources). The profile's origin is the turns of the pages of the last profile
+call that changed its text; what earlier profiles carried (the call saw them only as the previous profile) and the
+pages of a call that returned it unchanged are derived. Knowledge entries have as origin the turns of the pages of
+the call that extracted them (the whole batch: the call gives no line-to-page link). Items in the context: every
+short-term pair and the profile (query-independent: ``visible``), each retrieved page and each knowledge entry
+(the top ``top_k_knowledge`` by similarity to the query: retrieved).
 
 Faults (``MemorySystem.fault`` with the turns being written): an empty memory reply (``empty_reply``); a
 continuity verdict that is neither true nor false, taken as false (``malformed_reply``); a multi-summary reply with
@@ -467,7 +470,8 @@ class MemoryOS(MemorySystem):
         self.sessions: list[dict[str, Any]] = []  # mid-term sessions in creation order
         self.profile: str | None = None
         self.profile_updated = ""
-        self.profile_sources: list[str] = []  # the turns of every page that went into a profile call so far
+        self.profile_sources: list[str] = []  # origin: the pages of the last profile call that changed the text
+        self.profile_derived: list[str] = []  # inherited: earlier profiles' turns, calls that left it unchanged
         self.user_knowledge: list[dict[str, Any]] = []
         self.assistant_knowledge: list[dict[str, Any]] = []
         self.counters = {"page": 0, "session": 0, "know": 0}
@@ -488,7 +492,8 @@ class MemoryOS(MemorySystem):
 
     def _chat(self, system: str, user: str, where: str = "", turns: list[str] | tuple[str, ...] = ()) -> str:
         """One memory call; an empty reply (after ``<think>`` stripping) is recorded as an ``empty_reply`` fault."""
-        comp = self.llm.memory.chat((Message("system", system), Message("user", user)))
+        with self.writing(turns):  # deferred calls (pages, profile, knowledge) write earlier sessions' turns
+            comp = self.llm.memory.chat((Message("system", system), Message("user", user)))
         text = clean_reply(comp.text)
         if not text.strip():
             self.fault("empty_reply", where, "empty reply from the memory model", turns)
@@ -691,8 +696,14 @@ class MemoryOS(MemorySystem):
                                      "knowledge", turns)
         private, assistant = parse_knowledge(knowledge_reply)
         if new_profile.lower() != "none" and len(new_profile.strip()) >= MIN_PROFILE_CHARS:
-            # inputs of the call: the existing profile (with its turns) and the pages
-            self.profile_sources = _union(self.profile_sources if existing == self.profile else [], turns)
+            # inputs of the call: the existing profile (with its turns) and the pages; the pages are the origin of
+            # a changed text, the earlier profile's turns only inherited
+            carried = _union(self.profile_sources, self.profile_derived) if existing == self.profile else []
+            if new_profile != self.profile:
+                self.profile_sources = list(turns)
+                self.profile_derived = [t for t in carried if t not in turns]
+            else:
+                self.profile_derived = [t for t in _union(carried, turns) if t not in self.profile_sources]
             self.profile = new_profile
             self.profile_updated = self.clock
         elif profile_reply:  # an empty reply was recorded by _chat
@@ -782,15 +793,17 @@ class MemoryOS(MemorySystem):
 
         history = [f"User: {qa['user_input']}\nAssistant: {qa['agent_response']} (Time: {qa['timestamp']})"
                    for qa in self.short_term]
-        items += [ContextItem("short_term", h, tuple(qa.get("sources", ()))) for h, qa in zip(history, self.short_term)]
+        items += [ContextItem("short_term", h, tuple(qa.get("sources", ())), visible=True)
+                  for h, qa in zip(history, self.short_term)]
         retrieved = [f"【Historical Memory】\nUser: {p['user_input']}\nAssistant: {p['agent_response']}\n"
                      f"Time: {p['timestamp']}\nConversation chain overview: {p.get('meta_info', 'N/A')}" for p in pages]
-        items += [ContextItem("page", r, tuple(_union(p.get("sources"), p.get("meta_sources"))))
-                  for r, p in zip(retrieved, pages)]
+        items += [ContextItem("page", r, tuple(_union(p.get("sources"))), tuple(
+            t for t in _union(p.get("meta_sources")) if t not in (p.get("sources") or ()))) for r, p in zip(retrieved, pages)]
         has_profile = bool(self.profile) and self.profile.lower() != "none"
         profile = self.profile if has_profile else "No detailed profile available yet."
         if has_profile:
-            items.append(ContextItem("profile", profile, tuple(self.profile_sources)))
+            items.append(ContextItem("profile", profile, tuple(self.profile_sources), tuple(self.profile_derived),
+                                     visible=True))
         user_kn_text = ""
         if user_kn:
             lines = [f"- {e['knowledge']} (Recorded: {e['timestamp']})\n" for e in user_kn]
@@ -862,6 +875,7 @@ class MemoryOS(MemorySystem):
             "prompt_version": PROMPT_VERSION, "clock": self.clock, "short_term": self.short_term,
             "last_evicted": self.last_evicted, "sessions": self.sessions, "profile": self.profile,
             "profile_updated": self.profile_updated, "profile_sources": self.profile_sources,
+            "profile_derived": self.profile_derived,
             "user_knowledge": self.user_knowledge,
             "assistant_knowledge": self.assistant_knowledge, "counters": self.counters, "vector_keys": keys,
         })
@@ -877,6 +891,7 @@ class MemoryOS(MemorySystem):
         self.profile = st["profile"]
         self.profile_updated = st["profile_updated"]
         self.profile_sources = st.get("profile_sources", [])  # older snapshots: no provenance
+        self.profile_derived = st.get("profile_derived", [])
         self.user_knowledge = st["user_knowledge"]
         self.assistant_knowledge = st["assistant_knowledge"]
         self.counters = {k: int(v) for k, v in st["counters"].items()}

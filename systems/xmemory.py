@@ -970,6 +970,7 @@ class XMemory(MemorySystem):
             base = self._nll(question, st, themes, sems, [])
             if base is None:
                 self.fault("logprobs_unavailable", "gate", no_logprobs)
+        meta["gate_ran"] = base is not None  # what ran (``inmind_exp.budget``): the gate read the reader's logprobs
         if base is None:
             meta["gate"] = "fallback_no_logprobs" if p.logprob_gate else "disabled"
             kept = probe[: p.top_k_episodes]

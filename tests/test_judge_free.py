@@ -208,7 +208,9 @@ def _rec(tid, *, tr, prov, exact, app=1, naive=1, judge_error=None):
         v["answer_only"] = Verdict("answer_only", None, error=judge_error)
     return TaskRecord("h", tid, "other", "s", 0, ans, ans, v, exact, {"judge": Usage(calls=1)}, 1.0,
                       error=f"judge failed: {judge_error}" if judge_error else None,
-                      naive_recall_provenance=1, target_recall_provenance=prov)
+                      naive_recall_provenance=1, target_recall_provenance=prov, naive_recall_provenance_union=1,
+                      target_recall_provenance_union=prov, visible_state_recall_provenance=0,
+                      retrieved_recall_provenance=prov)
 
 
 def test_a_row_with_one_errored_verdict_is_computed_over_n_minus_one_tasks_for_every_rate():

@@ -60,3 +60,33 @@ def test_backbone_naive_is_not_applicable_not_an_error():
     m = compute([rec("a", None, 1, 1, 1), rec("b", None, 0, 1, 1)])
     assert m.rates["naive"].n == 0 and m.rates["naive"].errors == 0
     assert "naive" not in m.flat()
+
+
+def test_what_ran_rates_and_context_budget_per_run():
+    """Per task the protocol copies what ran (``Answer.meta``: retrieval_mode, gate_ran, tool_calls, steps) and the
+    context budget onto the record; per run they become rates and means (MLflow metrics, results-table columns)."""
+    from inmind_exp.budget import count_tokens
+    from inmind_exp.metrics import compute, results_table
+    from inmind_exp.protocol import task_record
+    from inmind_exp.records import Answer, ContextItem, Message, Task
+
+    task = Task(id="t", domain="other", user_message="u", assistant_message="a", naive_query="n", query="q",
+                explanation="-")
+
+    def rec(tid, **meta):
+        ans = Answer("x", (Message("user", "q" * 41),), meta=meta, items=(ContextItem("passage", "p", ("s#0",)),))
+        return task_record(Task(**{**task.__dict__, "id": tid}), config_hash="h", system_name="s", session_index=0,
+                           naive=ans, indirect=ans)
+
+    recs = [rec("a", retrieval_mode="ppr", gate_ran=True, tool_calls=3, steps=2),
+            rec("b", retrieval_mode="dense", gate_ran=False, tool_calls=1, steps=1), rec("c")]
+    assert recs[0].ran == {"retrieval_mode": "ppr", "gate_ran": True, "tool_calls": 3, "steps": 2} and recs[2].ran == {}
+    assert recs[0].context_tokens == count_tokens("[user] " + "q" * 41) == 12 and recs[0].context_items == 1
+    m = compute(recs)
+    flat = m.flat()
+    assert flat["retrieval_mode_ppr_rate"] == 50.0 and flat["gate_ran_rate"] == 50.0  # of the tasks that report it
+    assert flat["mean_tool_calls"] == 2.0 and flat["mean_steps"] == 1.5
+    assert flat["context_tokens"] == 12.0 and flat["context_items"] == 1.0
+    row = results_table([("cfg", m)]).splitlines()[2]
+    assert row.endswith("| 12 | PPR 50%, gate 50%, tool calls 2.0, steps 1.5 |")
+    assert "retrieval_mode_ppr_rate" not in compute([recs[2]]).flat()  # a system that does not report it

@@ -90,10 +90,15 @@ def make_records(spec: Spec, n: int = N_TASKS, seed: int = 0, errors: dict[str, 
             usage={"answerer": Usage(calls=2, prompt_tokens=100, completion_tokens=20)}, latency_s=1.0,
             naive_recall_provenance=naive_prov, target_recall_provenance=prov, faults=faults,
             fact_write_fault=fact_fault,
+            # origin provenance above, the union and the split by context part (a retrieval system: nothing visible)
+            naive_recall_provenance_union=naive_prov, target_recall_provenance_union=prov,
+            visible_state_recall_provenance=0, retrieved_recall_provenance=prov,
         )
         d = rec.to_dict()
         if spec.schema < 2:
-            for key in ("naive_recall_provenance", "target_recall_provenance", "faults", "fact_write_fault"):
+            for key in ("naive_recall_provenance", "target_recall_provenance", "faults", "fact_write_fault",
+                        "naive_recall_provenance_union", "target_recall_provenance_union",
+                        "visible_state_recall_provenance", "retrieved_recall_provenance"):
                 d.pop(key)
             d["schema_version"] = spec.schema
         out.append(d)

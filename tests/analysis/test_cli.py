@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from analysis.__main__ import main
+from inmind_exp.metrics import METRICS
 from tests.analysis.fixtures import log_to_mlflow, write_sweep
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,6 +82,6 @@ def test_compare_and_audit_commands(store, tmp_path, capsys):
     sweep = write_sweep(tmp_path / "sweep")
     assert main(["compare", "--sweep-dir", str(sweep), "--a", "always_in_state/minilm/middle/openai", "--b",
                  "mem0/emb3/middle/openai", "--n-boot", "500"]) == 0
-    assert capsys.readouterr().out.count("exact McNemar p") == 7  # every metric, judge-free bounds included
+    assert capsys.readouterr().out.count("exact McNemar p") == len(METRICS)  # every metric, judge-free bounds included
     assert main(["report", "--experiment", "nope", "--tracking-uri", uri, "--out", str(tmp_path / "x")]) == 2
     assert "no experiment 'nope'" in capsys.readouterr().err

@@ -155,6 +155,43 @@ def test_update_neighbor_rewrites_context_tags_and_embedding(fake, models, encod
     assert mem.notes[3].tags == ["chat", "week"]  # update_neighbor alone does not retag the new note
 
 
+def test_unchanged_neighbour_evolution_adds_no_origin_source(fake, models, encoder, tmp_path):
+    """Upstream asks the model to echo unchanged neighbours: an evolution that changes nothing adds the call's turns
+    to every shown note only as derived, so the origin stays the note's own turn (no transitive spread); a
+    neighbour the call did change gains the shown turns as origin."""
+    fake.add_rule(ANALYZE, analysis_reply)
+    holder: dict[str, AMem] = {}
+
+    def echo(body):
+        mem, idx = holder["mem"], neighbour_indices(body)
+        if not idx:
+            return {"should_evolve": False}
+        first = mem.notes[idx[0]]
+        changed = "Linda" in _prompt(body).split("nearest neighbouring memories:")[0]
+        return {"should_evolve": True, "actions": ["update_neighbor"], "suggested_connections": [],
+                "tags_to_update": [], "new_context_neighborhood": [mem.notes[i].context for i in idx],
+                "new_tags_neighborhood": [(["family"] if changed and i == idx[0] else []) + mem.notes[i].tags
+                                          for i in idx]}
+
+    fake.add_rule(EVOLVE, echo)
+    mem = holder["mem"] = build(models, encoder, tmp_path, evolution_k=3)
+    mem.ingest_session(session("a", "My partner Alex works at a clinic.", "That sounds like a busy job.",
+                               "We play board games on Thursdays."))
+    mem.ingest_session(session("b", "I keep a logbook of train rides.", "Nice hobby."))
+    for n in mem.notes:
+        assert n.sources == [n.id], (n.id, n.sources)  # every evolution so far echoed: origin is the own turn
+    b0 = next(n for n in mem.notes if n.id == "b#0")
+    assert any("b#0" in n.derived for n in mem.notes if n.id != "b#0")  # inherited, on the looser union only
+    mem.ingest_session(session("c", "Linda from Cincinnati visits us next week."))
+    [linda] = [n for n in mem.notes if n.id == "c#0"]
+    changed = next(n for n in mem.notes if "family" in n.tags)
+    assert changed.sources[0] == changed.id and "c#0" in changed.sources  # changed by a call that showed c#0
+    assert all(n.sources == [n.id] for n in mem.notes if n is not changed) and linda.sources == ["c#0"]
+    assert b0 is changed or "b#0" in b0.sources and b0.sources == ["b#0"]
+    items = mem.recall("logbook of train rides").items
+    assert all(set(it.sources).isdisjoint(it.derived) for it in items)
+
+
 def _linked_memory(fake, models, encoder, tmp_path, **params) -> AMem:
     """Four notes; the last is linked (by strengthen) to the first three."""
     fake.add_rule(ANALYZE, analysis_reply)
@@ -355,6 +392,41 @@ def test_truncated_analysis_of_the_fact_turn_is_a_fact_write_fault(fake, models,
     # upstream's fallback keeps the note with an empty analysis, so it can still be retrieved
     assert rec.target_recall_provenance == 1
     assert "memory context: General" in _fact_items(rec.indirect)[0].text
+
+
+def test_a_cut_evolution_reply_is_counted_on_the_note_written_not_on_the_neighbours_shown(fake, models, encoder,
+                                                                                          tmp_path):
+    """The evolution call of a later note shows the fact's note as a neighbour (its text is in the prompt): a reply
+    cut there is a fault of the later note, not a fact-write fault; a cut reply in the fact note's own call is."""
+    from inmind_exp.llm import CallCache, Models
+    from tests.conftest import fake_endpoints
+    from tests.fake_openai import CutReply
+
+    cut_prompts: list[str] = []
+
+    def evolve(body, cut_fact: bool):
+        new = _prompt(body).split("nearest neighbouring memories:")[0]
+        mine = TASK.user_message in new or TASK.assistant_message in new  # the injected exchange's own notes
+        if mine == cut_fact and TASK.user_message in _prompt(body):
+            cut_prompts.append(_prompt(body))
+            return CutReply('{"should_evolve": false}')
+        return {"should_evolve": False}
+
+    for cut_fact in (False, True):
+        fake.rules.clear()
+        cut_prompts.clear()
+        fake.add_rule(ANALYZE, analysis_reply)
+        fake.add_rule(EVOLVE, lambda body: evolve(body, cut_fact))
+        fake.add_rule(KEYWORDS, {"keywords": "logbook, train rides"})
+        fresh = Models.build(fake_endpoints(fake.base_url), CallCache(tmp_path / f"cache{cut_fact}"))  # no cache hits
+        make = lambda wd: AMem(fresh, encoder, wd, evolution_k=50)  # noqa: E731  (every note is a neighbour)
+        rec = run_task(TASK, make_trace(n_sessions=3), 1, make, fresh, tmp_path / f"w{cut_fact}", config_hash="h",
+                       system_name="a_mem")
+        assert rec.error is None and cut_prompts and all(TASK.user_message in p for p in cut_prompts)
+        cuts = [f for f in rec.faults if f.kind == "truncated_reply" and f.phase == "ingest"]
+        assert cuts and rec.fact_write_fault is cut_fact, (cut_fact, cuts)
+        if not cut_fact:
+            assert all(FACT_TURN_ID not in f.turns and len(f.turns) == 1 for f in cuts)
 
 
 def test_reasoning_endpoint_gets_no_sampling_parameters(fake, encoder, tmp_path):

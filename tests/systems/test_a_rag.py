@@ -229,7 +229,7 @@ def test_scripted_trajectory_runs_tools_and_context_is_the_whole_trajectory(fake
 
     meta = ans.meta
     assert meta["stop_reason"] == "answered" and not meta["forced_final_answer"]
-    assert meta["steps"] == 4 and meta["llm_calls"] == 4
+    assert meta["steps"] == 4 and meta["llm_calls"] == 4 and meta["tool_calls"] == 4
     assert [(t["step"], t["tool_name"]) for t in meta["trajectory"]] == [
         (1, "keyword_search"), (1, "semantic_search"), (2, "read_chunk"), (3, "read_chunk")]
     assert meta["trajectory"][1]["arguments"] == {"query": "food allergy", "top_k": 2}

@@ -292,7 +292,7 @@ def test_filter_keeps_what_the_fake_keeps_and_ppr_ranks_the_passages(fake, model
                               ["user", "booked flight to", "lisbon"], ["chess club", "meets on", "tuesdays"]]}
     assert flt["messages"][-1]["content"].startswith(f"[[ ## question ## ]]\n{QUERY}\n\n")
     assert len(flt["messages"]) == 1 + 2 * 10 + 1  # system, ten demonstrations, the query
-    assert ans.meta["mode"] == "ppr"
+    assert ans.meta["mode"] == "ppr" and ans.meta["retrieval_mode"] == "ppr"
     assert ans.meta["facts_after_filter"] == [["ana", "loves", "custard tarts"]]
 
     # the reset vector: each kept fact's normalised score (.75) over its entity's passage count, passages 0.05 x
@@ -328,6 +328,7 @@ def test_no_surviving_fact_falls_back_to_dense_passage_retrieval(fake, models, t
     mem, texts = read_memory(models, tmp_path / "w", qa_top_k=3, answer_mode="native")
     ans = mem.answer(QUERY)
     assert ans.meta["mode"] == "dpr" and ans.meta["facts_after_filter"] == []
+    assert ans.meta["retrieval_mode"] == "dense"  # what ran, on the record (retrieval_mode_ppr_rate)
     assert ans.context == mem.qa_messages(QUERY, [texts[3], texts[2], texts[4]])  # dense cosines 1, .6, .4
 
 

@@ -214,6 +214,35 @@ def test_extraction_sees_recent_messages_as_context(fake, models, tmp_path, enco
     assert "Earlier messages" not in last[0]["content"] and "context" not in last[0]["content"].split("Remember the following")[1]
 
 
+def test_recent_messages_are_derived_sources_not_origin(fake, models, tmp_path, encoder):
+    """With ``recent_messages`` > 0 the extraction call sees earlier messages only as context: a memory's origin is
+    its own exchange, the earlier messages it saw are derived (on the looser union); an UPDATE that changes the text
+    adds the new exchange to the origin, one that echoes it only to the derived."""
+    fake.add_rule(EXTRACT, lambda body: {"facts": ["Fact from " + body["messages"][1]["content"].split("Input:\n")[1]
+                                                   .splitlines()[0]]})
+    fake.add_rule(UPDATE, {"memory": [{"id": "0", "text": "Plays the cello", "event": "ADD"}]})
+    mem = Mem0(models, encoder, tmp_path / "work", recent_messages=2)
+    mem.ingest_session(session("s1", D1, ("I play the cello", "nice"), ("second question", "second answer")))
+    first, second = (mem.memories[k] for k in sorted(mem.memories))
+    assert (first["sources"], first.get("derived")) == (["s1#0", "s1#1"], None)
+    assert (second["sources"], second["derived"]) == (["s1#2", "s1#3"], ["s1#0", "s1#1"])
+    [item] = [it for it in mem.recall("cello").items if it.sources == ("s1#2", "s1#3")]
+    assert item.derived == ("s1#0", "s1#1")
+
+    fake.rules.clear()
+    fake.add_rule(EXTRACT, {"facts": ["Plays the cello"]})
+    fake.add_rule(UPDATE, {"memory": [{"id": "0", "text": "Plays the cello", "event": "UPDATE"}]})  # unchanged
+    mem.ingest_session(session("s2", D2, ("cello again", "ok")))
+    updated = next(m for m in mem.memories.values() if m["text"] == "Plays the cello" and "s2#0" in m.get("derived", ()))
+    assert "s2#0" not in updated["sources"]
+    fake.rules.clear()
+    fake.add_rule(EXTRACT, {"facts": ["Plays the cello in an orchestra"]})
+    fake.add_rule(UPDATE, {"memory": [{"id": "0", "text": "Plays the cello in an orchestra", "event": "UPDATE"}]})
+    mem.ingest_session(session("s3", D3, ("orchestra now", "great")))
+    changed = next(m for m in mem.memories.values() if m["text"] == "Plays the cello in an orchestra")
+    assert changed["sources"][-2:] == ["s3#0", "s3#1"] and "s3#0" not in changed.get("derived", ())
+
+
 def _three_memories(fake, models, tmp_path, encoder, **params) -> tuple[Mem0, dict[str, str]]:
     mem = Mem0(models, encoder, tmp_path / "work", top_k=2, **params)
     facts = {D1: "Plays the cello in an orchestra", D2: "Is baking a cake for a party", D3: "Owns a red bicycle"}
@@ -431,3 +460,25 @@ def test_reasoning_endpoint_gets_no_sampling_parameters(fake, tmp_path, encoder)
     reqs = fake.chat_requests()
     assert reqs and not any(k in r for r in reqs for k in ("temperature", "top_p", "logprobs", "max_tokens"))
     assert all("max_completion_tokens" in r for r in reqs)
+
+
+def test_a_cut_update_reply_is_counted_on_its_exchange_not_on_the_fact_in_the_same_session(fake, models, tmp_path,
+                                                                                             encoder):
+    """The update prompt holds extracted facts, not the turns' text: the call declares its exchange, so a cut reply
+    for a background exchange of the fact's session is not a fact-write fault."""
+    from tests.fake_openai import CutReply
+
+    script_protocol(fake, {"facts": [FACT_MEMORY]})
+    decide = fake.rules[-1][1]
+
+    def cut(body):
+        facts = re.search(r"```\n(\[\".*?\])\n```", update_prompt(body), re.S).group(1)  # the new facts only
+        if "Session 1 question 0" in facts:
+            return CutReply(json.dumps(decide(body)))
+        return decide(body)
+
+    fake.rules[-1] = (fake.rules[-1][0], cut)
+    rec = protocol_run(models, encoder, tmp_path)
+    cuts = [f for f in rec.faults if f.kind == "truncated_reply"]
+    assert rec.error is None and cuts, rec.faults
+    assert {f.turns for f in cuts} == {("bg_01#0", "bg_01#1")} and not rec.fact_write_fault, cuts

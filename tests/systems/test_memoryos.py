@@ -362,14 +362,16 @@ def test_profile_and_knowledge_carry_the_turns_of_the_calls_that_wrote_them(fake
     assert page0["sources"] == ["bg_00#0", "bg_00#1"] and page0["meta_sources"] == ["bg_00#0", "bg_00#1"]
     assert s.sessions[0]["summary_sources"] == ["bg_00#0", "bg_00#1"]
 
-    # the second promotion sees the old profile and only the new pages: the union, and the new knowledge only those
+    # the second promotion sees the old profile and only the new pages and returns the same text: its pages are
+    # inherited (derived), not origin; the new knowledge carries only those pages
     s.ingest_session(Session("later", "2024/01/01 (Mon) 12:00", tuple(
         Turn(t.role, t.content, id=f"later#{i}") for i, t in enumerate(trace.sessions[0].turns[:4]))))
-    assert s.profile_sources == sorted(first + ["bg_00#4", "bg_00#5", "later#0", "later#1"])
+    assert s.profile_sources == first and s.profile_derived == ["bg_00#4", "bg_00#5", "later#0", "later#1"]
     assert s.user_knowledge[-1]["sources"] == ["bg_00#4", "bg_00#5", "later#0", "later#1"]
     ctx = s.recall("How do I water tomato plants?")
     [profile] = [it for it in ctx.items if it.kind == "profile"]
-    assert profile.text == PROFILE_TEXT and list(profile.sources) == s.profile_sources
+    assert profile.text == PROFILE_TEXT and list(profile.sources) == s.profile_sources and profile.visible
+    assert list(profile.derived) == s.profile_derived
     assert {it.kind for it in ctx.items} == {"short_term", "page", "profile", "user_knowledge", "assistant_knowledge"}
 
 
@@ -380,8 +382,9 @@ def test_continuous_pages_share_the_overview_and_its_sources(fake, models, tmp_p
     p0, p1 = s.sessions[0]["details"]
     assert p1["meta_sources"] == p0["meta_sources"] == ["bg_00#0", "bg_00#1", "bg_00#2", "bg_00#3"]
     items = {it.text.split("\n")[1]: it for it in s.recall("tomato plants").items if it.kind == "page"}
-    assert items["User: Session 0 question 0: how do I care for my tomato plants in week 0?"].sources == \
-        ("bg_00#0", "bg_00#1", "bg_00#2", "bg_00#3")  # its text shows the overview written from both pages
+    page0 = items["User: Session 0 question 0: how do I care for my tomato plants in week 0?"]
+    # its text shows the overview written from both pages: the chain's turns are derived, the page's own the origin
+    assert (page0.sources, page0.derived) == (("bg_00#0", "bg_00#1"), ("bg_00#2", "bg_00#3"))
 
 
 def test_snapshot_keeps_provenance_and_old_snapshots_load(fake, models, tmp_path):
@@ -455,3 +458,65 @@ def test_reasoning_endpoint_gets_no_refused_parameter(fake, tmp_path):
     for b in bodies:
         assert not {"temperature", "top_p", "max_tokens", "logprobs", "top_logprobs"} & set(b)
         assert b["max_completion_tokens"] == 256
+
+
+# -- provenance by origin: the profile is visible in every answer context -----------------------------------------
+
+NO_KNOWLEDGE = "【User Private Data】\n- None\n【Assistant Knowledge】\n- None"
+CELLO_PROFILE = PROFILE_TEXT + " Music Interest ( High ): learning the cello with Mira."
+
+
+def profile_run(fake, models, tmp_path, profile_reply):
+    """Every page merges into one hot session (one topic), so the profile is rewritten every few evictions, the
+    fact's page among them; no page reaches the query (threshold 0.99) and knowledge stays empty: the profile is the
+    only way the fact's turn can reach the answer context."""
+    script_protocol(fake, lambda body: topics("Tomato plant care: watering and staking", ["tomato", "garden"]))
+    fake.add_rule(PROFILE, profile_reply)
+    fake.add_rule(KNOW, NO_KNOWLEDGE)
+    trace = make_trace(n_sessions=4, user_turns_per_session=2)
+    rec = run_task(TASK, trace, 2, lambda wd: build(models, wd, short_term_capacity=1, mid_term_heat_threshold=3.0,
+                                                    page_similarity_threshold=0.99), models, tmp_path / "run",
+                   config_hash="h", system_name="memoryos")
+    calls = requests_with(fake, PROFILE)
+    assert rec.error is None and any(FACT in c for c in calls) and not FACT in calls[0]
+    assert [it.kind for it in rec.indirect.items if it.kind not in ("short_term", "profile")] == []
+    return rec
+
+
+def test_an_unchanged_profile_does_not_carry_the_fact_turn_as_origin(fake, models, tmp_path):
+    rec = profile_run(fake, models, tmp_path, PROFILE_TEXT)  # the call that saw the fact's page changed nothing
+    [profile] = [it for it in rec.indirect.items if it.kind == "profile"]
+    assert profile.visible and FACT_TURN_ID in profile.derived and FACT_TURN_ID not in profile.sources
+    assert rec.target_recall_provenance == 0 and rec.visible_state_recall_provenance == 0
+    assert rec.target_recall_provenance_union == 1  # the looser union still sees the inherited turn
+
+
+def test_a_profile_rewritten_from_the_fact_page_carries_it_as_visible_origin(fake, models, tmp_path):
+    def reply(body):
+        return CELLO_PROFILE if FACT in body["messages"][-1]["content"].split("Existing User Profile")[-1] \
+            else PROFILE_TEXT
+    rec = profile_run(fake, models, tmp_path, reply)
+    [profile] = [it for it in rec.indirect.items if it.kind == "profile"]
+    calls = requests_with(fake, PROFILE)
+    assert FACT in calls[-1] and profile.text == CELLO_PROFILE  # the last call saw the fact's page and changed the text
+    assert set(profile.sources) == {FACT_TURN_ID, FACT_REPLY_TURN_ID, "bg_03#0", "bg_03#1"}  # that call's pages only
+    assert FACT_TURN_ID not in profile.derived and "bg_00#0" in profile.derived  # earlier profiles: inherited
+    assert rec.target_recall_provenance == 1 and rec.target_recall_provenance_union == 1
+    assert rec.visible_state_recall_provenance == 1 and rec.retrieved_recall_provenance == 0
+
+
+def test_a_cut_profile_reply_is_counted_on_the_pages_it_analysed(fake, models, tmp_path):
+    """Profile calls are deferred (they analyse pages evicted sessions earlier): a reply cut in a call that saw only
+    other pages is not a fact-write fault, although it happens while the fact's session is ingested; a cut reply in
+    the call that analysed the fact's page is."""
+    from inmind_exp.llm import CallCache, Models
+    from tests.conftest import fake_endpoints
+    from tests.fake_openai import CutReply
+
+    for cut_fact in (False, True):
+        fake.rules.clear()
+        fresh = Models.build(fake_endpoints(fake.base_url), CallCache(tmp_path / f"cache{cut_fact}"))
+        rec = profile_run(fake, fresh, tmp_path / f"r{cut_fact}", lambda body: CutReply(PROFILE_TEXT) if (
+            FACT in body["messages"][-1]["content"]) == cut_fact else PROFILE_TEXT)
+        cuts = [f for f in rec.faults if f.kind == "truncated_reply" and f.phase == "ingest"]
+        assert cuts and rec.fact_write_fault is cut_fact, (cut_fact, cuts)

@@ -254,7 +254,7 @@ def test_read_path_gates_episodes_with_logprobs(fake, models, tmp_path, encoder)
     base = prompt_of(gates[0])
     assert "# THEMES\n- Theme: gardening\n\n# SEMANTICS\n- The user grows" in base and "# EPISODES\n(none)" in base
     assert ans.meta["themes"] == [t for t, v in mem.st.themes.items() if v["summary"] == "Theme: gardening"]
-    assert ans.meta["gate"] == "logprobs" and ans.meta["base_nll"] == pytest.approx(0.65)
+    assert ans.meta["gate"] == "logprobs" and ans.meta["base_nll"] == pytest.approx(0.65) and ans.meta["gate_ran"]
     probes = [prompt_of(g).split("# EPISODES\n")[1].split("\n\nQuestion")[0] for g in gates[1:]]
     assert probes == ["- The user planted tomatoes in the backyard garden.", "- The user grows tomatoes in the backyard.",
                       "- The user commutes to work in a 2015 Honda Civic."]
@@ -312,7 +312,7 @@ def test_read_path_falls_back_when_no_logprobs_come_back(fake, models, tmp_path,
     strip_logprobs(fake)
     fake.reset_log()
     ans = mem.answer(QUERY)
-    assert ans.meta["gate"] == "fallback_no_logprobs" and ans.meta["ig"] == {}
+    assert ans.meta["gate"] == "fallback_no_logprobs" and ans.meta["ig"] == {} and ans.meta["gate_ran"] is False
     assert len(requests_with(fake, GATE)) == 1  # only the themes+facts probe; no per-episode probes
     assert len(ans.meta["episodes"]) == 3 and ans.meta["expanded"] == []  # every probe candidate, no raw messages
     assert "Original Messages:" not in ans.context[0].content
