@@ -189,6 +189,10 @@ class TaskRecord:
     faults: tuple[Fault, ...] = ()
     fact_write_fault: bool = False
     schema_version: int = RECORD_SCHEMA_VERSION
+    #: 1-based rank (retrieval order; position for the controls) of the first item in the answerer's context derived
+    #: from the injected fact turn, per query; None when no item is, or the system reports no items
+    naive_fact_rank: int | None = None
+    target_fact_rank: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -220,6 +224,8 @@ class TaskRecord:
             "target_recall_provenance": self.target_recall_provenance,
             "faults": [f.to_dict() for f in self.faults],
             "fact_write_fault": self.fact_write_fault,
+            "naive_fact_rank": self.naive_fact_rank,
+            "target_fact_rank": self.target_fact_rank,
         }
 
     @classmethod
@@ -243,6 +249,8 @@ class TaskRecord:
             faults=tuple(Fault.from_dict(f) for f in d.get("faults", ())),
             fact_write_fault=bool(d.get("fact_write_fault", False)),
             schema_version=d.get("schema_version", RECORD_SCHEMA_VERSION),
+            naive_fact_rank=d.get("naive_fact_rank"),
+            target_fact_rank=d.get("target_fact_rank"),
         )
 
 
