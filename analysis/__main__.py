@@ -1,7 +1,8 @@
-"""Command line: ``python -m analysis {report,compare,audit}`` over an MLflow experiment or a sweep directory.
+"""Command line: ``python -m analysis {report,view,export,compare,audit}`` over an MLflow experiment or a sweep directory.
 
     python -m analysis report --experiment inmind --out reports/inmind [--tracking-uri sqlite:///mlflow.db]
     python -m analysis report --sweep-dir multirun/inmind --out reports/inmind
+    python -m analysis view --experiment inmind --out reports/inmind [--tasks tasks.jsonl]
     python -m analysis compare --experiment inmind --a always_in_state/minilm/middle/openai --b <run id or hash>
     python -m analysis audit --experiment inmind --labels labels.jsonl [--out DIR]
     python -m analysis audit --experiment inmind --judges RUN_A RUN_B
@@ -62,6 +63,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_view(args: argparse.Namespace) -> int:
+    from analysis.viewer import publish_viewer, write_viewer
+
+    runset = _load(args)
+    path, problems = write_viewer(runset, args.out, args.tasks)
+    for p in problems:
+        print(f"[analysis] WARNING: {p}", file=sys.stderr)
+    print(f"[analysis] per-task viewer of {len(runset.runs)} configurations: {path}")
+    if not args.no_log and (logged := publish_viewer(runset, path)):
+        print(f"[analysis] logged to MLflow parent run(s) {', '.join(logged)} under artifacts/analysis/")
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from analysis.compare import EXCLUSION_NOTE, compare
 
@@ -107,6 +121,12 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--labels", type=Path, help="human-label JSONL for the judge audit (format: analysis/audit.py)")
     rp.add_argument("--no-log", action="store_true", help="do not log the report to MLflow")
     rp.set_defaults(func=cmd_report)
+    vp = sub.add_parser("view", help="the per-task viewer: one static HTML page (viewer.html) across configurations")
+    _source_args(vp)
+    vp.add_argument("--out", type=Path, required=True, help="output directory (the report's, to sit beside it)")
+    vp.add_argument("--tasks", type=Path, help="task JSONL for the task texts (default: each run's dataset.path)")
+    vp.add_argument("--no-log", action="store_true", help="do not log the viewer to MLflow")
+    vp.set_defaults(func=cmd_view)
     cp = sub.add_parser("compare", help="paired comparison of two runs on the same tasks")
     _source_args(cp)
     cp.add_argument("--a", required=True, help="run label, MLflow run id or config hash (or a unique prefix)")

@@ -39,6 +39,14 @@ def report_sweep(tracking_uri: str, experiment: str, root: Path, n_boot: int = N
         return None
     runset = load_experiment(experiment, tracking_uri, parent_run_id=parent)
     rep = build(runset, root / REPORT_DIR, n_boot=n_boot)
+    try:
+        from analysis.viewer import write_viewer
+
+        for problem in write_viewer(runset, rep.out)[1]:
+            log.warning(f"[inmind] per-task viewer: {problem}")
+    except Exception as e:  # noqa: BLE001  (the report stands without its viewer)
+        log.warning(f"[inmind] WARNING: the per-task viewer failed ({type(e).__name__}: {e}); run `python -m "
+                    f"analysis view --out {rep.out}` with the report's source options")
     publish(runset, rep.out)
     return rep.html
 
@@ -62,6 +70,8 @@ def report_at_end(config: DictConfig) -> None:
     if html is not None:
         log.info(f"[inmind] analysis report: {html} (also on the sweep's MLflow parent run under {REPORT_DIR}/; "
                  f"tracking.report_at_end=false turns it off)")
+        if (viewer := html.with_name("viewer.html")).is_file():
+            log.info(f"[inmind] per-task viewer: {viewer}")
 
 
 class ReportAtEnd(Callback):

@@ -36,7 +36,9 @@ def test_report_of_one_sweep_is_logged_to_its_parent(tmp_path, caplog):
     assert html.is_file() and "Table 1" in html.read_text()
     assert f"analysis report: {html}" in caplog.text
     logged = {f.path for f in client.list_artifacts(parent, "analysis")}
-    assert "analysis/report.html" in logged
+    assert "analysis/report.html" in logged and "analysis/viewer.html" in logged  # the per-task viewer beside it
+    assert "<section class='task'" in (root / "analysis" / "viewer.html").read_text()
+    assert f"per-task viewer: {root / 'analysis' / 'viewer.html'}" in caplog.text
     assert client.get_run(parent).data.tags["inmind.report"] == "analysis/report.html"
     assert client.list_artifacts(other) == [] and "inmind.report" not in client.get_run(other).data.tags
     assert "other/minilm" not in (root / "analysis" / "report.md").read_text()
