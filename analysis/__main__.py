@@ -3,6 +3,7 @@
     python -m analysis report --experiment inmind --out reports/inmind [--tracking-uri sqlite:///mlflow.db]
     python -m analysis report --sweep-dir multirun/inmind --out reports/inmind
     python -m analysis view --experiment inmind --out reports/inmind [--tasks tasks.jsonl]
+    python -m analysis export --experiment inmind --out reports/inmind
     python -m analysis compare --experiment inmind --a always_in_state/minilm/middle/openai --b <run id or hash>
     python -m analysis audit --experiment inmind --labels labels.jsonl [--out DIR]
     python -m analysis audit --experiment inmind --judges RUN_A RUN_B
@@ -76,6 +77,15 @@ def cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from analysis.export import write_export
+
+    runset = _load(args)
+    for p in write_export(runset, args.out):
+        print(f"[analysis] wrote {p}")
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from analysis.compare import EXCLUSION_NOTE, compare
 
@@ -127,6 +137,10 @@ def parser() -> argparse.ArgumentParser:
     vp.add_argument("--tasks", type=Path, help="task JSONL for the task texts (default: each run's dataset.path)")
     vp.add_argument("--no-log", action="store_true", help="do not log the viewer to MLflow")
     vp.set_defaults(func=cmd_view)
+    ep = sub.add_parser("export", help="one flat per-task file (CSV, and Parquet with pyarrow): configuration x task")
+    _source_args(ep)
+    ep.add_argument("--out", type=Path, required=True, help="output directory (tasks.csv, tasks.parquet)")
+    ep.set_defaults(func=cmd_export)
     cp = sub.add_parser("compare", help="paired comparison of two runs on the same tasks")
     _source_args(cp)
     cp.add_argument("--a", required=True, help="run label, MLflow run id or config hash (or a unique prefix)")
