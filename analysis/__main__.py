@@ -23,6 +23,7 @@ from inmind_exp.metrics import METRICS  # noqa: E402
 
 from analysis.audit import LabelError  # noqa: E402
 from analysis.load import LoadError, RunSet, load_experiment, load_sweep_dir  # noqa: E402
+from analysis.stats import N_BOOT  # noqa: E402
 
 DEFAULT_URI = os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")
 
@@ -32,7 +33,8 @@ def _source_args(p: argparse.ArgumentParser) -> None:
     src.add_argument("--experiment", help="MLflow experiment name")
     src.add_argument("--sweep-dir", type=Path, help="a sweep directory (per-job records.jsonl + config.yaml, ledger/)")
     p.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
-    p.add_argument("--n-boot", type=int, default=10_000, help="paired bootstrap resamples (default 10000)")
+    p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"paired bootstrap resamples (default {N_BOOT}, as the "
+                   "end-of-sweep report)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
 
 
