@@ -27,6 +27,9 @@ from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Answer, Context
 from analysis.load import Run, RunSet
 
 VIEWER_FILE = "viewer.html"
+#: Contexts up to this many characters, lists up to this many items, open unfolded (long ones stay one click away).
+OPEN_CONTEXT_CHARS = 2500
+OPEN_ITEMS = 8
 
 
 def esc(text: object) -> str:
@@ -164,12 +167,13 @@ def _answer_block(title: str, answer: Answer | None, task: Task | None, rank: in
             f"<li class='{'fact' if _is_fact_item(it) else ''}' value='{i}'><span class='kind'>{esc(it.kind)}</span> "
             f"{esc(it.text)}<span class='src'>{esc(', '.join(it.sources))}</span></li>"
             for i, it in enumerate(answer.items, 1))
-        items = (f"<details class='items'><summary>{len(answer.items)} item(s) in the context "
+        items = (f"<details class='items'{' open' if len(answer.items) <= OPEN_ITEMS else ''}><summary>{len(answer.items)} item(s) in the context "
                  f"({len(fact_items)} from the fact)</summary><ol>{lis}</ol></details>")
     pos = position_text(answer, rank, retrieval)
+    unfold = " open" if sum(len(m.content or "") for m in answer.context) <= OPEN_CONTEXT_CHARS else ""
     return (f"<div class='answer'><h4>{esc(title)}</h4><p class='pos'>Fact in context: <b>{esc(pos)}</b></p>"
             f"<pre class='reply'>{esc(answer.text)}</pre>{items}"
-            f"<details class='context'><summary>Exact context ({len(answer.context)} message(s))</summary>"
+            f"<details class='context'{unfold}><summary>Exact context ({len(answer.context)} message(s))</summary>"
             f"{''.join(msgs)}</details></div>")
 
 
@@ -203,7 +207,7 @@ def _config_block(k: int, run: Run, rec: TaskRecord | None, task: Task | None) -
         lis = "".join(f"<li><b>{esc(f.kind)}</b> in {esc(f.where)} ({esc(f.phase or '?')}): {esc(f.detail)}"
                       + (f" <span class='src'>turns {esc(', '.join(f.turns))}</span>" if f.turns else "") + "</li>"
                       for f in rec.faults)
-        parts.append(f"<details class='faults' open><summary>{len(rec.faults)} memory fault(s)</summary>"
+        parts.append(f"<details class='faults'{' open' if len(rec.faults) <= 3 else ''}><summary>{len(rec.faults)} memory fault(s)</summary>"
                      f"<ul>{lis}</ul></details>")
     retrieval = run.config.is_retrieval
     parts.append(_answer_block("Naive query", rec.naive, task, rec.naive_fact_rank, retrieval))
