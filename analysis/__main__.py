@@ -45,11 +45,18 @@ def _load(args: argparse.Namespace) -> RunSet:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from analysis.headline import terminal
     from analysis.report import build, publish
+    from analysis.viewer import write_viewer
 
     runset = _load(args)
+    viewer, problems = write_viewer(runset, args.out, args.tasks)  # first, so that the report links to it
     rep = build(runset, args.out, labels=args.labels, n_boot=args.n_boot, seed=args.seed)
-    print(rep.tables["table1"].markdown())
+    print(terminal(runset.runs))
+    print(f"Full table (every metric, the Δ columns, the judge audit):\n  {rep.out / 'tables' / 'table1.md'}")
+    print(f"Per-task viewer:\n  {viewer}")
+    for p in problems:
+        print(f"[analysis] WARNING: per-task viewer: {p}", file=sys.stderr)
     for w in rep.warnings:
         print(f"\n[analysis] WARNING: {w}", file=sys.stderr)
     print(f"\n[analysis] {len(runset.runs)} configurations; {len(rep.files)} files in {rep.out}; "
@@ -132,6 +139,7 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", type=Path, required=True, help="output directory")
     rp.add_argument("--labels", type=Path, help="human-label JSONL for the judge audit (format: analysis/audit.py)")
     rp.add_argument("--no-log", action="store_true", help="do not log the report to MLflow")
+    rp.add_argument("--tasks", type=Path, help="task JSONL for the viewer's task texts (default: each run's dataset.path)")
     rp.set_defaults(func=cmd_report)
     vp = sub.add_parser("view", help="the per-task viewer: one static HTML page (viewer.html) across configurations")
     _source_args(vp)

@@ -11,11 +11,15 @@ import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inmind_exp.headline import flag_note
+
 from analysis import plots
 from analysis.audit import audit_human, judge_agreement, judge_pairs, read_labels
 from analysis.caveats import FLAG_NOTE, MIN_N, n_range, resolvable_gap_pp, small_sample_warning, wilson_halfwidth_pp
 from analysis.compare import EXCLUSION_NOTE
+from analysis.headline import flagged, headline_table
 from analysis.load import Run, RunSet
+from analysis.viewer import VIEWER_FILE
 from analysis.tables import (Table, by_domain, by_embedding, by_injection, embedding_free_repeats,
                              judge_self_audit, pairwise, retrieval_leaders, table1, table2)
 
@@ -50,6 +54,9 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
     rep = Report(out=out, html=out / "report.html", markdown=out / "report.md", warnings=warnings(runset))
     sections: list[Section] = []
 
+    sections.append(Section("Headline", (headline_table(runs),), text=(
+        f"Every metric, the Δ columns and the judge audit: Table 1 below. Per task ({VIEWER_FILE}): the fact, each "
+        "configuration's context, answers and verdict reasons side by side.")))
     t1 = table1(runs)
     sections.append(Section("Table 1: all configurations", (t1,)))
     sections.append(Section("Judge audit without labels: the judge against the judge-free bounds",
@@ -116,6 +123,9 @@ def warnings(runset: RunSet) -> list[str]:
         app = leaders[0].metrics.rates["application"].pct
         out.append(f"Tie: no single best retrieval configuration; {', '.join(r.label for r in leaders)} share "
                    f"application {app:.1f}% and the same target recall.")
+    bad = [r for r in runs if flagged(r)]
+    if bad:
+        out.append(flag_note([f"{r.label} {r.fault_metrics.fact_write_fault_rate:.0f}%" for r in bad]))
     repeats = embedding_free_repeats(runs)
     if repeats:
         out.append(f"{', '.join(repeats)} use(s) no embedding but ran under several embeddings: those runs repeat one "
@@ -236,6 +246,8 @@ def _html(runset: RunSet, sections: list[Section], rep: Report, n_boot: int, see
     parts += [f"<div class='warn'><b>Warning.</b> {html.escape(w)}</div>" for w in warnings(runset)]
     parts.append("<ul>")
     parts += [f"<li>{html.escape(x)}</li>" for x in _headline(runset)] + ["</ul>"]
+    if (rep.out / VIEWER_FILE).is_file():
+        parts.append(f"<p><a href='{VIEWER_FILE}'>Per-task viewer: each task across the configurations</a></p>")
     for sec in sections:
         parts.append(f"<h2>{html.escape(sec.title)}</h2>")
         if sec.text:

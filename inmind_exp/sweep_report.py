@@ -37,15 +37,16 @@ def report_sweep(tracking_uri: str, experiment: str, root: Path, n_boot: int | N
     if parent is None:
         return None
     runset = load_experiment(experiment, tracking_uri, parent_run_id=parent)
-    rep = build(runset, root / REPORT_DIR, n_boot=N_BOOT if n_boot is None else n_boot)
-    try:
+    out = root / REPORT_DIR
+    try:  # first, so that the report links to it
         from analysis.viewer import write_viewer
 
-        for problem in write_viewer(runset, rep.out)[1]:
+        for problem in write_viewer(runset, out)[1]:
             log.warning(f"[inmind] per-task viewer: {problem}")
     except Exception as e:  # noqa: BLE001  (the report stands without its viewer)
         log.warning(f"[inmind] WARNING: the per-task viewer failed ({type(e).__name__}: {e}); run `python -m "
-                    f"analysis view --out {rep.out}` with the report's source options")
+                    f"analysis view --experiment {experiment} --out {out}`")
+    rep = build(runset, out, n_boot=N_BOOT if n_boot is None else n_boot)
     publish(runset, rep.out)
     return rep.html
 

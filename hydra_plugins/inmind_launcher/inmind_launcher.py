@@ -71,7 +71,7 @@ class InmindLauncher(Launcher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from inmind_exp.errors import InmindError
-        from inmind_exp.metrics import results_table
+        from inmind_exp import headline
         from inmind_exp.run.dedupe import skip_message, split_duplicates
         from inmind_exp.run.labels import varying_keys
         from inmind_exp.run.sweep import PlanCollector, collecting, run_plans, start_cluster, warm_up
@@ -156,7 +156,8 @@ class InmindLauncher(Launcher):
             rows.append((out.plan.name, out.metrics))
             ret.return_value = out.metrics.rates["application"].pct
         if rows:
-            print("\n" + results_table(rows) + "\n", flush=True)
+            print("\n" + headline.terminal(rows, full=f"results.md in each job directory under {sweep_dir}, and "
+                                                      "on the sweep's MLflow parent run") + "\n", flush=True)
             print(f"records: {sweep_dir}/<job>/records.jsonl  |  MLflow: {plans[0].tracking.uri} "
                   f"(experiment {plans[0].tracking.experiment}, parent run 'sweep {root.name}')", flush=True)
         if any(isinstance(e, KeyboardInterrupt) for _, e in failures):

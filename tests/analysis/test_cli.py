@@ -36,7 +36,10 @@ def test_report_from_an_mlflow_experiment(store, tmp_path):
                            "--tracking-uri", uri, "--n-boot", "1000", "--labels", str(labels)], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "| mem0/minilm/middle/openai | 40 | 2 |" in proc.stdout and parent in proc.stdout
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("| mem0/minilm/middle/openai "))
+    assert row.split("|")[2].strip() == "38/40" and parent in proc.stdout  # the headline: 38 valid of 40
+    assert "| mem0/minilm/middle/openai | 40 | 2 |" in (out / "tables" / "table1.md").read_text()
+    assert "Per-task viewer:" in proc.stdout and (out / "viewer.html").is_file()
 
     tables = {"table1", "judge_self_audit", "table2", "pairwise_application", "pairwise_application_matrix",
               "pairwise_target_recall",
