@@ -38,9 +38,9 @@ def fact_write_flagged(m: Flat) -> bool:
 
 
 def flag_note(names: Sequence[str]) -> str:
-    return (f"{FAULT_FLAG} fact-write fault rate above {FACT_WRITE_FAULT_LIMIT:.0f}% ({', '.join(names)}): the "
-            "memory system fell back while writing the fact on most tasks, so its rates measure a memory that often "
-            "never stored it; such a configuration is never a best or tied configuration.")
+    return (f"{FAULT_FLAG} fact-write fault rate above {FACT_WRITE_FAULT_LIMIT:.0f}% ({', '.join(names)}): on those "
+            "tasks the memory system fell back while writing the fact, so its rates partly measure a memory that "
+            "never stored it; such a configuration is never the best one nor part of a tie.")
 
 
 def _rate(m: Flat, key: str, mark: Mark | None = None) -> str:
