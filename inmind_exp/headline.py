@@ -100,7 +100,7 @@ def table(rows: Sequence[tuple[str, Flat]], width: int | None = None, mark: Mark
     marked = mark is not None and any(c != _rate(m, k) for (_, m), r in zip(rows, body)
                                       for k, c in (("application", r[2]), ("target_recall", r[3])))
     notes = [NOTE] + ([mark_note] if marked and mark_note else []) + ([flag_note(flagged)] if flagged else [])
-    return "\n".join(lines) + "\n\n" + "\n".join(_wrap(n, width) for n in notes)
+    return "\n".join(lines) + "\n\n" + ("\n" if width is not None else "\n\n").join(_wrap(n, width) for n in notes)
 
 
 def _wrap(text: str, width: int | None) -> str:
