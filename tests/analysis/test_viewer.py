@@ -180,3 +180,10 @@ def test_viewer_in_headless_chromium(tmp_path):
         assert re.findall(r'<section class="task shown"[^>]*data-task="([^"]+)"', dom) == [want[0]]
     dom = dump_dom(page, "?fwf=1", tmp_path)
     assert "2 of 8 tasks" in dom
+    from analysis.viewer import disagrees
+
+    split = {t: any(disagrees(r.by_task[t]) for r in rs.runs) for t in tasks()}
+    assert 0 < sum(split.values()) < len(tasks())
+    assert f"{sum(split.values())} of {len(tasks())} tasks" in dump_dom(page, "?disagree=1", tmp_path)
+    n_fin = sum(v for t, v in split.items() if tasks()[t].domain == "financial")
+    assert f"{n_fin} of {len(tasks())} tasks" in dump_dom(page, "?disagree=1&domain=financial", tmp_path)
