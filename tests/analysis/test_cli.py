@@ -87,3 +87,19 @@ def test_compare_and_audit_commands(store, tmp_path, capsys):
     assert capsys.readouterr().out.count("exact McNemar p") == 7  # every metric, judge-free bounds included
     assert main(["report", "--experiment", "nope", "--tracking-uri", uri, "--out", str(tmp_path / "x")]) == 2
     assert "no experiment 'nope'" in capsys.readouterr().err
+
+
+def test_view_and_export_from_an_mlflow_experiment(store, tmp_path, capsys):
+    uri, parent, _ = store
+    assert main(["view", "--experiment", "fixture", "--tracking-uri", uri, "--out", str(tmp_path / "v")]) == 0
+    assert parent in capsys.readouterr().out and (tmp_path / "v" / "viewer.html").is_file()
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    assert "analysis/viewer.html" in {a.path for a in client.list_artifacts(parent, "analysis")}
+    assert client.get_run(parent).data.tags["inmind.viewer"] == "analysis/viewer.html"
+    assert main(["export", "--experiment", "fixture", "--tracking-uri", uri, "--out", str(tmp_path / "e")]) == 0
+    import pandas as pd
+
+    df = pd.read_csv(tmp_path / "e" / "tasks.csv")
+    assert df.run_id.notna().all() and df.run_id.nunique() == 4  # MLflow run ids of the four configurations
