@@ -54,7 +54,7 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
     rep = Report(out=out, html=out / "report.html", markdown=out / "report.md", warnings=warnings(runset))
     sections: list[Section] = []
 
-    sections.append(Section("Headline", (headline_table(runs),), ("forest",), text=(
+    sections.append(Section("Headline", (headline_table(runs),), text=(
         f"Every metric, the Δ columns and the judge audit: Table 1 below. Per task ({VIEWER_FILE}): the fact, each "
         "configuration's context, answers and verdict reasons side by side.")))
     t1 = table1(runs)
@@ -75,13 +75,18 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
 
     figs = {"forest": plots.forest(runs), "app_vs_recall": plots.app_vs_recall(runs), "naive_vs_indirect": plots.naive_vs_indirect(runs),
             "domain_heatmap": plots.domain_heatmap(runs, "application")}
+    delta = plots.delta_forest(runs, n_boot=n_boot, seed=seed)
+    if delta is not None:
+        figs["delta_forest"] = delta
     emb = plots.embedding_comparison(runs, n_boot=n_boot, seed=seed)
     if emb is not None:
         figs["embedding_comparison"] = emb
     for name, fig in figs.items():
         rep.figures[name] = plots.save(fig, out / "plots", name)
+    headline_figs = tuple(f for f in ("forest", "delta_forest") if f in rep.figures)
+    sections[0] = Section(sections[0].title, sections[0].tables, headline_figs, sections[0].text)
     sections.append(Section("Plots", figures=tuple(f for f in rep.figures if f not in ("embedding_comparison",
-                                                                                        "forest"))))
+                                                                                        *headline_figs))))
     emb_table = by_embedding(runs, n_boot=n_boot, seed=seed)
     if emb_table is not None:
         sections.append(Section("Embedding comparison (Section 4.5)", (emb_table,), ("embedding_comparison",)))

@@ -48,11 +48,11 @@ def test_report_from_an_mlflow_experiment(store, tmp_path):
     for name in tables:
         for ext in ("md", "tex", "csv"):
             assert (out / "tables" / f"{name}.{ext}").stat().st_size > 0, (name, ext)
-    for name in ("forest", "app_vs_recall", "naive_vs_indirect", "domain_heatmap", "embedding_comparison"):
+    for name in ("forest", "delta_forest", "app_vs_recall", "naive_vs_indirect", "domain_heatmap", "embedding_comparison"):
         assert (out / "plots" / f"{name}.png").stat().st_size > 0 and (out / "plots" / f"{name}.svg").is_file()
 
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 5 and "src='plots/" not in html  # self-contained
+    assert html.count("data:image/png;base64,") == 6 and "src='plots/" not in html  # self-contained
     assert "<li>mem0/minilm/middle/openai: left out of every rate: t003 (application verdict errored)" in html
     for needle in ("Table 1", "Table 2", "McNemar", "Holm", "by domain", "by injection position", "never scored as 0",
                    "Section 4.5", "Judge audit against human labels", "Judge audit without human labels",
