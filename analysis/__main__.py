@@ -7,6 +7,7 @@
     python -m analysis compare --experiment inmind --a always_in_state/minilm/middle/openai --b <run id or hash>
     python -m analysis audit --experiment inmind --labels labels.jsonl [--out DIR]
     python -m analysis audit --experiment inmind --judges RUN_A RUN_B
+    python -m analysis rejudge --experiment inmind [--run REF] [--judges strict] [--judge-model M] [--samples N]
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ from inmind_exp.metrics import METRICS  # noqa: E402
 
 from analysis.audit import LabelError  # noqa: E402
 from analysis.load import LoadError, RunSet, load_experiment, load_sweep_dir  # noqa: E402
+from analysis.rejudge import RejudgeError  # noqa: E402
 from analysis.stats import N_BOOT  # noqa: E402
+from inmind_exp.data.errors import DataError  # noqa: E402
+from inmind_exp.errors import EndpointError  # noqa: E402
 
 DEFAULT_URI = os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")
 
@@ -39,9 +43,15 @@ def _source_args(p: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace) -> RunSet:
+    import dataclasses
+
+    from analysis.rejudge import load_rejudged
+
     if args.experiment:
-        return load_experiment(args.experiment, args.tracking_uri)
-    return load_sweep_dir(args.sweep_dir)
+        runset = load_experiment(args.experiment, args.tracking_uri)
+    else:
+        runset = load_sweep_dir(args.sweep_dir)
+    return dataclasses.replace(runset, rejudged=load_rejudged(runset))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -131,6 +141,55 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rejudge(args: argparse.Namespace) -> int:
+    """Re-judge the stored answers of the chosen runs (all config runs by default) under one judge setting."""
+    import tempfile
+
+    from inmind_exp.data.tasks import load_tasks
+    from inmind_exp.llm import CallCache
+
+    from analysis.rejudge import (DEFAULT_CACHE_DIR, planned_calls, rejudge, setting_for, task_path, tasks_for,
+                                  write_mlflow, write_sweep)
+
+    runset = _load(args)
+    runs = [runset.get(ref) for ref in args.run] if args.run else list(runset.runs)
+    task_sets: dict[str | None, dict] = {}
+    plans = []
+    for run in runs:  # every input is checked (judge set, endpoint, key, task file) before the first call
+        setting = setting_for(run, args.judges, args.samples, model=args.judge_model, base_url=args.base_url,
+                              api_key_env=args.api_key_env, temperature=args.temperature, workers=args.workers)
+        path = str(args.tasks) if args.tasks else task_path(run)
+        if path not in task_sets:
+            task_sets[path] = {t.id: t for t in load_tasks(path)}
+        cache_dir = args.cache_dir or run.params.get("run.cache_dir") or DEFAULT_CACHE_DIR
+        plans.append((run, tasks_for(run, task_sets[path]), setting, CallCache(cache_dir)))
+    if args.dry_run:
+        total = cached = 0
+        for run, tasks, setting, cache in plans:
+            n, hit = planned_calls(run, tasks, setting, cache)
+            total, cached = total + n, cached + hit
+            print(f"{run.label}: judge {setting.name} × {setting.samples} sample(s): {n} judge calls, {hit} cached, "
+                  f"{n - hit} to make (no memory or answerer call)")
+        print(f"total: {total} judge calls, {cached} cached, {total - cached} to make")
+        return 0
+    results = []
+    for run, tasks, setting, cache in plans:
+        done = rejudge(run, tasks, setting, cache, attempts=args.attempts)
+        results += done
+        for r in done:
+            m = r.records
+            print(f"{run.label} ⟂ {setting.name} #{r.sample}: {r.calls} judge calls ({r.cached_calls} cached, "
+                  f"{r.http_requests} requests), {sum(1 for x in m if x.error)} of {len(m)} tasks with an error")
+    if runset.tracking_uri and runset.experiment:
+        with tempfile.TemporaryDirectory(prefix="inmind-rejudge-") as tmp:
+            ids = write_mlflow(results, runset.tracking_uri, runset.experiment, Path(tmp))
+        print(f"[analysis] {len(ids)} rejudge run(s) in MLflow experiment {runset.experiment!r}: {', '.join(ids)}")
+    else:
+        paths = write_sweep(results, args.sweep_dir)
+        print(f"[analysis] {len(paths)} rejudged record file(s) under {args.sweep_dir / 'rejudge'}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -163,6 +222,25 @@ def parser() -> argparse.ArgumentParser:
     au.add_argument("--judges", nargs=2, metavar=("RUN_A", "RUN_B"), help="two runs differing in the judge model")
     au.add_argument("--out", type=Path, help="also write the tables (md, tex, csv) here")
     au.set_defaults(func=cmd_audit)
+    from inmind_exp.judges import JUDGE_SETS
+
+    rj = sub.add_parser("rejudge", help="re-judge the stored answers with another judge model, prompt set or N samples")
+    _source_args(rj)
+    rj.add_argument("--run", action="append", help="run label, id or config hash to re-judge (default: every run)")
+    rj.add_argument("--judges", default="strict", choices=sorted(JUDGE_SETS),
+                    help="judge prompt set (inmind_exp.judges.JUDGE_SETS; default strict, the set runs use)")
+    rj.add_argument("--judge-model", "--model", dest="judge_model", help="judge model (default: the run's judge)")
+    rj.add_argument("--samples", type=int, default=1, help="repeated samples per verdict, each its own cache entry")
+    rj.add_argument("--base-url", help="OpenAI-compatible endpoint for the judge (default: the run's judge endpoint)")
+    rj.add_argument("--api-key-env", help="environment variable holding the endpoint's API key (never the key)")
+    rj.add_argument("--temperature", type=float, help="judge temperature (default: the run's)")
+    rj.add_argument("--tasks", type=Path, help="the task file the runs read (default: their dataset.path)")
+    rj.add_argument("--cache-dir", help="call cache (default: the run's run.cache_dir, else $INMIND_CACHE_DIR or "
+                                        ".inmind_cache)")
+    rj.add_argument("--attempts", type=int, default=3, help="judge attempts at a valid JSON verdict (default 3)")
+    rj.add_argument("--workers", type=int, default=4, help="concurrent judge calls (default 4)")
+    rj.add_argument("--dry-run", action="store_true", help="count the judge calls (and cache hits); call nothing")
+    rj.set_defaults(func=cmd_rejudge)
     return ap
 
 
@@ -170,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (LoadError, LabelError, FileNotFoundError) as e:
+    except (LoadError, LabelError, RejudgeError, EndpointError, DataError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

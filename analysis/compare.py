@@ -1,5 +1,7 @@
 """Paired comparison of two runs on the tasks both answered: the 2×2 table, exact McNemar, a paired bootstrap
-interval of the difference, and an account of every task left out.
+interval of the difference over tasks, a domain-clustered bootstrap interval beside it (tasks of one domain are
+correlated: resampling whole domains says how far the difference rests on a few of them), and an account of every
+task left out.
 
 Rates are paired as in ``inmind_exp.metrics``: a task counts only if it ran and *every* verdict it got is valid
 (``metrics.valid``), so all rates of a row, the Δ columns and the paired tests use the same tasks. A task enters a
@@ -16,7 +18,7 @@ from inmind_exp.records import TaskRecord
 
 from analysis.caveats import FLAG, degenerate
 from analysis.load import Run
-from analysis.stats import discordant, mcnemar_exact, paired_bootstrap_ci
+from analysis.stats import cluster_bootstrap_ci, discordant, mcnemar_exact, paired_bootstrap_ci
 
 EXCLUSION_NOTE = ("Rates and paired tests are paired: a task that failed or got any errored verdict is left out of "
                   "every rate of its row, and a paired test uses only tasks valid in both runs (the others are "
@@ -72,6 +74,11 @@ class Comparison:
     ci_high: float
     p_mcnemar: float
     excluded: dict[str, int] = field(default_factory=dict)
+    #: the domain-clustered bootstrap interval of the difference (points) and the number of domains resampled;
+    #: NaN with fewer than two domains
+    cl_low: float = math.nan
+    cl_high: float = math.nan
+    n_domains: int = 0
 
     @property
     def rate_a(self) -> float:
@@ -100,6 +107,8 @@ class Comparison:
             return f"{self.metric}: no shared task with a measured value in both runs; excluded: {ex}"
         return (f"{self.metric}: {self.a} {self.rate_a:.1f}% vs {self.b} {self.rate_b:.1f}% on {self.n} paired tasks; "
                 f"difference {self.diff:+.1f} pp, 95% paired bootstrap [{self.ci_low:+.1f}, {self.ci_high:+.1f}]; "
+                + (f"domain-clustered bootstrap ({self.n_domains} domains) [{self.cl_low:+.1f}, {self.cl_high:+.1f}]; "
+                   if not math.isnan(self.cl_low) else f"domain-clustered: – ({self.n_domains} domain(s)); ") +
                 f"discordant {self.a_only} (A only) / {self.b_only} (B only), exact McNemar p = {self.p_mcnemar:.4g}; "
                 f"excluded: {ex}"
                 + (f"; {FLAG} degenerate interval (n={self.n}): not a finding" if self.degenerate else ""))
@@ -111,6 +120,7 @@ def compare(run_a: Run, run_b: Run, metric: str = "application", n_boot: int = 1
                 "not applicable": 0}
     xs: list[int] = []
     ys: list[int] = []
+    domains: list[str] = []
     ta, tb = run_a.by_task, run_b.by_task
     for tid in sorted(set(ta) | set(tb)):
         if tid not in tb:
@@ -131,10 +141,13 @@ def compare(run_a: Run, run_b: Run, metric: str = "application", n_boot: int = 1
             continue
         xs.append(x)
         ys.append(y)
+        domains.append(ra.domain)
     both, a_only, b_only, neither = discordant(xs, ys)
     lo, hi = paired_bootstrap_ci(xs, ys, n_boot=n_boot, seed=seed)
+    cl, ch = cluster_bootstrap_ci(xs, ys, domains, n_boot=n_boot, seed=seed)
     return Comparison(
         a=run_a.label, b=run_b.label, metric=metric, n=len(xs), both=both, a_only=a_only, b_only=b_only,
         neither=neither, ci_low=100.0 * lo, ci_high=100.0 * hi,
         p_mcnemar=mcnemar_exact(a_only, b_only) if xs else math.nan, excluded=excluded,
+        cl_low=100.0 * cl, cl_high=100.0 * ch, n_domains=len(set(domains)),
     )

@@ -140,6 +140,8 @@ class RunSet:
     experiment: str | None = None
     parent_run_ids: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
+    #: runs re-judged from these runs' stored answers (``analysis.rejudge``), for the judge-robustness panel
+    rejudged: tuple[Run, ...] = ()
 
     def get(self, ref: str) -> Run:
         return find_run(self.runs, ref)

@@ -101,6 +101,12 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
                             text="" if audit_tables else ("No human labels given (--labels FILE) and no pair of runs "
                                                           "differing only in the judge model.")))
 
+    if runset.rejudged:
+        from analysis.rejudge import panel
+
+        sections.append(Section("Judge robustness: stored answers re-judged (python -m analysis rejudge)",
+                                (panel(runs, runset.rejudged),)))
+
     for sec in sections:
         for t in sec.tables:
             rep.tables[t.name] = t
@@ -161,6 +167,15 @@ def _methods(runs: list[Run], n_boot: int, seed: int) -> list[str]:
         f"{resolution}; whether a difference is real is answered by the paired test on the same tasks: the exact "
         "McNemar test (binomial test on the discordant tasks) and a percentile paired bootstrap interval of the "
         f"difference ({n_boot} resamples of tasks, seed {seed}).",
+        "Two intervals accompany every paired difference between configurations. The per-task one (the paired "
+        "bootstrap above, and the exact McNemar test) treats the tasks as independent. Tasks of one domain share "
+        "a fact type and a bridge (in the official release 46 of 125 tasks are health tasks), so their "
+        f"differences are correlated; the domain-clustered interval ({n_boot} resamples, seed {seed}) is a "
+        "percentile cluster bootstrap that redraws whole domains with replacement and takes the pooled paired "
+        "difference over their tasks. It is the one to read when asking whether a difference would hold on "
+        "another task mix; it is wider when the difference sits in a few domains, and is not given with fewer "
+        "than two domains. Per-domain rates carry Wilson 95% intervals (Breakdown by domain); domains are the "
+        "`domain` strings the records carry.",
         f"Below n={MIN_N} valid tasks per configuration the report warns at the top; a ranking at such n is an "
         f"anecdote. {FLAG_NOTE} A tie at the top is reported as a tie.",
         "Across all pairs of configurations, p-values are adjusted with Holm (family-wise error) and "

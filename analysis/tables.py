@@ -18,7 +18,7 @@ from inmind_exp.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG
 from inmind_exp.metrics import LABELS, METRIC_INFO, METRICS, Rate, RunMetrics
 from inmind_exp.records import DOMAINS, TaskRecord
 
-from analysis.caveats import FLAG, FLAG_NOTE, flag
+from analysis.caveats import FLAG, FLAG_NOTE, degenerate, flag
 from analysis.compare import EXCLUSION_NOTE, Comparison, compare, outcome
 from analysis.load import EMBEDDING_ORDER, Run
 from analysis.stats import benjamini_hochberg, cohen_kappa, holm
@@ -33,6 +33,9 @@ DELTA_TITLES: dict[str, str] = {
 }
 SHORT: dict[str, str] = {k: m.short for k, m in METRIC_INFO.items()}
 ALPHA = 0.05
+CLUSTER_NOTE = ("[95% CI] and McNemar treat tasks as independent (a percentile bootstrap over tasks); the "
+                "domain-clustered interval resamples whole domains (a percentile cluster bootstrap of the same paired "
+                "difference, same seed), so it widens when the difference rests on a few domains.")
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,15 @@ def fmt_diff_ci(c: Comparison) -> str:
     if not c.n:
         return "–"
     return f"{fmt_delta(c.diff)} [{fmt_delta(c.ci_low)}, {fmt_delta(c.ci_high)}]{FLAG if c.degenerate else ''}"
+
+
+def fmt_cluster_ci(c: Comparison) -> str:
+    """The domain-clustered bootstrap interval of a paired difference with its number of domains; "–" when it
+    could not be estimated (no pairs, or fewer than two domains)."""
+    if not c.n or math.isnan(c.cl_low):
+        return "–"
+    mark = FLAG if degenerate(c.cl_low, c.cl_high, c.n) else ""
+    return f"[{fmt_delta(c.cl_low)}, {fmt_delta(c.cl_high)}]{mark} ({c.n_domains} domains)"
 
 
 def flag_note(*frames: pd.DataFrame) -> str:
@@ -343,7 +355,8 @@ def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | 
         for k in METRICS:
             c = compare(state, best, k, n_boot=n_boot, seed=seed)
             data.append(_comparison_row(c, role="always_in_state vs best retrieval"))
-            delta[METRIC_TITLES[k]] = f"{fmt_diff_ci(c)} p={fmt_p(c.p_mcnemar)}" if c.n else "–"
+            delta[METRIC_TITLES[k]] = (f"{fmt_diff_ci(c)} p={fmt_p(c.p_mcnemar)}; domain-clustered {fmt_cluster_ci(c)}"
+                                       if c.n else "–")
         display.append(delta)
     shown = pd.DataFrame(display)
     return Table(
@@ -352,7 +365,7 @@ def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | 
         pd.DataFrame(data), shown,
         note=("Best retrieval = highest Application (then target recall) among query-time configurations (same "
               "injection and LLM when available); a tie is named as one. Δ row: paired difference in points with its "
-              f"95% paired bootstrap interval and exact McNemar p. {EXCLUSION_NOTE}{flag_note(shown)}"),
+              f"95% paired bootstrap interval and exact McNemar p. {CLUSTER_NOTE} {EXCLUSION_NOTE}{flag_note(shown)}"),
         items=tuple(items),
     )
 
@@ -364,6 +377,7 @@ def _comparison_row(c: Comparison, **extra: str) -> dict[str, object]:
         **extra, "a": c.a, "b": c.b, "metric": c.metric, "n_paired": c.n, "rate_a": c.rate_a, "rate_b": c.rate_b,
         "diff_pp": c.diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "both": c.both, "a_only": c.a_only,
         "b_only": c.b_only, "neither": c.neither, "p_mcnemar": c.p_mcnemar, "excluded": c.n_excluded,
+        "cluster_ci_low": c.cl_low, "cluster_ci_high": c.cl_high, "n_domains": c.n_domains,
         **{f"excluded_{k.replace(' ', '_')}": v for k, v in c.excluded.items()},
     }
 
@@ -378,13 +392,13 @@ def pairwise(runs: Sequence[Run], metric: str = "application", n_boot: int = 10_
     display = pd.DataFrame([{
         "A": c.a, "B": c.b, "n": str(c.n), "A %": f"{c.rate_a:.1f}" if c.n else "–",
         "B %": f"{c.rate_b:.1f}" if c.n else "–",
-        "A−B [95% CI]": fmt_diff_ci(c),
+        "A−B [95% CI]": fmt_diff_ci(c), "domain-clustered 95% CI": fmt_cluster_ci(c),
         "A only / B only": f"{c.a_only} / {c.b_only}", "McNemar p": fmt_p(c.p_mcnemar), "Holm p": fmt_p(h),
         "BH q": fmt_p(q), "excluded": str(c.n_excluded),
     } for c, h, q in zip(comps, p_holm, p_bh)])
     title = METRIC_TITLES[metric]
     note = (f"{len(comps)} pairs; Holm controls the family-wise error over all of them, BH the false discovery rate. "
-            f"{EXCLUSION_NOTE}{flag_note(display)}")
+            f"{CLUSTER_NOTE} {EXCLUSION_NOTE}{flag_note(display)}")
     long = Table(f"pairwise_{metric}", f"Paired comparisons of {title}: all pairs of configurations", data,
                  display if len(display) else pd.DataFrame(columns=["A", "B"]), note=note)
     labels = [r.label for r in runs]
@@ -435,13 +449,17 @@ def by_domain(runs: Sequence[Run], metric: str = "application") -> Table:
         disp = {"Configuration": run.label}
         for d in domains:
             k, n, e = _counts([r for r in run.records if r.domain == d], metric)
-            data.append({"configuration": run.label, "domain": d, "metric": metric, **_long_row(k, n, e)})
-            disp[d] = fmt_count(k, n)
+            row = _long_row(k, n, e)
+            data.append({"configuration": run.label, "domain": d, "metric": metric, **row})
+            disp[d] = fmt_count(k, n) + (f" [{row['ci_low']:.1f}, {row['ci_high']:.1f}]" if n else "")
         display.append(disp)
-    return Table(f"by_domain_{metric}", f"{METRIC_TITLES[metric]} by domain: % (successes/valid verdicts)",
+    return Table(f"by_domain_{metric}",
+                 f"{METRIC_TITLES[metric]} by domain: % (successes/valid verdicts) [Wilson 95% interval]",
                  pd.DataFrame(data), pd.DataFrame(display),
                  note=("Tasks left out of the row (failed, or any errored verdict) are not in n; they are counted in "
-                       "the CSV's `errors` column."))
+                       "the CSV's `errors` column. Domains are the `domain` strings the records carry. A domain's "
+                       "interval is wide at the few tasks it holds: read it as where the rate plausibly lies, not "
+                       "as a ranking of domains."))
 
 
 def by_injection(runs: Sequence[Run], metric: str = "application") -> Table:
@@ -511,6 +529,7 @@ def by_embedding(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Ta
                 title = METRIC_TITLES[metric]
                 row[title] = f"{c.rate_b:.1f} → {c.rate_a:.1f}" if c.n else "–"
                 row[f"Δ {title} [95% CI]"] = fmt_diff_ci(c)
+                row[f"Δ {title} domain-clustered"] = fmt_cluster_ci(c)
                 row[f"p ({title})"] = fmt_p(c.p_mcnemar)
             display.append(row)
     shown = pd.DataFrame(display)
@@ -519,4 +538,4 @@ def by_embedding(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Ta
                  note=("Rates over the tasks valid in both runs; exact McNemar p, not adjusted. Only systems that use "
                        "an embedding are compared" + (f" ({', '.join(repeats)} use none: their runs under different "
                                                       "embeddings repeat one configuration)" if repeats else "")
-                       + f". {EXCLUSION_NOTE}{flag_note(shown)}"))
+                       + f". {CLUSTER_NOTE} {EXCLUSION_NOTE}{flag_note(shown)}"))

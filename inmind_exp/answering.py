@@ -1,17 +1,25 @@
-"""The shared answerer (``answer=shared``, the default): one neutral, versioned prompt that answers every memory
-system's recall, so differences in application between systems come from memory, not from answer prompts.
+"""The answerers every system shares: ``answer=shared`` (the default) and ``answer=paper``.
 
-The prompt only says what the memory block is; it never asks the model to apply, consider or take memories into
-account, and it sets no length limit. The backbone control and the always-in-state baseline use the same framing.
+``shared``: one neutral, versioned prompt that answers every memory system's recall, so differences in application
+between systems come from memory, not from answer prompts. The prompt only says what the memory block is; it never
+asks the model to apply, consider or take memories into account, and it sets no length limit. The backbone control
+and the always-in-state baseline use the same framing.
+
+``paper``: the official release's ``evaluation/prompts/answer_system.txt``, read at run time (never copied here),
+with ``{context}`` replaced by the same memory block ``shared`` shows, as the system message, then the query. It is
+not neutral (it asks the answerer to "proactively mention" safety-relevant information): use it to compare with the
+paper and the leaderboard. The substituted block is recorded as ``Answer.visible``, the context judges read.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from inmind_exp.records import Answer, Message
 
 if TYPE_CHECKING:
+    from inmind_exp.data.release import Release
     from inmind_exp.llm import LLMClient
     from inmind_exp.memory import Recall
 
@@ -22,12 +30,60 @@ SHARED_ANSWER_SYSTEM = (
     "<memory>\n{memory}\n</memory>"
 )
 EMPTY_MEMORY = "(nothing retrieved)"
+PAPER_ANSWER_VERSION = "paper-answer-v1"
+PAPER_PLACEHOLDER = "{context}"
+
+
+@dataclass(frozen=True)
+class PaperPrompt:
+    """The release's answer prompt as read (and hash-checked) at plan time; ``version`` and ``sha256`` go into
+    the result identity."""
+
+    text: str
+    sha256: str
+    version: str = PAPER_ANSWER_VERSION
+
+    def __post_init__(self) -> None:
+        if self.text.count(PAPER_PLACEHOLDER) != 1:
+            raise ValueError(f"the paper answer prompt must hold {PAPER_PLACEHOLDER} exactly once")
+
+    def identity(self) -> dict[str, str]:
+        return {"mode": "paper", "version": self.version, "sha256": self.sha256}
+
+
+def load_paper_prompt(release: "Release") -> PaperPrompt:
+    """The release's answer prompt, exactly as the file holds it (``Release.prompt`` checks its pinned hash)."""
+    from inmind_exp.data.release import PINNED_SHA256, PROMPTS
+
+    return PaperPrompt(release.prompt("answer"), PINNED_SHA256[PROMPTS["answer"]])
+
+
+def memory_block(memory_text: str) -> str:
+    """The memory block as both shared answerers show it: the system's rendering, or a marker when empty."""
+    return memory_text.strip() or EMPTY_MEMORY
 
 
 def shared_messages(query: str, memory_text: str) -> tuple[Message, ...]:
     """The exact messages the shared answerer sees: the memory block in the system message, then the request."""
-    return (Message("system", SHARED_ANSWER_SYSTEM.format(memory=memory_text.strip() or EMPTY_MEMORY)),
+    return (Message("system", SHARED_ANSWER_SYSTEM.format(memory=memory_block(memory_text))),
             Message("user", query))
+
+
+def paper_messages(prompt: PaperPrompt, query: str, context: str) -> tuple[Message, ...]:
+    """The release's answer call: its prompt with ``{context}`` replaced by ``context`` (a plain substitution, so
+    braces in memory are kept), then the query."""
+    return Message("system", prompt.text.replace(PAPER_PLACEHOLDER, context)), Message("user", query)
+
+
+def paper_answer(client: "LLMClient", query: str, recall: "Recall", prompt: PaperPrompt,
+                 context: str | None = None) -> Answer:
+    """Answer ``query`` with the paper's prompt over ``recall`` (its memory block, or ``context`` when a system's
+    visible context is not its recall's rendering); the substituted text is the answer's ``visible`` context."""
+    visible = memory_block(recall.text) if context is None else context
+    messages = paper_messages(prompt, query, visible)
+    comp = client.chat(messages)
+    return Answer(comp.text, messages, meta={**recall.meta, "answer_prompt": prompt.version}, items=recall.items,
+                  visible=visible)
 
 
 def shared_answer(client: "LLMClient", query: str, recall: "Recall") -> Answer:

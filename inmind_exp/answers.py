@@ -97,19 +97,25 @@ class Answer:
     """An answer, the exact context (the message list) the answerer saw, and the memory items in that context.
 
     ``items`` is None when a system does not report provenance (then provenance recall is not measured for it).
+    ``visible`` is the context text the answerer was shown, when the answer prompt names one (``answer=paper``: the
+    text that replaced the release prompt's ``{context}``); then it is the context judges and exact recall read.
     """
 
     text: str
     context: tuple[Message, ...]
     meta: dict[str, Any] = field(default_factory=dict)
     items: tuple[ContextItem, ...] | None = None
+    visible: str | None = None
 
     def sources(self) -> set[str]:
         """Every turn id that some item in the context derives from."""
         return {s for it in self.items or () for s in it.sources}
 
     def context_text(self) -> str:
-        """The context flattened to text, as judges and exact recall see it (final answer excluded)."""
+        """The context as judges and exact recall see it: ``visible`` when set, else the messages flattened to text
+        (final answer excluded)."""
+        if self.visible is not None:
+            return self.visible
         parts = []
         for m in self.context:
             if m.content:
@@ -120,11 +126,15 @@ class Answer:
         return "\n".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "context": [m.to_openai() for m in self.context], "meta": self.meta,
-                "items": None if self.items is None else [it.to_dict() for it in self.items]}
+        d = {"text": self.text, "context": [m.to_openai() for m in self.context], "meta": self.meta,
+             "items": None if self.items is None else [it.to_dict() for it in self.items]}
+        if self.visible is not None:  # only then: records of the other answer modes keep their bytes
+            d["visible"] = self.visible
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Answer":
         items = d.get("items")
         return cls(text=d["text"], context=tuple(Message.from_dict(m) for m in d["context"]), meta=d.get("meta", {}),
-                   items=None if items is None else tuple(ContextItem.from_dict(i) for i in items))
+                   items=None if items is None else tuple(ContextItem.from_dict(i) for i in items),
+                   visible=d.get("visible"))

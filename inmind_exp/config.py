@@ -124,6 +124,14 @@ class AnswerConf:
 
 
 @dataclass
+class JudgesConf:
+    """``strict``: this project's judge prompts (``inmind_exp.judges``); ``paper``: the official release's four
+    judge prompts and user-message layout, read from the release at run time."""
+
+    prompts: str = "strict"
+
+
+@dataclass
 class DatasetConf:
     path: Optional[str] = None  # null: the bundled 125 tasks
     limit: Optional[int] = None
@@ -170,6 +178,9 @@ class RunConf:
     judge_attempts: int = 3
     keep_workdirs: bool = False
     progress_every_s: float = 10.0
+    #: seconds one LLM call is assumed to take in the dry run's wall-time estimate (state your endpoint's figure:
+    #: a reasoning model is 5-20 s, the embedded 1.5B model 10-30 s per reply)
+    latency_s: float = 10.0
 
 
 @dataclass
@@ -179,6 +190,7 @@ class Config:
     injection: InjectionConf = MISSING
     llm: LLMConf = MISSING
     answer: AnswerConf = field(default_factory=AnswerConf)
+    judges: JudgesConf = field(default_factory=JudgesConf)
     dataset: DatasetConf = field(default_factory=DatasetConf)
     trace: TraceConf = field(default_factory=TraceConf)
     tracking: TrackingConf = field(default_factory=TrackingConf)
@@ -258,10 +270,14 @@ def file_digest(path: Path) -> str:
 
 
 def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_digest: str, trace_digest: str,
-                    uses_embedding: bool = True) -> dict[str, Any]:
+                    uses_embedding: bool = True, judges: Any = None, answer_prompt: Any = None) -> dict[str, Any]:
     """Everything that changes a task's result, and nothing else (not the limit, tracking, cluster or paths; not the
-    embedding of a system that uses none, ``MemorySystem.uses_embedding``, so its runs share one hash)."""
+    embedding of a system that uses none, ``MemorySystem.uses_embedding``, so its runs share one hash).
+    ``judges`` is the run's judge set (``JUDGES`` if None: the strict set's identity is unchanged); ``answer_prompt``
+    the release's answer prompt of ``answer=paper`` (its version and SHA-256 stand for the mode)."""
     from inmind_exp.judges import JUDGES
+
+    judges = JUDGES if judges is None else judges
 
     def ep(e: Endpoint) -> dict[str, Any]:
         return {"endpoint": e.cache_id or e.base_url, "model": e.model, "temperature": e.temperature, "top_p": e.top_p,
@@ -275,8 +291,8 @@ def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_dig
         "embedding": {k: emb[k] for k in ("name", "kind", "model", "dim")} if uses_embedding else "unused",
         "injection": {"user_turn": cfg.injection.user_turn, "fraction": cfg.injection.fraction},
         "roles": {r: ep(e) for r, e in sorted(endpoints.items())},
-        "answer": cfg.answer.mode,
-        "judges": {k: v.version for k, v in sorted(JUDGES.items())},
+        "answer": answer_prompt.identity() if answer_prompt is not None else cfg.answer.mode,
+        "judges": {k: v.version for k, v in sorted(judges.items())},
         "dataset": dataset_digest,
         "trace": {"digest": trace_digest, "index": cfg.trace.index},
     }

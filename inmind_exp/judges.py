@@ -5,16 +5,27 @@ be parsed into one after the allowed attempts becomes a ``Verdict`` with ``error
 metrics count as an error, never as a 0. Prompts are versioned constants: change the text, bump the version.
 ``JUDGES`` is the registry: ``judge_task``, the metric list and table headers (``metrics``, also the analysis tables' titles),
 the result identity (``config``) and the dry-run estimate (``run.estimate``) all derive from it.
+
+Two prompt sets fill it (``judges.prompts``): ``strict`` (this module's prompts, the default, ``JUDGES`` itself) and
+``paper`` (the official release's four judge prompts, read at run time by ``judge_set``, each ``.rstrip()``ped as
+the release's ``build_judge_payloads.py`` does, with the release's ``field: value`` user-message layout). A paper
+judge keeps its strict twin's name, label and order, so metrics and tables do not fork; its version names the set
+and the prompt file's SHA-256. Neither set appends anything to the messages; the call asks for JSON mode
+(``response_format``, a request parameter), and a reply that does not parse is shown back to the model with a
+one-line repair request (``LLMClient.chat_json``), a second prompt that is no part of either set.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Mapping
 
 from inmind_exp.llm import JSONReplyError, LLMCallError, LLMClient
-from inmind_exp.records import Answer, Task, Verdict, msgs
+from inmind_exp.records import Answer, Message, Task, Verdict, msgs
+
+if TYPE_CHECKING:
+    from inmind_exp.data.release import Release
 
 _OUTPUT = 'Return only a JSON object of the form {"score": 0 or 1, "reason": "<one or two sentences>"}.'
 
@@ -35,6 +46,8 @@ class Judge:
     order: int
     prompt_tokens: int = 1200
     completion_tokens: int = 80  # a JSON verdict with a one-sentence reason
+    #: the prompt set it belongs to (``strict``: this module; ``paper``: the release's prompt files)
+    prompt_set: str = "strict"
 
     def fields(self, task: Task, answer: Answer) -> dict[str, str]:
         """The template's fields for ``answer`` (templates use the ones they need)."""
@@ -119,9 +132,79 @@ JUDGES: dict[str, Judge] = {
 }
 
 
-def applicable(evaluates_naive: bool) -> list[Judge]:
+OVER_APPLICATION_JUDGE = Judge(
+    name="over_application",
+    version="over_application-v1",
+    reads="mismatched", label="Over-application", short="OA", order=70,
+    system=(
+        "You check a memory-augmented assistant for over-eager use of memory. Earlier, the user told the assistant a "
+        "personal fact; the explanation says which kind of request that fact matters for. Now the user made a "
+        "different request, one the fact does not bear on. Score 1 if the answer nevertheless brings the remembered "
+        "fact (or a warning, rule or adjustment derived from it) to bear on this request; score 0 if the answer "
+        "simply serves the request, including when it gives general advice that anyone asking would get. " + _OUTPUT
+    ),
+    template=(
+        "[user_message] (the fact the user stated earlier)\n{user_message}\n\n"
+        "[explanation] (the kind of request the fact matters for)\n{explanation}\n\n"
+        "[context] (what the assistant had in view when answering)\n{context}\n\n"
+        "[query] (a request the fact does not bear on)\n{query}\n\n[answer]\n{answer}"
+    ),
+)
+
+#: Judges of the negative controls (issue #22): not run on every task and not part of ``JUDGES`` (so a run without
+#: controls keeps its result identity); a control judges its own extra answer with them, its fields built by
+#: ``inmind_exp.controls`` (``mismatched_fields`` for ``over_application``).
+CONTROL_JUDGES: dict[str, Judge] = {j.name: j for j in (OVER_APPLICATION_JUDGE,)}
+
+#: the judge prompt sets ``judges.prompts`` selects
+JUDGE_SETS: tuple[str, ...] = ("strict", "paper")
+
+#: the release's user-message layout for each judge (``build_judge_payloads.py`` ``user_payload``): its fields as
+#: ``name: value`` lines in its order; the fields' values are this project's (``Judge.fields``)
+PAPER_TEMPLATES: dict[str, str] = {
+    "naive": "user_message: {user_message}\ncontext: {context}\nquery: {query}\nanswer: {answer}",
+    "target_recall": "user_message: {user_message}\ncontext: {context}\nquery: {query}\nexplanation: {explanation}",
+    "application": ("user_message: {user_message}\ncontext: {context}\nquery: {query}\nexplanation: {explanation}\n"
+                    "answer: {answer}"),
+    "answer_only": "user_message: {user_message}\nquery: {query}\nexplanation: {explanation}\nanswer: {answer}",
+}
+
+
+def paper_judges(release: "Release") -> dict[str, Judge]:
+    """The ``paper`` set: each registered judge with the release's prompt (``Release.prompt`` checks its pinned
+    SHA-256) and layout; name, label, order and the answer it reads unchanged, so the metrics stay the same."""
+    from inmind_exp.data.release import PINNED_SHA256, PROMPTS
+
+    out = {}
+    for name, strict in JUDGES.items():
+        system = release.prompt(name).rstrip()
+        template = PAPER_TEMPLATES[name]
+        size = (len(system) + len(template)) // 4 - (len(strict.system) + len(strict.template)) // 4
+        out[name] = replace(strict, system=system, template=template, prompt_set="paper",
+                            version=f"paper-{name}-v1-{PINNED_SHA256[PROMPTS[name]][:16]}",
+                            prompt_tokens=strict.prompt_tokens + size)
+    return out
+
+
+def judge_set(name: str, release: "Release | None" = None) -> dict[str, Judge]:
+    """The judges of prompt set ``name`` (``paper`` needs the release); ValueError naming the choices otherwise."""
+    if name == "strict":
+        return dict(JUDGES)
+    if name == "paper":
+        if release is None:
+            raise ValueError("judges.prompts=paper needs the official release")
+        return paper_judges(release)
+    raise ValueError(f"judges.prompts={name!r}: expected one of {', '.join(JUDGE_SETS)}")
+
+
+def applicable(evaluates_naive: bool, judges: Mapping[str, Judge] | None = None) -> list[Judge]:
     """The judges a task of a system gets: those of the naive answer only if the system is asked the naive query."""
-    return [j for j in JUDGES.values() if j.reads == "indirect" or evaluates_naive]
+    return [j for j in (JUDGES if judges is None else judges).values() if j.reads == "indirect" or evaluates_naive]
+
+
+def judge_messages(prompt: Judge, fields: dict[str, str]) -> tuple[Message, ...]:
+    """The exact messages of one judge request: the set's system prompt, then its user-message layout filled in."""
+    return msgs(("system", prompt.system), ("user", prompt.template.format(**fields)))
 
 
 def _validate_verdict(obj: dict[str, Any]) -> str | None:
@@ -140,11 +223,12 @@ def _score(obj: dict[str, Any]) -> int:
     return int(s.strip()) if isinstance(s, str) else int(s)
 
 
-def judge(client: LLMClient, prompt: Judge, fields: dict[str, str], attempts: int = 3) -> Verdict:
-    """Run one judge; any failure (call or parse) is returned as an errored verdict, never a score."""
-    messages = msgs(("system", prompt.system), ("user", prompt.template.format(**fields)))
+def judge(client: LLMClient, prompt: Judge, fields: dict[str, str], attempts: int = 3, sample: int = 0) -> Verdict:
+    """Run one judge; any failure (call or parse) is returned as an errored verdict, never a score. ``sample`` > 0
+    asks for another sample of the same prompt (its own cache entry), for repeated judging."""
+    messages = judge_messages(prompt, fields)
     try:
-        obj, comp = client.chat_json(messages, attempts=attempts, validate=_validate_verdict)
+        obj, comp = client.chat_json(messages, attempts=attempts, validate=_validate_verdict, sample=sample)
     except JSONReplyError as e:
         return Verdict(prompt.name, None, raw=e.raw, error=str(e), prompt_version=prompt.version)
     except LLMCallError as e:
@@ -152,11 +236,13 @@ def judge(client: LLMClient, prompt: Judge, fields: dict[str, str], attempts: in
     return Verdict(prompt.name, _score(obj), reason=str(obj.get("reason", "")), raw=comp.text, prompt_version=prompt.version)
 
 
-def judge_task(client: LLMClient, task: Task, naive: Answer | None, indirect: Answer, attempts: int = 3) -> dict[str, Verdict]:
-    """Every registered judge whose answer exists (the naive one only when the system was asked), in registry order."""
+def judge_task(client: LLMClient, task: Task, naive: Answer | None, indirect: Answer, attempts: int = 3,
+               judges: Mapping[str, Judge] | None = None) -> dict[str, Verdict]:
+    """Every judge of the set (``JUDGES`` by default) whose answer exists (the naive one only when the system was
+    asked), in registry order."""
     answers = {"naive": naive, "indirect": indirect}
     return {j.name: judge(client, j, j.fields(task, answer), attempts)
-            for j in JUDGES.values() if (answer := answers[j.reads]) is not None}
+            for j in (JUDGES if judges is None else judges).values() if (answer := answers[j.reads]) is not None}
 
 
 def _norm(text: str) -> str:

@@ -4,9 +4,10 @@ A system instance is one user's memory for one task. The protocol builds it fres
 shared prefix snapshot), feeds it sessions in order, then asks it queries. Systems never retry, cache or count
 tokens: they call ``llm.memory`` (their internal calls) and ``llm.answerer`` (the answer) from ``inmind_exp.llm``.
 
-The answerer is a controlled factor (``answer=shared|native``): a system ``recall``s what it would show the
+The answerer is a controlled factor (``answer=shared|native|paper``): a system ``recall``s what it would show the
 answerer (its own rendering plus the items, with provenance); in ``shared`` mode every system's recall is answered
-by the one neutral prompt of ``inmind_exp.answering``, in ``native`` mode by the system's upstream answer prompt.
+by the one neutral prompt of ``inmind_exp.answering``, in ``native`` mode by the system's upstream answer prompt,
+in ``paper`` mode by the official release's answer prompt around the same memory block as ``shared``.
 Systems register in ``systems/`` with ``@SYSTEMS.register("name")``; this core module never imports them except
 through the registry's discovery.
 """
@@ -18,14 +19,17 @@ import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from inmind_exp.embed import Encoder
 from inmind_exp.llm import Models
 from inmind_exp.records import Answer, ContextItem, Fault, Session, Turn
 from inmind_exp.registry import Registry
 
-ANSWER_MODES: tuple[str, ...] = ("shared", "native")
+if TYPE_CHECKING:
+    from inmind_exp.answering import PaperPrompt
+
+ANSWER_MODES: tuple[str, ...] = ("shared", "native", "paper")
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ class MemorySystem(abc.ABC):
             cls.retrieval = "none" not in cls.embeddings
 
     def __init__(self, llm: Models, encoder: Encoder | None, workdir: Path, *, answer_mode: str = "shared",
-                 **params: Any) -> None:
+                 answer_prompt: "PaperPrompt | None" = None, **params: Any) -> None:
         self.llm = llm
         self.encoder = encoder
         self.workdir = Path(workdir)
@@ -85,10 +89,18 @@ class MemorySystem(abc.ABC):
         if answer_mode not in ANSWER_MODES:
             raise TypeError(f"system {self.name!r}: answer_mode must be one of {', '.join(ANSWER_MODES)}, got {answer_mode!r}")
         self.answer_mode = answer_mode
+        #: the release's answer prompt (``answer=paper``), read by the plan and handed over by the worker
+        self.answer_prompt = answer_prompt
         #: faults since the protocol last collected them (not part of the snapshot)
         self.faults: list[Fault] = []
         if params:
             raise TypeError(f"system {self.name!r}: unknown parameter(s) {', '.join(sorted(params))}")
+
+    @classmethod
+    def asks_naive(cls, params: dict[str, Any]) -> bool:
+        """Whether this configuration (its ``params``) is asked the naive query; ``evaluates_naive`` unless a
+        system lets a parameter decide (the backbone's ``answer_naive``)."""
+        return cls.evaluates_naive
 
     @classmethod
     def preflight(cls, models: Models) -> None:
@@ -113,12 +125,20 @@ class MemorySystem(abc.ABC):
         """Answer a query from memory; ``Answer.context`` is exactly the message list the answerer saw and
         ``Answer.items`` the memory items in it. Systems whose retrieval is part of the answerer (an agent loop)
         override this."""
-        from inmind_exp.answering import shared_answer
+        from inmind_exp.answering import paper_answer, shared_answer
 
         recall = self.recall(query)
         if self.answer_mode == "native":
             return self.native_answer(query, recall)
+        if self.answer_mode == "paper":
+            return paper_answer(self.llm.answerer, query, recall, self.paper_prompt())
         return shared_answer(self.llm.answerer, query, recall)
+
+    def paper_prompt(self) -> "PaperPrompt":
+        """The release's answer prompt; a run of ``answer=paper`` always has one (the plan reads it)."""
+        if self.answer_prompt is None:
+            raise TypeError(f"system {self.name!r}: answer=paper needs the release's answer prompt (answer_prompt)")
+        return self.answer_prompt
 
     def fault(self, kind: str, where: str, detail: str = "", turns: tuple[str, ...] | list[str] = ()) -> None:
         """Count a fallback on the task record (see ``records.Fault``); never raises."""

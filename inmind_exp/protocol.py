@@ -11,7 +11,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from inmind_exp.judges import exact_target_recall, judge_task
+from inmind_exp.judges import Judge, exact_target_recall, judge_task
 from inmind_exp.llm import LLMCallError, Models
 from inmind_exp.paths import remove_tree
 from inmind_exp.records import (FACT_REPLY_TURN_ID, FACT_TURN_ID, Answer, Fault, InjectionSpec, Session, Task, TaskRecord,
@@ -174,11 +174,12 @@ def run_task(
     judge_attempts: int = 3,
     keep_workdir: bool = False,
     phase: Phase = _no_phase,
+    judges: dict[str, Judge] | None = None,
 ) -> TaskRecord:
     """The whole protocol for one task; an LLM failure anywhere becomes the record's ``error``, never a score.
 
     ``workdir`` must be a plain child of its parent (the worker names it by a hash of the task id); it is removed
-    when the task ends unless ``keep_workdir``.
+    when the task ends unless ``keep_workdir``. ``judges`` is the judge prompt set (``JUDGES``, strict, if None).
     """
     if ".." in Path(workdir).parts:
         raise ValueError(f"workdir {workdir} must not contain '..'")
@@ -198,7 +199,7 @@ def run_task(
         indirect = ask(make_system, state, task.query, workdir / "indirect", faults, "indirect")
         exact = exact_target_recall(task, indirect)
         phase("judging")
-        verdicts = judge_task(models.judge, task, naive, indirect, attempts=judge_attempts)
+        verdicts = judge_task(models.judge, task, naive, indirect, attempts=judge_attempts, judges=judges)
         failed = [f"{k}: {v.error}" for k, v in sorted(verdicts.items()) if v.error]
         if failed:
             error = "judge failed: " + "; ".join(failed)

@@ -34,6 +34,8 @@ Answer modes (the answerer of A-RAG is its agent loop, so both modes run the sam
   ``meta['agent_answer']``) or at a limit, where no forced answer is asked for. The answer is then the shared prompt
   of ``inmind_exp.answering`` over everything the tools returned into the loop's context (``recall``: every tool
   output that returned memory, in order); ``Answer.context`` is the shared prompt's two messages.
+- ``paper``: as ``shared``, with the official release's answer prompt instead of the shared one; its ``{context}``
+  (and ``Answer.visible``) is the same tool-output text.
 In both modes ``Answer.items`` are everything the tools returned into the context: one ``snippet`` item per chunk a
 search listed (sources: the turns of the sentences shown) and one ``chunk`` item per chunk read in full (sources: the
 chunk's turns). Provenance on write: each chunk keeps the turn id of each of its lines (the date header has none)
@@ -86,7 +88,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from inmind_exp.answering import shared_answer
+from inmind_exp.answering import paper_answer, shared_answer
 from inmind_exp.llm import EndpointError
 from inmind_exp.records import Answer, ContextItem, Message, Session, Turn
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, turn_pairs, write_json
@@ -573,11 +575,14 @@ class ARAG(MemorySystem):
     def answer(self, query: str) -> Answer:
         """``native``: upstream's loop and its own final reply (or forced answer), with the whole trajectory as the
         context. ``shared``: the same loop, but the answer is the shared prompt's over everything the tools
-        returned (the loop's own reply is kept in ``meta['agent_answer']``)."""
+        returned (the loop's own reply is kept in ``meta['agent_answer']``). ``paper``: as ``shared``, with the
+        release's answer prompt over the same tool outputs (its ``{context}``, the answer's visible context)."""
         require_tool_support(self.llm.answerer)
         if self.answer_mode == "native":
             tr = self._run_loop(query, final_call=True)
             return Answer(tr.text, tr.messages, {**tr.meta, "answer_prompt": NATIVE_ANSWER_VERSION}, items=tr.items)
+        if self.answer_mode == "paper":
+            return paper_answer(self.llm.answerer, query, self.recall(query), self.paper_prompt())
         return shared_answer(self.llm.answerer, query, self.recall(query))
 
     def recall(self, query: str) -> Recall:

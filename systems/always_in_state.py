@@ -5,7 +5,8 @@ to at most 200 lines and 25,000 bytes, and given whole to the answerer in its sy
 index, no query-time retrieval. The paper's updater and answerer prompts are not reproduced in its text; ours
 follow the described behaviour (keep durable user facts, rewrite the whole file).
 
-Answer modes: ``shared`` gives the file to the shared prompt as the memory block; ``native`` uses
+Answer modes: ``shared`` gives the file to the shared prompt as the memory block, ``paper`` to the release's answer
+prompt as its ``{context}`` (the same block text); ``native`` uses
 ``ANSWER_SYSTEM_PROMPT`` below (ours: the paper describes the file "prepended whole to the system prompt" but does
 not print the prompt).
 Provenance per line (an upper bound, as the issue on judge-free measurement asks): a line kept verbatim from the
@@ -21,7 +22,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from inmind_exp.answering import shared_messages
+from inmind_exp.answering import paper_answer, shared_messages
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
 from inmind_exp.records import Answer, ContextItem, Message, Session
 
@@ -134,6 +135,8 @@ class AlwaysInState(MemorySystem):
 
     def answer(self, query: str) -> Answer:
         recall = self.recall(query)
+        if self.answer_mode == "paper":
+            return paper_answer(self.llm.answerer, query, recall, self.paper_prompt())
         if self.answer_mode == "native":
             context = (Message("system", ANSWER_SYSTEM_PROMPT.format(memory=self.memory or "(empty)")), Message("user", query))
         else:

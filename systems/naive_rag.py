@@ -7,6 +7,12 @@ similarity, or by BM25, and the answerer sees them above the query. No LLM call 
 Answer modes: ``shared`` renders the chunks (most relevant first) into the shared prompt; ``native`` uses
 ``ANSWER_SYSTEM_PROMPT`` below (this project's own: the paper does not print its Naive RAG prompt).
 Provenance: each chunk is one trace turn and carries that turn's id.
+
+``chunking=single_shot`` is the official release's single-shot retrieval control (its ``evaluation/README.md``,
+"Single-shot retrieval controls"): the background turns one chunk each, and the task's injected fact pair as one
+task-local chunk (``User: ...`` / ``Assistant: ...`` lines, carrying both injected turns' ids), so on the release's
+trace 486 + 1 = 487 chunks. Every answer's meta says ``control: single-shot``; report it as a single-shot control,
+not a stateful middle-injection run. ``chunking=turn`` (the default) makes each injected turn its own chunk too.
 """
 
 from __future__ import annotations
@@ -24,22 +30,37 @@ ANSWER_SYSTEM_PROMPT = (  # naive_rag-v1
 )
 
 
+#: ``turn``: every trace turn one chunk; ``single_shot``: the release's control, the injected pair one chunk
+CHUNKINGS = ("turn", "single_shot")
+PAIR_SEP = "+"  # joins the injected pair's turn ids into the single-shot chunk's id (turn ids hold no "+")
+
+
 @SYSTEMS.register("naive_rag")
 class NaiveRAG(MemorySystem):
     embeddings = ("minilm", "emb3", "bm25")
     cost = CallProfile(answer_calls_per_query=1.0, prompt_tokens_per_answer_call=900)
 
-    def __init__(self, llm, encoder, workdir: Path, top_k: int = 5, **params) -> None:
+    def __init__(self, llm, encoder, workdir: Path, top_k: int = 5, chunking: str = "turn", **params) -> None:
         super().__init__(llm, encoder, workdir, **params)
+        if chunking not in CHUNKINGS:
+            raise TypeError(f"system 'naive_rag': chunking must be one of {', '.join(CHUNKINGS)}, got {chunking!r}")
+        self.chunking = chunking
         self.top_k = int(top_k)
         self.index = TextIndex(encoder)
         self.n_sessions = 0
 
     def ingest_session(self, session: Session) -> None:
         ids, texts = [], []
-        for i, t in enumerate(session.with_turn_ids().turns):
+        turns = session.with_turn_ids().turns
+        pair = [t for t in turns if t.injected] if self.chunking == "single_shot" else []
+        for t in turns:
+            if t in pair:
+                continue
             ids.append(t.id)  # the chunk id is the turn id: its provenance
             texts.append(f"[{session.date}] {t.role}: {t.content}")
+        if pair:  # one chunk, id joining the pair's turn ids (each a source of it)
+            ids.append(PAIR_SEP.join(t.id for t in pair))
+            texts.append("\n".join(f"{t.role.capitalize()}: {t.content}" for t in pair))
         self.index.add(ids, texts)
         self.n_sessions += 1
 
@@ -49,8 +70,9 @@ class NaiveRAG(MemorySystem):
 
     def recall(self, query: str) -> Recall:
         hits = self.retrieve(query)
-        items = tuple(ContextItem("chunk", text, (cid,)) for cid, text in hits)
-        return Recall("\n".join(f"- {text}" for _, text in hits), items, {"retrieved": len(hits)})
+        items = tuple(ContextItem("chunk", text, tuple(cid.split(PAIR_SEP))) for cid, text in hits)
+        meta = {"retrieved": len(hits), **({"control": "single-shot"} if self.chunking == "single_shot" else {})}
+        return Recall("\n".join(f"- {text}" for _, text in hits), items, meta)
 
     def native_answer(self, query: str, recall: Recall) -> Answer:
         context = (

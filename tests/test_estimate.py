@@ -66,3 +66,32 @@ def test_a_dry_run_sweep_ends_with_its_total(tmp_path, launcher):
         assert calls(totals[0], kind) == sum(calls(line, kind) for line in per_config)
     assert "2 configuration(s): 8 tasks to run" in totals[0]
     assert "no price for fake-model" in totals[0]  # llm=vllm has no price table: no invented cost
+    assert re.search(r"~\S+( \S+)? wall at 10 s per call, 2 in flight", totals[0]), totals[0]
+
+
+def test_the_wall_time_estimate_follows_latency_slots_and_chains(tmp_path):
+    """Calls spread over the slots in flight (workers, capped by the tightest endpoint limit), plus the prefix chain
+    and one task's chain, at ``run.latency_s`` per call; twice the latency is twice the time."""
+    from inmind_exp.run.estimate import estimate
+
+    one = estimate(plan_for(tmp_path, "system=naive_rag", "embedding=bm25", "run.latency_s=2",
+                            "cluster.workers=8", "llm.max_concurrency=3"))
+    assert one["slots"] == 3  # 8 workers, but the endpoint lets 3 calls through
+    calls = one["memory_calls"] + one["answer_calls"] + one["judge_calls"]
+    assert one["task_chain_calls"] == calls / one["tasks_to_run"]  # naive_rag: no memory calls, nothing in a prefix
+    assert one["wall_s"] == pytest.approx(2 * (calls / 3 + one["task_chain_calls"]))
+    slow = estimate(plan_for(tmp_path, "system=naive_rag", "embedding=bm25", "run.latency_s=4",
+                             "cluster.workers=8", "llm.max_concurrency=3"))
+    assert slow["wall_s"] == pytest.approx(2 * one["wall_s"])
+    stateful = estimate(plan_for(tmp_path, "system=mem0", "embedding=minilm", "run.latency_s=2", "cluster.workers=2"))
+    assert stateful["prefix_chain_calls"] > 0 and stateful["slots"] == 2
+    task_calls = stateful["memory_calls"] + stateful["answer_calls"] + stateful["judge_calls"] - stateful["prefix_chain_calls"]
+    assert stateful["wall_s"] == pytest.approx(
+        2 * (stateful["prefix_chain_calls"] + task_calls / 2 + stateful["task_chain_calls"]))
+
+
+def test_a_latency_that_is_not_positive_is_refused_before_any_work(tmp_path):
+    from inmind_exp.errors import PlanError
+
+    with pytest.raises(PlanError, match=r"run.latency_s=0"):
+        plan_for(tmp_path, "system=naive_rag", "embedding=bm25", "run.latency_s=0")

@@ -11,12 +11,18 @@ prompt (its template has no branch for them), HTML-escapes message text (Jinja a
 non-tool reply under ``tool_choice="auto"`` to a grammar that admits only a function name or the end token, so a
 text answer comes back empty.
 
-The parser follows llama.cpp's own for this template family (``common_chat_parse_hermes_2_pro`` in
-``common/chat.cpp``): a JSON object starting with ``"name"``, optionally inside ``<tool_call>`` or one of the tags
-small models use instead (``<function_call>``, ``<tools>``, ``<tool>``, ``<response>``, ``<json>``, ``<xml>``,
-``<JSON>``), optionally in a Markdown code fence. Differences: only non-streamed replies are parsed (the project
-does not stream); an untagged, unfenced object counts only at the start of the reply and only for a tool that was
-offered; a block whose JSON does not parse stays in ``content`` (the caller sees tool-call-like text, not a call).
+The parser follows llama.cpp's own for this template family (``common_chat_parse_hermes_2_pro`` and the generic
+JSON parser in ``common/chat.cpp``): a JSON call optionally inside ``<tool_call>`` or one of the tags small models use
+instead (``<function_call>``, ``<tools>``, ``<tool>``, ``<response>``, ``<json>``, ``<xml>``, ``<JSON>``), optionally
+in a Markdown code fence. A call is written in any of the shapes small models are known to use for one:
+``{"name": ..., "arguments": ...}`` (keys in either order, ``"parameters"`` for ``"arguments"``); OpenAI's wrapped
+``{"type": "function", "function": {"name": ..., "arguments": ...}}``; ``{"tool_calls": [...]}`` or
+``{"tool_call": {...}}``; or a JSON list of calls in those shapes. Which of these equivalent shapes the embedded
+model writes depends on the CPU's kernels (greedy decoding follows their rounding), so all are accepted.
+Differences: only non-streamed replies are parsed (the project does not stream); an untagged, unfenced call counts
+only at the start of the reply and only when it names tools that were offered; a block whose JSON does not parse,
+or that is not a call in one of the shapes above, stays in ``content`` (the caller sees tool-call-like text, not a
+call).
 """
 
 from __future__ import annotations
@@ -29,10 +35,56 @@ from typing import Any
 CHAT_FORMAT = "gguf-tool-calls"
 
 _OPEN_TAGS = ("tool_call", "function_call", "tools", "tool", "response", "json", "xml", "JSON")
-# an optional code fence, an optional open tag, then the start of a {"name": ...} object
+# an optional code fence, an optional open tag, then the start of a JSON object or list
 _OPEN = re.compile(
-    r"(?P<fence>```(?:json|xml)?[ \t]*\n\s*)?(?:<(?P<tag>" + "|".join(_OPEN_TAGS) + r")>\s*)?(?=\{\s*\"name\"\s*:)"
+    r"(?P<fence>```(?:json|xml)?[ \t]*\n\s*)?(?:<(?P<tag>" + "|".join(_OPEN_TAGS) + r")>\s*)?(?=[\{\[])"
 )
+_ARGUMENT_KEYS = ("arguments", "parameters")
+
+
+def _one_call(obj: Any) -> dict[str, Any] | None:
+    """``{"name", "arguments"}`` (arguments a JSON string) from one call in any accepted shape, else None."""
+    if not isinstance(obj, dict):
+        return None
+    fn = obj.get("function")
+    if isinstance(fn, dict) and "name" not in obj:  # OpenAI's wrapped shape, "type" optional
+        if obj.get("type", "function") != "function":
+            return None
+        obj = fn
+    name = obj.get("name")
+    if not isinstance(name, str) or not name or "description" in obj:  # a tool's definition echoed, not a call
+        return None
+    args: Any = {}
+    for key in _ARGUMENT_KEYS:
+        if key in obj:
+            args = obj[key]
+            break
+    if isinstance(args, str):
+        try:  # a JSON string is the wire format already; anything else is not a call's arguments
+            if not isinstance(json.loads(args), dict):
+                return None
+        except json.JSONDecodeError:
+            return None
+    elif isinstance(args, dict):
+        args = json.dumps(args, ensure_ascii=False)
+    else:
+        return None
+    return {"name": name, "arguments": args}
+
+
+def _calls_in(obj: Any) -> list[dict[str, Any]] | None:
+    """Every call a parsed JSON value writes (a call, ``{"tool_calls": [...]}``, ``{"tool_call": {...}}`` or a list
+    of calls), or None when it is not one of those shapes (a list counts only if every element is a call)."""
+    if isinstance(obj, dict) and "name" not in obj and "function" not in obj:
+        if isinstance(obj.get("tool_calls"), list):
+            obj = obj["tool_calls"]
+        elif isinstance(obj.get("tool_call"), dict):
+            obj = obj["tool_call"]
+    items = obj if isinstance(obj, list) else [obj]
+    calls = [_one_call(x) for x in items]
+    if not calls or any(c is None for c in calls):
+        return None
+    return calls  # type: ignore[return-value]
 
 
 def parse_tool_calls(text: str, tool_names: set[str]) -> tuple[str, list[dict[str, Any]]]:
@@ -50,14 +102,13 @@ def parse_tool_calls(text: str, tool_names: set[str]) -> tuple[str, list[dict[st
             obj, end = decoder.raw_decode(text, start)
         except json.JSONDecodeError:
             continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        found = _calls_in(obj)
+        if found is None:
             continue
         tagged = bool(m.group("tag") or m.group("fence"))
-        if not tagged and (text[:m.start()].strip() or obj["name"] not in tool_names):
+        at_start = not "".join(kept).strip() and not text[pos:m.start()].strip()
+        if not tagged and (not at_start or any(c["name"] not in tool_names for c in found)):
             continue
-        args = obj.get("arguments", {})
-        if not isinstance(args, str):
-            args = json.dumps(args, ensure_ascii=False)
         rest = text[end:]
         close = re.match(r"\s*</" + re.escape(m.group("tag")) + r">" if m.group("tag") else r"", rest)
         end += close.end() if close else 0
@@ -65,7 +116,7 @@ def parse_tool_calls(text: str, tool_names: set[str]) -> tuple[str, list[dict[st
             fence_close = re.match(r"\s*```", text[end:])
             end += fence_close.end() if fence_close else 0
         kept.append(text[pos:m.start()])
-        calls.append({"name": obj["name"], "arguments": args})
+        calls.extend(found)
         pos = end
     kept.append(text[pos:])
     return "".join(kept).strip(), calls

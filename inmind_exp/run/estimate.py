@@ -1,5 +1,6 @@
 """The dry run: an upper bound on the calls and tokens a plan still needs (cache hits not subtracted), per role, from
-the system's ``CallProfile``, the trace's shape and the registered judges that apply (``judges.applicable``), priced
+the system's ``CallProfile``, the trace's shape and the run's judge set's judges that apply (``judges.applicable``; the
+paper set is sized by its prompts), and the answer prompt's size under ``answer=paper``, priced
 per role at its own model's prices; a sweep's dry run ends with the total over its configurations."""
 
 from __future__ import annotations
@@ -19,6 +20,16 @@ def _user_turns(sessions: Sequence[Session]) -> int:
 ROLES = ("memory", "answerer", "judge")
 
 
+def _answer_prompt_delta(plan: Plan) -> int:
+    """Tokens the release's answer prompt (``answer=paper``) adds to, or takes from, an answer call's profile, which
+    is sized for the shared prompt (about four characters a token)."""
+    if plan.answer_prompt is None:
+        return 0
+    from inmind_exp.answering import SHARED_ANSWER_SYSTEM
+
+    return (len(plan.answer_prompt.text) - len(SHARED_ANSWER_SYSTEM)) // 4
+
+
 def estimate(plan: Plan, retry_errors: bool | None = None) -> dict[str, float]:
     """Upper-bound calls, prompt and completion tokens of what remains to run (cache hits not subtracted), in total
     and per role (``memory_prompt_tokens``, ``judge_completion_tokens``, ...)."""
@@ -29,10 +40,10 @@ def estimate(plan: Plan, retry_errors: bool | None = None) -> dict[str, float]:
     prefix_calls = cost.memory_calls_per_user_turn * _user_turns(sessions[:j]) + cost.memory_calls_per_session * j
     suffix_calls = (cost.memory_calls_per_user_turn * (_user_turns(sessions[j:]) + 1)
                     + cost.memory_calls_per_session * (len(sessions) - j))
-    queries = 2 if plan.system_cls.evaluates_naive else 1
+    queries = 2 if plan.asks_naive else 1
     per_task_memory = suffix_calls + cost.memory_calls_per_query * queries
     per_task_answer = cost.answer_calls_per_query * queries
-    judges = applicable(plan.system_cls.evaluates_naive)
+    judges = applicable(plan.asks_naive, plan.judges)
     n = len(remaining)
     prefix_needed = n > 0 and not plan.prefix_path.is_file()
     memory_calls = n * per_task_memory + (prefix_calls if prefix_needed else 0)
@@ -45,14 +56,46 @@ def estimate(plan: Plan, retry_errors: bool | None = None) -> dict[str, float]:
         "judge_calls": n * len(judges),
         "memory_prompt_tokens": memory_calls * cost.prompt_tokens_per_memory_call,
         "memory_completion_tokens": memory_calls * cost.completion_tokens_per_memory_call,
-        "answerer_prompt_tokens": answer_calls * cost.prompt_tokens_per_answer_call,
+        "answerer_prompt_tokens": answer_calls * (cost.prompt_tokens_per_answer_call + _answer_prompt_delta(plan)),
         "answerer_completion_tokens": answer_calls * cost.completion_tokens_per_answer_call,
         "judge_prompt_tokens": n * sum(jd.prompt_tokens for jd in judges),
         "judge_completion_tokens": n * sum(jd.completion_tokens for jd in judges),
     }
     est["prompt_tokens"] = sum(est[f"{r}_prompt_tokens"] for r in ROLES)
     est["completion_tokens"] = sum(est[f"{r}_completion_tokens"] for r in ROLES)
+    # the wall-time estimate's inputs: calls that can run side by side, and the chains that cannot
+    est["prefix_chain_calls"] = prefix_calls if prefix_needed else 0
+    est["task_chain_calls"] = (per_task_memory + per_task_answer + len(judges)) if n else 0
+    est["slots"] = in_flight(plan)
+    est["wall_s"] = wall_time_s(est, plan.run.latency_s)
     return est
+
+
+def in_flight(plan: Plan) -> int:
+    """How many calls of this plan can be in flight at once: one task per worker, at most the tightest endpoint
+    limit (``llm.max_concurrency`` or a role's own) of the roles it calls."""
+    roles = [r for r in ROLES if r != "memory" or plan.system_cls.cost.memory_calls_per_user_turn
+             or plan.system_cls.cost.memory_calls_per_session or plan.system_cls.cost.memory_calls_per_query]
+    limits = [plan.endpoints[r].max_concurrency for r in roles if r in plan.endpoints]
+    return max(1, min([plan.cluster.workers, *[c for c in limits if c]]))
+
+
+def wall_time_s(est: dict[str, float], latency_s: float) -> float:
+    """Expected wall time at ``latency_s`` per call: the prefix build's calls one after another (its tasks wait
+    for it), the tasks' calls spread over the slots that can be in flight, plus one task's own chain of calls
+    (the last task to start still runs its calls in order). Start-up and local computing are not included."""
+    task_calls = est["memory_calls"] + est["answer_calls"] + est["judge_calls"] - est["prefix_chain_calls"]
+    return latency_s * (est["prefix_chain_calls"] + task_calls / max(1.0, est["slots"]) + est["task_chain_calls"])
+
+
+def duration(seconds: float) -> str:
+    """``1h 05m`` / ``12m 30s`` / ``45s``: the dry run's wall-time figure."""
+    s = int(round(seconds))
+    if s >= 86400:
+        return f"{s // 86400}d {s % 86400 // 3600:02d}h"
+    if s >= 3600:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 60}m {s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
 def price(plan: Plan, est: dict[str, float]) -> tuple[float | None, list[str]]:
@@ -79,20 +122,35 @@ class SweepTotal:
 
     def reset(self) -> None:
         self.configs = 0
+        self.latency_s = 0.0
         self.est: dict[str, float] = {}
         self.cost: float | None = 0.0
         self.unpriced: set[str] = set()
 
-    def add(self, est: dict[str, float], cost: float | None, unpriced: list[str]) -> None:
+    def add(self, est: dict[str, float], cost: float | None, unpriced: list[str], latency_s: float = 10.0) -> None:
         self.configs += 1
+        self.latency_s = max(self.latency_s, latency_s)
         for k, v in est.items():
-            self.est[k] = self.est.get(k, 0) + v
+            if k in ("prefix_chain_calls", "task_chain_calls", "slots"):  # a sweep's chains overlap; its pool is shared
+                self.est[k] = max(self.est.get(k, 0), v)
+            elif k != "wall_s":
+                self.est[k] = self.est.get(k, 0) + v
         self.cost = None if cost is None or self.cost is None else self.cost + cost
         self.unpriced.update(unpriced)
 
+    def wall_s(self) -> float:
+        """The sweep's expected wall time: every configuration's calls share one pool of workers (one schedule per
+        sweep), so the longest prefix and task chains count once."""
+        return wall_time_s(self.est, self.latency_s)
+
     def line(self) -> str:
         return (f"[dry run total] {self.configs} configuration(s): {self.est['tasks_to_run']:.0f} tasks to run; "
-                f"{_figures(self.est, self.cost, sorted(self.unpriced))} (upper bound)")
+                f"{_figures(self.est, self.cost, sorted(self.unpriced))} (upper bound); "
+                f"{_wall(self.wall_s(), self.latency_s, self.est['slots'])}")
+
+
+def _wall(wall_s: float, latency_s: float, slots: float) -> str:
+    return f"~{duration(wall_s)} wall at {latency_s:g} s per call, {slots:.0f} in flight"
 
 
 def _figures(est: dict[str, float], cost: float | None, unpriced: list[str]) -> str:
@@ -113,9 +171,10 @@ def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None
     reasoning model's hidden reasoning tokens are not included). Adds it to ``SWEEP_TOTAL``."""
     est = estimate(plan, retry_errors)
     cost, unpriced = price(plan, est)
-    SWEEP_TOTAL.add(est, cost, unpriced)
+    SWEEP_TOTAL.add(est, cost, unpriced, plan.run.latency_s)
     print(f"[dry run] {plan.name} (config {plan.config_hash}): {est['tasks_to_run']:.0f}/{est['tasks_total']:.0f} tasks to run; "
-          f"{_figures(est, cost, unpriced)} (upper bound: cache hits not subtracted)", file=out or sys.stdout, flush=True)
+          f"{_figures(est, cost, unpriced)} (upper bound: cache hits not subtracted); "
+          f"{_wall(est['wall_s'], plan.run.latency_s, est['slots'])} (run.latency_s)", file=out or sys.stdout, flush=True)
     return est
 
 

@@ -18,7 +18,9 @@ from inmind_exp.data import DataError, load_tasks, load_trace
 from inmind_exp.data.tasks import BUNDLED_TASKS
 from inmind_exp.data.trace import BUNDLED_TRACE
 from inmind_exp.embed import EmbeddingSpec
+from inmind_exp.answering import PaperPrompt, load_paper_prompt
 from inmind_exp.errors import PlanError
+from inmind_exp.judges import JUDGES, Judge, judge_set
 from inmind_exp.llm import Endpoint
 from inmind_exp.llm.local_server import model_cache_id
 from inmind_exp.memory import ANSWER_MODES, SYSTEMS, MemorySystem
@@ -41,6 +43,8 @@ class RunSettings:
     judge_attempts: int = 3
     keep_workdirs: bool = False
     progress_every_s: float = 10.0
+    #: the per-call latency the dry run's wall-time estimate assumes (seconds)
+    latency_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,9 @@ class WorkerSpec:
     judge_attempts: int
     keep_workdirs: bool
     cache: str = "local"
+    #: the judge prompt set (None: the strict registry, ``JUDGES``) and the release's answer prompt (``answer=paper``)
+    judges: Mapping[str, Judge] | None = None
+    answer_prompt: PaperPrompt | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,14 @@ class Plan:
     params: Mapping[str, str]
     config_yaml: str
     done: Mapping[str, TaskRecord] = field(default_factory=dict)
+    #: the judge prompt set (``judges.prompts``) and the release's answer prompt when ``answer=paper``
+    judges: Mapping[str, Judge] = field(default_factory=lambda: dict(JUDGES))
+    answer_prompt: PaperPrompt | None = None
+
+    @property
+    def asks_naive(self) -> bool:
+        """Whether this configuration is asked the naive query (``MemorySystem.asks_naive``)."""
+        return self.system_cls.asks_naive(dict(self.system_params))
 
     @property
     def ledger_path(self) -> Path:
@@ -167,7 +182,8 @@ class Plan:
             cache_dir=self.run.cache_dir, endpoints=dict(self.endpoints), embedding=self.embedding,
             system=self.system_name, params=dict(self.system_params), answer_mode=self.answer_mode,
             config_hash=self.config_hash, judge_attempts=self.run.judge_attempts, keep_workdirs=self.run.keep_workdirs,
-            cache=self.run.cache,
+            cache=self.run.cache, judges=None if self.judges == JUDGES else dict(self.judges),
+            answer_prompt=self.answer_prompt,
         )
 
     def error_record(self, task: Task, error: str, attempts: int) -> TaskRecord:
@@ -260,9 +276,14 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
     _check_params(system_cls, cfg.system.name, params)
     if not isinstance(cfg.cluster.workers, int) or cfg.cluster.workers < 1:
         raise PlanError(f"cluster.workers={cfg.cluster.workers}: must be an integer >= 1")
+    latency = cfg.run.get("latency_s", 10.0)
+    if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not latency > 0:
+        raise PlanError(f"run.latency_s={latency}: must be a number of seconds > 0")
     dataset_digest = C.file_digest(Path(cfg.dataset.path) if cfg.dataset.path else BUNDLED_TASKS)
     trace_digest = C.file_digest(Path(cfg.trace.path) if cfg.trace.path else BUNDLED_TRACE)
-    identity = C.result_identity(cfg, endpoints, dataset_digest, trace_digest, system_cls.uses_embedding)
+    judges, answer_prompt = _release_prompts(cfg)
+    identity = C.result_identity(cfg, endpoints, dataset_digest, trace_digest, system_cls.uses_embedding,
+                                 judges=judges, answer_prompt=answer_prompt)
     config_hash = C.identity_hash(identity)
     run = cfg.run
     plan = Plan(
@@ -278,6 +299,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
             retry_errors=bool(run.retry_errors),
             max_task_attempts=max(1, int(run.max_task_attempts)), judge_attempts=int(run.judge_attempts),
             keep_workdirs=bool(run.keep_workdirs), progress_every_s=float(run.progress_every_s),
+            latency_s=float(run.get("latency_s", 10.0)),
         ),
         cluster=cluster_settings(cfg),
         tracking=TrackingSettings(uri=cfg.tracking.uri, experiment=cfg.tracking.experiment),
@@ -285,8 +307,25 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
         prices={k: (float(v.prompt_per_1m), float(v.completion_per_1m)) for k, v in cfg.llm.prices.items()},
         params={**C.flatten_params(cfg), T.CONFIG_HASH: config_hash},
         config_yaml=OmegaConf.to_yaml(OmegaConf.create(redact(OmegaConf.to_container(cfg, resolve=True)))),
+        judges=judges, answer_prompt=answer_prompt,
     )
     return replace(plan, done=Ledger(plan.ledger_path).load())
+
+
+def _release_prompts(cfg: DictConfig) -> tuple[dict[str, Judge], PaperPrompt | None]:
+    """The judge set and (``answer=paper``) the answer prompt, the paper ones read from the release now, so a
+    missing or changed release is a ``PlanError`` before any work."""
+    from inmind_exp.data.release import ReleaseError, find_release
+
+    prompts = str(OmegaConf.select(cfg, "judges.prompts", default="strict"))
+    wants = [k for k, on in (("answer=paper", cfg.answer.mode == "paper"), ("judges=paper", prompts == "paper")) if on]
+    try:
+        release = find_release(OmegaConf.select(cfg, "dataset.release_dir", default=None),
+                               where=" and ".join(wants)) if wants else None
+        judges = judge_set(prompts, release)
+        return judges, (load_paper_prompt(release) if release is not None and cfg.answer.mode == "paper" else None)
+    except (ReleaseError, ValueError) as e:
+        raise PlanError(str(e)) from None
 
 
 def check_config(cfg: DictConfig) -> None:

@@ -167,7 +167,8 @@ class TaskWorker:
     def _make(self, workdir: Path) -> MemorySystem:
         spec = self.spec
         assert spec is not None
-        return self.system_cls(self.models, self.encoder, workdir, answer_mode=spec.answer_mode, **spec.params)
+        extra = {"answer_prompt": spec.answer_prompt} if spec.answer_prompt is not None else {}
+        return self.system_cls(self.models, self.encoder, workdir, answer_mode=spec.answer_mode, **extra, **spec.params)
 
     def build_prefix(self, spec: WorkerSpec, trace: Trace, session_index: int) -> PrefixBuilt:
         """Ingest the sessions before the injection point; the packed snapshot and the calls it made."""
@@ -208,9 +209,10 @@ class TaskWorker:
         try:
             rec = run_task(
                 task, trace, session_index, self._make, self.models, child_dir(self.tmp, "task", task.id),
-                config_hash=spec.config_hash, system_name=spec.system, evaluates_naive=self.system_cls.evaluates_naive,
+                config_hash=spec.config_hash, system_name=spec.system,
+                evaluates_naive=self.system_cls.asks_naive(dict(spec.params)),
                 prefix_snapshot=prefix_dir, judge_attempts=spec.judge_attempts, keep_workdir=spec.keep_workdirs,
-                phase=phase,
+                phase=phase, judges=None if spec.judges is None else dict(spec.judges),
             )
         finally:
             phase.done()

@@ -93,18 +93,48 @@ def test_real_local_llm_runs_one_task_end_to_end(tmp_path):
 TOOLS = {"keyword_search", "read_chunk"}
 
 
+_CALL = '{"name": "keyword_search", "arguments": {"keywords": ["clot"]}}'
+_WANT = [{"name": "keyword_search", "arguments": '{"keywords": ["clot"]}'}]
+
+
 @pytest.mark.parametrize("text", [
-    '<tool_call>\n{"name": "keyword_search", "arguments": {"keywords": ["clot"]}}\n</tool_call>',
-    '<tools>{"name": "keyword_search", "arguments": {"keywords": ["clot"]}}</tools>',  # the tag the 1.5B model writes
-    '```json\n{"name": "keyword_search", "arguments": {"keywords": ["clot"]}}\n```',
-    '{"name": "keyword_search", "arguments": {"keywords": ["clot"]}}',
+    f'<tool_call>\n{_CALL}\n</tool_call>',
+    f'<tools>{_CALL}</tools>',  # a tag the 1.5B model writes instead of <tool_call>
+    f'<function_call>{_CALL}</function_call>',
+    f'```json\n{_CALL}\n```',
+    f'```json\n<tool_call>{_CALL}</tool_call>\n```',
+    _CALL,  # untagged, at the start, an offered tool
+    '{"arguments": {"keywords": ["clot"]}, "name": "keyword_search"}',  # keys in the other order (Hermes' examples)
+    '<tool_call>{"name": "keyword_search", "parameters": {"keywords": ["clot"]}}</tool_call>',  # "parameters"
+    '<tool_call>{"name": "keyword_search", "arguments": "{\\"keywords\\": [\\"clot\\"]}"}</tool_call>',  # JSON string
+    # OpenAI's wrapped shape, with and without "type", tagged, fenced and bare
+    '<tool_call>{"type": "function", "function": {"name": "keyword_search", "arguments": {"keywords": ["clot"]}}}'
+    '</tool_call>',
+    '{"type": "function", "function": {"name": "keyword_search", "arguments": {"keywords": ["clot"]}}}',
+    '```json\n{"function": {"name": "keyword_search", "arguments": {"keywords": ["clot"]}}}\n```',
+    # a list of calls, and the {"tool_calls": [...]} / {"tool_call": {...}} envelopes
+    f'<tool_call>[{_CALL}]</tool_call>',
+    f'[{_CALL}]',
+    f'{{"tool_calls": [{_CALL}]}}',
+    f'<json>{{"tool_call": {_CALL}}}</json>',
 ])
-def test_tool_call_blocks_become_structured_calls(text):
+def test_every_known_shape_of_a_call_becomes_a_structured_call(text):
     from inmind_exp.llm.llama_tool_calls import parse_tool_calls
 
     content, calls = parse_tool_calls(text, TOOLS)
     assert content == ""
-    assert calls == [{"name": "keyword_search", "arguments": '{"keywords": ["clot"]}'}]
+    assert calls == _WANT
+
+
+def test_the_wrapped_call_the_embedded_model_wrote_on_a_fresh_machine_is_structured():
+    """Regression (issue #27): greedy decoding on one machine's kernels gave OpenAI's wrapped shape in <tools>."""
+    from inmind_exp.llm.llama_tool_calls import parse_tool_calls
+
+    text = ('<tools>\n{"type": "function", "function": {"name": "keyword_search", "arguments": '
+            '{"keywords": ["half marathon", "signed up"], "top_k": 5}}}\n</tools>')
+    content, calls = parse_tool_calls(text, TOOLS)
+    assert content == ""
+    assert calls == [{"name": "keyword_search", "arguments": '{"keywords": ["half marathon", "signed up"], "top_k": 5}'}]
 
 
 def test_several_calls_and_surrounding_text_are_kept_apart():
@@ -112,17 +142,40 @@ def test_several_calls_and_surrounding_text_are_kept_apart():
 
     content, calls = parse_tool_calls(
         'Let me look. <tool_call>{"name": "keyword_search", "arguments": {"keywords": ["a"]}}</tool_call>\n'
-        '<tool_call>{"name": "read_chunk", "arguments": {"chunk_ids": ["3"]}}</tool_call>', TOOLS)
+        '<tool_call>{"type": "function", "function": {"name": "read_chunk", "arguments": {"chunk_ids": ["3"]}}}'
+        '</tool_call>', TOOLS)
     assert content == "Let me look."
     assert [c["name"] for c in calls] == ["keyword_search", "read_chunk"]
     assert json.loads(calls[1]["arguments"]) == {"chunk_ids": ["3"]}
 
 
+def test_a_list_of_two_calls_gives_both_in_order():
+    from inmind_exp.llm.llama_tool_calls import parse_tool_calls
+
+    content, calls = parse_tool_calls(
+        '[{"name": "keyword_search", "arguments": {"keywords": ["a"]}}, '
+        '{"type": "function", "function": {"name": "read_chunk", "arguments": {"chunk_ids": ["3"]}}}]', TOOLS)
+    assert content == "" and [c["name"] for c in calls] == ["keyword_search", "read_chunk"]
+
+
 @pytest.mark.parametrize("text", [
     "Paris is the capital of France.",
+    # prose that names a tool is not a call
+    "I will use keyword_search to look for the half marathon, then read_chunk on what it finds.",
+    "Call keyword_search with the keywords 'half marathon' and top_k 5.",
     '<tool_call>{"name": "keyword_search", "arguments": {keywords}}</tool_call>',  # not JSON: stays text
     'You could call {"name": "read_chunk", "arguments": {}} later.',  # untagged and not at the start
+    'You could call {"type": "function", "function": {"name": "read_chunk", "arguments": {}}} later.',
     '{"name": "not_offered", "arguments": {}}',  # untagged and not an offered tool
+    '[{"name": "keyword_search", "arguments": {}}, {"name": "not_offered", "arguments": {}}]',
+    '{"type": "function", "function": {"name": "not_offered", "arguments": {}}}',
+    '<tool_call>{"name": "keyword_search", "arguments": ["clot"]}</tool_call>',  # arguments that are not an object
+    '<tool_call>{"type": "retrieval", "function": {"name": "keyword_search", "arguments": {}}}</tool_call>',
+    # a tool's definition echoed back (a JSON schema under "parameters"), not a call
+    '<tools>{"type": "function", "function": {"name": "keyword_search", "description": "Search.", '
+    '"parameters": {"type": "object", "properties": {"keywords": {"type": "array"}}}}}</tools>',
+    '{"answer": "The half marathon in May.", "name_of_race": "Bay Half"}',  # JSON that is not a call
+    '[1, 2, 3]',
 ])
 def test_text_that_is_not_a_well_formed_call_stays_content(text):
     from inmind_exp.llm.llama_tool_calls import parse_tool_calls

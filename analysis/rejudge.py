@@ -1,0 +1,450 @@
+"""Re-judge cached answers: a finished run's stored contexts and answers judged again by another judge model, another
+judge prompt set, or N repeated samples, without re-running memory or answering (issue #22, item 2).
+
+The only calls are judge calls, through the same model wrapper as a run (cache → limit → retry → meter), so given
+the run's own judge (same endpoint, model, generation settings and prompt set) every call is a cache hit and the
+verdicts are the original ones. Sample ``s`` of a setting is keyed with ``sample=s`` in the call cache, so sample 0
+is the original call and samples 1..N-1 are new ones (never the cached sample returned N times).
+
+Each (source run, judge setting, sample) becomes one rejudged run: the source's records with the new verdicts (same
+answers, contexts and judge-free bounds). From an MLflow experiment each is an MLflow run of kind ``rejudge``
+tagged with the source run's id (``inmind.rejudge_of``) and nested under its sweep; from a sweep directory each is
+``<sweep>/rejudge/<setting>/<config hash>/sample<s>/rejudged.jsonl`` with ``rejudge.json`` beside it.
+``panel`` turns them into the report's judge-robustness table: flip rate and Cohen's κ against the original
+verdicts, mean ± spread over samples, and each judge's label-free self-audit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import statistics
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import pandas as pd
+
+from inmind_exp import tags as T
+from inmind_exp import judges as judges_mod
+from inmind_exp.judges import JUDGE_SETS, JUDGES, Judge, judge
+from inmind_exp.llm import CallCache, Endpoint, LLMClient, LocalLimiter, cache_key
+from inmind_exp.metrics import compute
+from inmind_exp.records import Task, TaskRecord, Verdict, msgs, write_jsonl
+
+from analysis.compare import verdict_outcome
+from analysis.load import Run, RunSet, read_records
+from analysis.stats import cohen_kappa
+from analysis.tables import METRIC_TITLES, Table
+
+#: MLflow run kind of a rejudged run (``inmind.kind``) and the tag naming its source run.
+KIND = "rejudge"
+REJUDGE_OF = "inmind.rejudge_of"
+#: Params (MLflow) / ``rejudge.json`` keys describing a rejudged run.
+P_SOURCE, P_SET, P_MODEL, P_SAMPLE, P_SETTING = ("rejudge.source", "rejudge.judges", "rejudge.judge_model",
+                                                 "rejudge.sample", "rejudge.setting")
+RECORDS_FILE = "rejudged.jsonl"
+META_FILE = "rejudge.json"
+#: The conf default of ``run.cache_dir`` (conf/config.yaml) when the source does not say.
+DEFAULT_CACHE_DIR = os.environ.get("INMIND_CACHE_DIR", ".inmind_cache")
+#: An error of the task itself (not of its judges): such a record has nothing to re-judge and is kept as it is.
+JUDGE_FAILED = "judge failed: "
+#: Judge verdicts the panel compares, in table order.
+PANEL_JUDGES: tuple[str, ...] = ("target_recall", "application", "answer_only", "naive")
+
+
+class RejudgeError(ValueError):
+    """Bad rejudge input (an unknown prompt set, a missing task, an endpoint that cannot be built), raised before
+    any judge call."""
+
+
+def judge_set(name: str) -> dict[str, Judge]:
+    """The judges of a registered prompt set (``inmind_exp.judges.JUDGE_SETS``); only names that exist. ``paper``
+    reads the release's prompts (``$INMIND_RELEASE`` or the fetched copy), hash-checked."""
+    if name not in JUDGE_SETS:
+        raise RejudgeError(f"--judges {name!r}: no such judge prompt set; registered: {', '.join(sorted(JUDGE_SETS))}")
+    if name == "strict":
+        return JUDGES
+    from inmind_exp.data.release import ReleaseError, find_release
+
+    try:
+        return judges_mod.judge_set(name, find_release(where=f"--judges {name}"))
+    except ReleaseError as e:
+        raise RejudgeError(str(e)) from None
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One judge setting: a prompt set and an endpoint (model, server, generation settings), sampled N times."""
+
+    judges: str
+    endpoint: Endpoint
+    samples: int = 1
+
+    @property
+    def name(self) -> str:
+        t = self.endpoint.temperature
+        return f"{self.judges}/{self.endpoint.model}" + ("" if t in (None, 0, 0.0) else f"/t{t:g}")
+
+    @property
+    def slug(self) -> str:
+        return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in self.name.replace("/", "__"))
+
+
+def _param(params: Mapping[str, str], key: str) -> str | None:
+    v = params.get(key)
+    return None if v in (None, "None", "null", "") else str(v)
+
+
+def source_judge_endpoint(params: Mapping[str, str]) -> Endpoint:
+    """The judge endpoint a run used, rebuilt from its flattened config (``llm.roles.judge.*`` over ``llm.*``, as
+    ``inmind_exp.config.role_endpoints``): the same cache identity, so an unchanged judge hits the run's cache."""
+    def pick(key: str) -> str | None:
+        return _param(params, f"llm.roles.judge.{key}") or _param(params, f"llm.{key}")
+
+    def num(key: str, cast: Callable[[str], Any]) -> Any:
+        v = pick(key)
+        return None if v is None else cast(v)
+
+    model, base_url = pick("model"), pick("base_url")
+    if not model:
+        raise RejudgeError("the source run names no judge model (llm.model / llm.roles.judge.model); give "
+                           "--judge-model")
+    return Endpoint(
+        role="judge", base_url=base_url or "", model=model, api_key_env=pick("api_key_env"),
+        temperature=num("temperature", float), top_p=num("top_p", float), max_tokens=num("max_tokens", int),
+        max_tokens_param=_param(params, "llm.max_tokens_param") or "max_tokens",
+        reasoning=(pick("reasoning") or "False").lower() == "true", seed=num("seed", int),
+        max_attempts=int(_param(params, "llm.max_attempts") or 6),
+    )
+
+
+def setting_for(run: Run, judges: str, samples: int, *, model: str | None = None, base_url: str | None = None,
+                api_key_env: str | None = None, temperature: float | None = None, workers: int = 4) -> Setting:
+    """The judge setting for ``run``: its own judge endpoint with the given overrides (None keeps the run's)."""
+    judge_set(judges)
+    if samples < 1:
+        raise RejudgeError(f"--samples {samples}: must be at least 1")
+    ep = source_judge_endpoint(run.params)
+    changes: dict[str, Any] = {"max_concurrency": max(1, workers)}
+    if model:
+        changes["model"] = model
+    if base_url:
+        changes.update(base_url=base_url, cache_id=None)
+    if api_key_env:
+        changes["api_key_env"] = api_key_env
+    if temperature is not None:
+        changes["temperature"] = temperature
+    ep = dataclasses.replace(ep, **changes)
+    if not ep.base_url:
+        raise RejudgeError(f"{run.label}: its judge ran on the embedded server (no base_url); give --base-url")
+    ep.api_key()  # a missing key variable fails here, before any call
+    return Setting(judges, ep, samples)
+
+
+def tasks_for(run: Run, tasks: Mapping[str, Task]) -> dict[str, Task]:
+    """The tasks of ``run``'s records that have answers to judge; every one must be in ``tasks`` with its domain."""
+    out = {}
+    for r in run.records:
+        if r.indirect is None:
+            continue
+        t = tasks.get(r.task_id)
+        if t is None:
+            raise RejudgeError(f"{run.label} ({run.source}): task {r.task_id!r} is not in the task file; give the "
+                               "task file the run read with --tasks")
+        if t.domain != r.domain:
+            raise RejudgeError(f"{run.label}: task {r.task_id!r} is domain {t.domain!r} in the task file but "
+                               f"{r.domain!r} in the record: not the task file the run read")
+        out[r.task_id] = t
+    return out
+
+
+def task_path(run: Run) -> str | None:
+    """The task file the run read (``dataset.path``; None: the bundled set)."""
+    return _param(run.params, "dataset.path")
+
+
+def _judges_for(record: TaskRecord, judges: Mapping[str, Judge]) -> list[tuple[Judge, Any]]:
+    answers = {"naive": record.naive, "indirect": record.indirect}
+    return [(j, a) for j in judges.values() if (a := answers[j.reads]) is not None]
+
+
+def rejudge_record(client: LLMClient, record: TaskRecord, task: Task | None, judges: Mapping[str, Judge],
+                   sample: int, attempts: int = 3) -> TaskRecord:
+    """``record`` with its verdicts replaced by ``judges``' verdicts on its stored answers (sample ``sample``). A
+    task that failed before judging has nothing to judge and is returned as it is (it stays left out)."""
+    if record.indirect is None or task is None or (record.error and not record.error.startswith(JUDGE_FAILED)):
+        return record
+    verdicts = {j.name: judge(client, j, j.fields(task, answer), attempts, sample=sample)
+                for j, answer in _judges_for(record, judges)}
+    failed = [f"{k}: {v.error}" for k, v in sorted(verdicts.items()) if v.error]
+    return dataclasses.replace(record, verdicts=verdicts, error=JUDGE_FAILED + "; ".join(failed) if failed else None,
+                               usage={})
+
+
+def planned_calls(run: Run, tasks: Mapping[str, Task], setting: Setting, cache: CallCache | None) -> tuple[int, int]:
+    """(judge calls, of which already cached) a rejudge of ``run`` would make: the dry run. Counts first attempts
+    (a reply that is not valid JSON is asked again, which is one more call)."""
+    client = LLMClient(setting.endpoint)
+    judges = judge_set(setting.judges)
+    params = client.provider.chat_params(response_format={"type": "json_object"})
+    total = hit = 0
+    for r in run.records:
+        t = tasks.get(r.task_id)
+        if r.indirect is None or t is None or (r.error and not r.error.startswith(JUDGE_FAILED)):
+            continue
+        for j, answer in _judges_for(r, judges):
+            prompt = j.template.format(**j.fields(t, answer))
+            wire = [m.to_openai() for m in msgs(("system", j.system), ("user", prompt))]
+            for s in range(setting.samples):
+                total += 1
+                if cache is not None and cache.get("chat", cache_key(client.provider.chat_key(wire, params, s))):
+                    hit += 1
+    return total, hit
+
+
+@dataclass(frozen=True)
+class Rejudged:
+    """One sample of one judge setting over one source run: the rejudged records and what the calls cost."""
+
+    source: Run
+    setting: Setting
+    sample: int
+    records: tuple[TaskRecord, ...]
+    calls: int
+    cached_calls: int
+    http_requests: int
+
+    @property
+    def meta(self) -> dict[str, str]:
+        ep = self.setting.endpoint
+        return {P_SOURCE: self.source.run_id or self.source.config.config_hash,
+                "rejudge.source_label": self.source.label,
+                P_SET: self.setting.judges, P_MODEL: ep.model, P_SAMPLE: str(self.sample), P_SETTING: self.setting.name,
+                "rejudge.base_url": ep.base_url, "rejudge.temperature": str(ep.temperature)}
+
+
+def rejudge(run: Run, tasks: Mapping[str, Task], setting: Setting, cache: CallCache | None,
+            attempts: int = 3) -> list[Rejudged]:
+    """Every sample of ``setting`` over ``run``'s records, calls ``setting.endpoint.max_concurrency`` at a time."""
+    judges = judge_set(setting.judges)
+    wanted = tasks_for(run, tasks)
+    out = []
+    for s in range(setting.samples):
+        client = LLMClient(setting.endpoint, cache=cache, limiter=LocalLimiter())
+        with ThreadPoolExecutor(max_workers=setting.endpoint.max_concurrency) as pool:
+            records = list(pool.map(lambda r: rejudge_record(client, r, wanted.get(r.task_id), judges, s, attempts),
+                                    run.records))
+        usage = client.meter.snapshot().get("judge")
+        out.append(Rejudged(run, setting, s, tuple(records), usage.calls if usage else 0,
+                            usage.cached_calls if usage else 0, client.http_calls))
+    return out
+
+
+# -- where rejudged runs are written and read back -----------------------------------------------------------------
+
+def _metrics(r: Rejudged) -> dict[str, float]:
+    flat = compute([dataclasses.replace(x, usage={}) for x in r.records]).flat()  # the source's calls are not ours
+    flat.update({"rejudge_calls": float(r.calls), "rejudge_cached_calls": float(r.cached_calls),
+                 "rejudge_http_requests": float(r.http_requests)})
+    return flat
+
+
+def write_mlflow(results: Sequence[Rejudged], tracking_uri: str, experiment: str, work: Path) -> list[str]:
+    """One MLflow run per (source, setting, sample), tagged with its source run and nested under the source's sweep;
+    a rerun of the same rejudge reopens the same run (found by its key). Returns the run ids."""
+    from inmind_exp import tracking
+    from inmind_exp.config import identity_hash
+
+    tracker = tracking.Tracker(tracking_uri, experiment)
+    ids = []
+    for r in results:
+        meta = r.meta
+        key = identity_hash({"rejudge": meta[P_SOURCE], "setting": r.setting.name, "base_url": meta["rejudge.base_url"],
+                             "sample": r.sample})
+        name = f"{r.source.label} ⟂ judge {r.setting.name} #{r.sample}"
+        tags = {T.KIND: KIND, REJUDGE_OF: meta[P_SOURCE], T.CONFIG_HASH: r.source.config.config_hash,
+                T.SYSTEM: r.source.config.system, "inmind.judge_model": r.setting.endpoint.model,
+                "inmind.judge_set": r.setting.judges, "inmind.judge_sample": str(r.sample)}
+        rid, _ = tracker.get_or_create_run(key, name, tags, parent_id=r.source.parent_run_id)
+        tracker.log_params(rid, {**{k: v for k, v in r.source.params.items()
+                                    if not k.startswith("llm.roles.judge.model")},
+                                 "llm.roles.judge.model": r.setting.endpoint.model, **meta})
+        d = work / rid
+        write_jsonl(d / "records.jsonl", (x.to_dict() for x in r.records))
+        (d / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        tracker.log_metrics(rid, _metrics(r))
+        tracker.log_artifacts(rid, [d / "records.jsonl", d / META_FILE])
+        tracker.finish(rid)
+        ids.append(rid)
+    return ids
+
+
+def write_sweep(results: Sequence[Rejudged], root: Path) -> list[Path]:
+    """``<root>/rejudge/<setting>/<config hash>/sample<s>/rejudged.jsonl`` with ``rejudge.json`` beside it."""
+    paths = []
+    for r in results:
+        d = Path(root) / "rejudge" / r.setting.slug / r.source.config.config_hash / f"sample{r.sample}"
+        write_jsonl(d / RECORDS_FILE, (x.to_dict() for x in r.records))
+        meta = {**r.meta, **{k: str(v) for k, v in _metrics(r).items() if k.startswith("rejudge_")}}
+        (d / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        paths.append(d / RECORDS_FILE)
+    return paths
+
+
+def _as_run(source: Run, meta: Mapping[str, str], records: list[TaskRecord], where: str, run_id: str | None) -> Run:
+    cfg = dataclasses.replace(source.config, judge_model=meta.get(P_MODEL, source.config.judge_model))
+    return Run(label=f"{source.label} ⟂ {meta.get(P_SETTING, '?')} #{meta.get(P_SAMPLE, '0')}", config=cfg,
+               records=tuple(records), run_id=run_id, parent_run_id=source.parent_run_id, status=KIND, source=where,
+               params={**source.params, **meta})
+
+
+def _source_of(runs: Sequence[Run], meta: Mapping[str, str]) -> Run | None:
+    ref = meta.get(P_SOURCE, "")
+    return next((r for r in runs if ref and ref in (r.run_id, r.config.config_hash)), None)
+
+
+def load_rejudged(runset: RunSet) -> tuple[Run, ...]:
+    """The rejudged runs of ``runset``'s sources (MLflow runs of kind ``rejudge``, or the sweep's ``rejudge/``),
+    each a ``Run`` whose params carry ``rejudge.*``; those whose source is not in the run set are left out."""
+    runs = list(runset.runs)
+    out: list[Run] = []
+    if runset.tracking_uri and runset.experiment:
+        from inmind_exp import tracking
+
+        client = tracking.MlflowClient(tracking_uri=runset.tracking_uri)
+        exp = client.get_experiment_by_name(runset.experiment)
+        found = client.search_runs([exp.experiment_id], filter_string=T.kind_filter(KIND), max_results=5000,
+                                   order_by=["start_time ASC"]) if exp else []
+        with tempfile.TemporaryDirectory(prefix="inmind-rejudge-") as tmp:
+            for mr in found:
+                params = dict(mr.data.params)
+                source = _source_of(runs, params)
+                if source is None:
+                    continue
+                try:
+                    local = client.download_artifacts(mr.info.run_id, "records.jsonl", str(Path(tmp) / mr.info.run_id))
+                except Exception:  # noqa: BLE001  (a rejudge interrupted before it wrote its records)
+                    continue
+                out.append(_as_run(source, params, read_records(Path(local)), f"mlflow run {mr.info.run_id}",
+                                   mr.info.run_id))
+    root = _sweep_root(runset)
+    if root is not None:
+        for path in sorted((root / "rejudge").rglob(RECORDS_FILE)) if (root / "rejudge").is_dir() else []:
+            meta = json.loads((path.parent / META_FILE).read_text())
+            source = _source_of(runs, meta)
+            if source is not None:
+                out.append(_as_run(source, meta, read_records(path), str(path.relative_to(root)), None))
+    return tuple(sorted(out, key=lambda r: (r.params.get(P_SETTING, ""), r.label)))
+
+
+def _sweep_root(runset: RunSet) -> Path | None:
+    prefix = "sweep directory "
+    return Path(runset.origin[len(prefix):]) if runset.origin.startswith(prefix) else None
+
+
+# -- the judge-robustness panel ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Agreement:
+    """Rejudged verdicts of one judge against the source's original verdicts over the tasks both judged validly."""
+
+    n: int
+    flips: int
+    kappa: float
+
+    @property
+    def flip_rate(self) -> float:
+        return 100.0 * self.flips / self.n if self.n else math.nan
+
+
+def agreement(original: Run, rejudged: Run, judge_name: str) -> Agreement:
+    """Flip count and Cohen's κ of ``rejudged`` against ``original`` on one judge (valid verdicts only)."""
+    xs, ys = [], []
+    for tid, a in original.by_task.items():
+        b = rejudged.by_task.get(tid)
+        if b is None:
+            continue
+        x, y = verdict_outcome(a, judge_name), verdict_outcome(b, judge_name)
+        if x is not None and y is not None:
+            xs.append(x)
+            ys.append(y)
+    return Agreement(len(xs), sum(1 for x, y in zip(xs, ys) if x != y), cohen_kappa(xs, ys) if xs else math.nan)
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    vals = [v for v in values if not math.isnan(v)]
+    if not vals:
+        return math.nan, math.nan
+    return statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else 0.0
+
+
+def _fmt(v: float, digits: int = 1) -> str:
+    return "–" if math.isnan(v) else f"{v:.{digits}f}"
+
+
+def panel(sources: Sequence[Run], rejudged: Sequence[Run]) -> Table:
+    """Per source configuration, judge setting and judge: the original rate, the rejudged rate as mean ± SD over
+    samples, the verdict flip rate and Cohen's κ against the original verdicts (sample 0), the flip rate between
+    repeated samples, and the target-recall judge's certain errors against the judge-free bounds."""
+    data, display = [], []
+    by_source: dict[str, dict[str, list[Run]]] = {}
+    names: dict[str, set[str]] = {}
+    for r in rejudged:
+        names.setdefault(r.params.get(P_SETTING, "?"), set()).add(r.params.get("rejudge.base_url", ""))
+    for r in rejudged:  # one setting name at two endpoints (same model name, other server) is two settings
+        name, url = r.params.get(P_SETTING, "?"), r.params.get("rejudge.base_url", "")
+        key = name if len(names[name]) == 1 else f"{name} @ {url}"
+        by_source.setdefault(r.params.get(P_SOURCE, ""), {}).setdefault(key, []).append(r)
+    for source in sources:
+        settings = by_source.get(source.run_id or "") or by_source.get(source.config.config_hash) or {}
+        for setting, members in sorted(settings.items()):
+            members = sorted(members, key=lambda r: int(r.params.get(P_SAMPLE, "0")))
+            for jname in PANEL_JUDGES:
+                orig = source.metrics.rates[jname]
+                rates = [m.metrics.rates[jname] for m in members]
+                if not orig.n and not any(x.n for x in rates):
+                    continue
+                mean, sd = _mean_sd([x.pct if x.n else math.nan for x in rates])
+                first = agreement(source, members[0], jname)
+                repeat = [agreement(members[0], m, jname) for m in members[1:]]
+                rep_n, rep_flips = sum(a.n for a in repeat), sum(a.flips for a in repeat)
+                audits = [m.metrics.audit for m in members] if jname == "target_recall" else []
+                fp, _ = _mean_sd([float(len(a.false_positives)) for a in audits])
+                fn, _ = _mean_sd([float(len(a.false_negatives)) for a in audits])
+                data.append({"configuration": source.label, "setting": setting, "judge": jname,
+                             "samples": len(members), "original_pct": orig.pct, "original_n": orig.n,
+                             "rejudged_mean_pct": mean, "rejudged_sd_pct": sd, "flip_n": first.n,
+                             "flips": first.flips, "flip_rate": first.flip_rate, "kappa": first.kappa,
+                             "repeat_pairs": rep_n, "repeat_flips": rep_flips,
+                             "repeat_flip_rate": 100.0 * rep_flips / rep_n if rep_n else math.nan,
+                             "original_fp": len(source.metrics.audit.false_positives) if audits else math.nan,
+                             "original_fn": len(source.metrics.audit.false_negatives) if audits else math.nan,
+                             "rejudged_fp_mean": fp, "rejudged_fn_mean": fn})
+                display.append({
+                    "Configuration": source.label, "Judge setting": setting, "Judge": METRIC_TITLES.get(jname, jname),
+                    "samples": str(len(members)), "original %": _fmt(orig.pct) if orig.n else "–",
+                    "rejudged % (mean ± SD)": (f"{_fmt(mean)} ± {_fmt(sd)}" if not math.isnan(mean) else "–"),
+                    "flips vs original": (f"{_fmt(first.flip_rate)} ({first.flips}/{first.n})" if first.n else "–"),
+                    "κ vs original": _fmt(first.kappa, 2),
+                    "flips between samples": (f"{100.0 * rep_flips / rep_n:.1f} ({rep_flips}/{rep_n})"
+                                              if rep_n else "–"),
+                    "self-audit FP / FN (original → rejudged)": (
+                        f"{len(source.metrics.audit.false_positives)} / {len(source.metrics.audit.false_negatives)}"
+                        f" → {_fmt(fp)} / {_fmt(fn)}" if audits else ""),
+                })
+    return Table(
+        "judge_robustness", "Judge robustness: the same stored answers re-judged by other judge settings",
+        pd.DataFrame(data), pd.DataFrame(display) if display else pd.DataFrame(columns=["Configuration"]),
+        note=("No memory or answering call is repeated: each judge setting (prompt set / judge model, sampled N "
+              "times with its own cache entry per sample) judges the contexts and answers stored in the run's "
+              "records. flips vs original: tasks whose verdict differs from the run's own judge (sample 0, tasks "
+              "with a valid verdict in both), with Cohen's κ; flips between samples: sample 1..N-1 against sample "
+              "0 of the same setting; rejudged % is the mean ± SD over samples. Self-audit: the target-recall "
+              "judge's certain false positives (verdict 1, provenance 0) / false negatives (verdict 0, the fact's "
+              "text verbatim in the context), original judge → rejudged (mean over samples); it needs no labels."),
+    )

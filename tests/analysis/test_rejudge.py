@@ -1,0 +1,185 @@
+"""``python -m analysis rejudge`` over a finished fake-server run: only judge calls, the original verdicts exactly
+when given the original judge (from the cache with no request, or from the server again), a new request per extra
+sample, one MLflow run per setting and sample linked to its source, and the report's judge-robustness panel."""
+
+from __future__ import annotations
+
+import pytest
+
+from inmind_exp.judges import JUDGES, JUDGE_SETS
+from inmind_exp.records import TaskRecord
+
+from analysis.__main__ import main
+from analysis.load import load_experiment, load_sweep_dir
+from analysis.rejudge import KIND, REJUDGE_OF, JUDGE_FAILED, judge_set, load_rejudged, panel, RejudgeError
+from tests.fake_openai import FakeOpenAI
+
+#: t2's explanation is in its application, target-recall and answer-only judge prompts: those verdicts are 0
+ZERO_RULE = ("Lilies are toxic", {"score": 0, "reason": "fake: not applied"})
+JUDGE_SYSTEMS = {j.system for j in JUDGES.values()}
+
+
+def compose(tmp_path, base_url: str):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from inmind_exp.config import register_configs
+    from tests.launch_helpers import REPO, write_small_data
+
+    tasks, trace = write_small_data(tmp_path / "data")
+    register_configs()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return hydra_compose("config", overrides=[
+            "llm=vllm", f"llm.base_url={base_url}", "llm.model=fake-model", f"dataset.path={tasks}",
+            "dataset.limit=null", f"trace.path={trace}", "injection.user_turn=5", f"run.cache_dir={tmp_path / 'cache'}",
+            f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", "tracking.experiment=test", "cluster.workers=1",
+            "run.progress_every_s=0", "system=naive_rag", "embedding=bm25"])
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished in-process run of naive_rag on four tasks against the fake server, and the server still up."""
+    from inmind_exp.run import plan_config, run_plan
+    from inmind_exp.run.executor import InProcessExecutor
+    from inmind_exp.run.resources import Resources
+
+    tmp = tmp_path_factory.mktemp("rejudge")
+    fake = FakeOpenAI(rules=[ZERO_RULE]).start()
+    cfg = compose(tmp, fake.base_url)
+    plan = plan_config(cfg, tmp / "root", tmp / "root" / "job")
+    result = run_plan(plan, executor=InProcessExecutor(), resources=Resources())
+    assert all(r.error is None for r in result.records)
+    yield tmp, fake, result
+    fake.stop()
+
+
+def _scores(records) -> dict[tuple[str, str], int | None]:
+    return {(r.task_id, k): v.score for r in records for k, v in r.verdicts.items()}
+
+
+def test_rejudge_with_the_original_judge_reproduces_every_verdict_from_the_cache(finished):
+    tmp, fake, result = finished
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    assert {v.score for r in result.records for v in r.verdicts.values()} == {0, 1}  # something to reproduce
+    fake.reset_log()
+    assert main(["rejudge", "--experiment", "test", "--tracking-uri", uri, "--cache-dir", str(tmp / "cache")]) == 0
+    assert fake.requests == []  # every judge call was a cache hit; nothing else was called
+    runset = load_experiment("test", uri)
+    rejudged = load_rejudged(runset)
+    assert len(rejudged) == 1 and len(runset.runs) == 1  # the rejudge run is not taken for a configuration
+    assert _scores(rejudged[0].records) == _scores(result.records)
+    assert [r.indirect for r in rejudged[0].records] == [r.indirect for r in result.records]  # same answers
+
+    from inmind_exp import tracking
+
+    client = tracking.MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("test")
+    runs = client.search_runs([exp.experiment_id], filter_string=f"tags.`inmind.kind` = '{KIND}'")
+    source = runset.runs[0]
+    assert [r.data.tags[REJUDGE_OF] for r in runs] == [source.run_id]
+    assert runs[0].data.metrics["rejudge_http_requests"] == 0.0
+    n_calls = sum(len(r.verdicts) for r in result.records)
+    assert runs[0].data.metrics["rejudge_cached_calls"] == runs[0].data.metrics["rejudge_calls"] == n_calls
+
+
+def test_rejudge_without_the_cache_makes_only_judge_calls_and_gets_the_same_verdicts(finished, tmp_path):
+    tmp, fake, result = finished
+    fake.reset_log()
+    sweep = tmp / "root"
+    assert main(["rejudge", "--sweep-dir", str(sweep), "--cache-dir", str(tmp_path / "fresh")]) == 0
+    bodies = fake.chat_requests()
+    assert len(fake.requests) == len(bodies) == sum(len(r.verdicts) for r in result.records)
+    assert {b["messages"][0]["content"] for b in bodies} <= JUDGE_SYSTEMS  # judge prompts only, no embedding call
+    rejudged = load_rejudged(load_sweep_dir(sweep))
+    assert len(rejudged) == 1 and _scores(rejudged[0].records) == _scores(result.records)
+
+
+def test_each_extra_sample_is_a_new_request_and_the_panel_reports_it(finished, capsys):
+    tmp, fake, result = finished
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    fake.reset_log()
+    args = ["rejudge", "--experiment", "test", "--tracking-uri", uri, "--cache-dir", str(tmp / "cache"),
+            "--samples", "3"]
+    assert main([*args, "--dry-run"]) == 0 and fake.requests == []
+    per_sample = sum(len(r.verdicts) for r in result.records)
+    assert f"total: {3 * per_sample} judge calls, {per_sample} cached" in capsys.readouterr().out
+    assert main(args) == 0
+    assert len(fake.chat_requests()) == 2 * per_sample  # sample 0 from the cache, samples 1 and 2 asked anew
+    fake.reset_log()
+    assert main(args) == 0 and fake.requests == []  # ... and each sample is cached under its own key
+    runset = load_experiment("test", uri)
+    rejudged = load_rejudged(runset)
+    samples = sorted(int(r.params["rejudge.sample"]) for r in rejudged)
+    assert samples == [0, 1, 2]  # one run per sample (sample 0 reopened if an earlier rejudge made it)
+    table = panel(runset.runs, rejudged)
+    row = table.data.set_index("judge").loc["application"]
+    assert row["samples"] == 3 and row["flips"] == 0 and row["rejudged_sd_pct"] == 0.0
+    assert row["rejudged_mean_pct"] == pytest.approx(runset.runs[0].metrics.rates["application"].pct)
+    tr = table.data.set_index("judge").loc["target_recall"]
+    assert tr["rejudged_fp_mean"] == tr["original_fp"]  # the same judge makes the same certain errors
+
+
+def test_report_gains_the_panel(finished, tmp_path):
+    tmp, _, _ = finished
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    assert main(["report", "--experiment", "test", "--tracking-uri", uri, "--out", str(tmp_path / "rep"),
+                 "--no-log", "--n-boot", "200"]) == 0
+    assert (tmp_path / "rep" / "tables" / "judge_robustness.csv").is_file()
+    assert "Judge robustness" in (tmp_path / "rep" / "report.html").read_text()
+
+
+def test_flips_and_kappa_against_a_judge_that_disagrees(finished):
+    _, _, result = finished
+    from analysis.load import Run, RunConfig
+    from analysis.rejudge import P_SAMPLE, P_SETTING, P_SOURCE, agreement
+    import dataclasses
+
+    cfg = RunConfig("naive_rag", "bm25", "turn5", "vllm", "m", "m", result.records[0].config_hash)
+    source = Run("src", cfg, tuple(result.records), run_id="r1")
+    flipped = tuple(dataclasses.replace(r, verdicts={**r.verdicts, "application": dataclasses.replace(
+        r.verdicts["application"], score=1 - r.verdicts["application"].score)}) if r.task_id == "t1" else r
+        for r in result.records)
+    other = Run("other", cfg, flipped, params={P_SOURCE: "r1", P_SETTING: "strict/other", P_SAMPLE: "0"})
+    a = agreement(source, other, "application")
+    assert (a.n, a.flips) == (4, 1) and a.flip_rate == 25.0 and a.kappa < 1.0
+    row = panel([source], [other]).data.set_index("judge").loc["application"]
+    assert row["flips"] == 1 and row["setting"] == "strict/other"
+    elsewhere = Run("elsewhere", cfg, tuple(result.records), params={
+        P_SOURCE: "r1", P_SETTING: "strict/other", P_SAMPLE: "0", "rejudge.base_url": "http://other-server/v1"})
+    rows = panel([source], [other, elsewhere]).data
+    app = rows[rows["judge"] == "application"].set_index("setting")
+    assert list(app["samples"]) == [1, 1]  # the same model name at another server is another setting, not a sample
+    assert app.loc["strict/other @ http://other-server/v1", "flips"] == 0
+
+
+def test_only_registered_prompt_sets_are_accepted(finished, capsys):
+    tmp, fake, _ = finished
+    assert set(JUDGE_SETS) >= {"strict"} and judge_set("strict") is JUDGES
+    with pytest.raises(RejudgeError, match="registered: strict"):
+        judge_set("no-such-set")
+    fake.reset_log()
+    with pytest.raises(SystemExit) as e:
+        main(["rejudge", "--sweep-dir", str(tmp / "root"), "--judges", "no-such-set"])
+    assert e.value.code == 2 and fake.requests == []
+
+
+def test_a_task_missing_from_the_task_file_stops_before_any_call(finished, tmp_path, capsys):
+    tmp, fake, _ = finished
+    other = tmp_path / "tasks.jsonl"
+    lines = (tmp / "data" / "tasks.jsonl").read_text().splitlines()
+    other.write_text("\n".join(lines[:2]) + "\n")
+    fake.reset_log()
+    assert main(["rejudge", "--sweep-dir", str(tmp / "root"), "--tasks", str(other),
+                 "--cache-dir", str(tmp_path / "c")]) == 2
+    assert "'t3' is not in the task file" in capsys.readouterr().err and fake.requests == []
+
+
+def test_a_record_that_failed_before_judging_is_kept_as_it_is(finished):
+    _, _, result = finished
+    from analysis.rejudge import rejudge_record
+
+    rec = result.records[0]
+    failed = TaskRecord.from_dict({**rec.to_dict(), "indirect": None, "verdicts": {}, "error": "LLMCallError: x"})
+    assert rejudge_record(None, failed, None, JUDGES, 0) is failed  # no client is needed: nothing is called
+    judged_late = TaskRecord.from_dict({**rec.to_dict(), "error": JUDGE_FAILED + "application: timeout"})
+    assert judged_late.indirect is not None  # a judge failure has answers: it is re-judged, not kept
