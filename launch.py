@@ -30,7 +30,7 @@ from omegaconf import DictConfig  # noqa: E402
 from inmind_exp.config import register_configs  # noqa: E402
 from inmind_exp.console import EXIT_TASK_ERRORS, error_line, retry_summary, route_project_logs  # noqa: E402
 from inmind_exp.errors import InmindError  # noqa: E402
-from inmind_exp.metrics import results_table  # noqa: E402
+from inmind_exp import headline  # noqa: E402
 from inmind_exp.run import plan_config, print_estimate, run_plan  # noqa: E402
 from inmind_exp.run import sweep  # noqa: E402
 from inmind_exp.run.driver import protocol_note  # noqa: E402
@@ -115,7 +115,8 @@ def main(cfg: DictConfig) -> float | None:
     _ROWS.append((result.plan.name, result.metrics))
     _ERRORED.append((result.plan.name, result.metrics.n_errors, result.metrics.n_tasks))
     _NOTES.append(protocol_note(result))
-    print("\n" + results_table(_ROWS) + "\n\n" + "\n".join(_NOTES) + "\n", flush=True)
+    print("\n" + headline.terminal(_ROWS, full=str(job_dir / "results.md")) + "\n\n" + "\n".join(_NOTES) + "\n",
+          flush=True)
     print(f"records: {job_dir / 'records.jsonl'}  |  MLflow run {result.run_id} in {plan.tracking.uri} "
           f"(experiment {plan.tracking.experiment})", flush=True)
     return result.metrics.rates["application"].pct

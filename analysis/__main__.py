@@ -1,7 +1,9 @@
-"""Command line: ``python -m analysis {report,compare,audit}`` over an MLflow experiment or a sweep directory.
+"""Command line: ``python -m analysis {report,view,export,compare,audit}`` over an MLflow experiment or a sweep directory.
 
     python -m analysis report --experiment inmind --out reports/inmind [--tracking-uri sqlite:///mlflow.db]
     python -m analysis report --sweep-dir multirun/inmind --out reports/inmind
+    python -m analysis view --experiment inmind --out reports/inmind [--tasks tasks.jsonl]
+    python -m analysis export --experiment inmind --out reports/inmind
     python -m analysis compare --experiment inmind --a always_in_state/minilm/middle/openai --b <run id or hash>
     python -m analysis audit --experiment inmind --labels labels.jsonl [--out DIR]
     python -m analysis audit --experiment inmind --judges RUN_A RUN_B
@@ -24,6 +26,7 @@ from inmind_exp.metrics import METRICS  # noqa: E402
 from analysis.audit import LabelError  # noqa: E402
 from analysis.load import LoadError, RunSet, load_experiment, load_sweep_dir  # noqa: E402
 from analysis.rejudge import RejudgeError  # noqa: E402
+from analysis.stats import N_BOOT  # noqa: E402
 from inmind_exp.data.errors import DataError  # noqa: E402
 from inmind_exp.errors import EndpointError  # noqa: E402
 
@@ -35,7 +38,8 @@ def _source_args(p: argparse.ArgumentParser) -> None:
     src.add_argument("--experiment", help="MLflow experiment name")
     src.add_argument("--sweep-dir", type=Path, help="a sweep directory (per-job records.jsonl + config.yaml, ledger/)")
     p.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
-    p.add_argument("--n-boot", type=int, default=10_000, help="paired bootstrap resamples (default 10000)")
+    p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"paired bootstrap resamples (default {N_BOOT}, as the "
+                   "end-of-sweep report)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
 
 
@@ -52,11 +56,18 @@ def _load(args: argparse.Namespace) -> RunSet:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from analysis.headline import terminal
     from analysis.report import build, publish
+    from analysis.viewer import write_viewer
 
     runset = _load(args)
+    viewer, problems = write_viewer(runset, args.out, args.tasks)  # first, so that the report links to it
     rep = build(runset, args.out, labels=args.labels, n_boot=args.n_boot, seed=args.seed)
-    print(rep.tables["table1"].markdown())
+    print(terminal(runset.runs))
+    print(f"Full table (every metric, the Δ columns, the judge audit):\n  {rep.out / 'tables' / 'table1.md'}")
+    print(f"Per-task viewer:\n  {viewer}")
+    for p in problems:
+        print(f"[analysis] WARNING: per-task viewer: {p}", file=sys.stderr)
     for w in rep.warnings:
         print(f"\n[analysis] WARNING: {w}", file=sys.stderr)
     print(f"\n[analysis] {len(runset.runs)} configurations; {len(rep.files)} files in {rep.out}; "
@@ -70,6 +81,28 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"[analysis] logged to MLflow parent run(s) {', '.join(logged)} under artifacts/analysis/")
     elif runset.tracking_uri:
         print("[analysis] no sweep parent run in this experiment: report not logged to MLflow", file=sys.stderr)
+    return 0
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from analysis.viewer import publish_viewer, write_viewer
+
+    runset = _load(args)
+    path, problems = write_viewer(runset, args.out, args.tasks)
+    for p in problems:
+        print(f"[analysis] WARNING: {p}", file=sys.stderr)
+    print(f"[analysis] per-task viewer of {len(runset.runs)} configurations: {path}")
+    if not args.no_log and (logged := publish_viewer(runset, path)):
+        print(f"[analysis] logged to MLflow parent run(s) {', '.join(logged)} under artifacts/analysis/")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from analysis.export import write_export
+
+    runset = _load(args)
+    for p in write_export(runset, args.out):
+        print(f"[analysis] wrote {p}")
     return 0
 
 
@@ -162,7 +195,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from inmind_exp.data.release import ReleaseError, find_release
     from inmind_exp.submission import SubmissionError
 
-    from analysis.export import export_run, file_name
+    from analysis.submission_export import export_run, file_name
 
     try:
         schema = find_release(args.release_dir, where="export-submission").schema()
@@ -197,7 +230,18 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", type=Path, required=True, help="output directory")
     rp.add_argument("--labels", type=Path, help="human-label JSONL for the judge audit (format: analysis/audit.py)")
     rp.add_argument("--no-log", action="store_true", help="do not log the report to MLflow")
+    rp.add_argument("--tasks", type=Path, help="task JSONL for the viewer's task texts (default: each run's dataset.path)")
     rp.set_defaults(func=cmd_report)
+    vp = sub.add_parser("view", help="the per-task viewer: one static HTML page (viewer.html) across configurations")
+    _source_args(vp)
+    vp.add_argument("--out", type=Path, required=True, help="output directory (the report's, to sit beside it)")
+    vp.add_argument("--tasks", type=Path, help="task JSONL for the task texts (default: each run's dataset.path)")
+    vp.add_argument("--no-log", action="store_true", help="do not log the viewer to MLflow")
+    vp.set_defaults(func=cmd_view)
+    ep = sub.add_parser("export", help="one flat per-task file (CSV, and Parquet with pyarrow): configuration x task")
+    _source_args(ep)
+    ep.add_argument("--out", type=Path, required=True, help="output directory (tasks.csv, tasks.parquet)")
+    ep.set_defaults(func=cmd_export)
     cp = sub.add_parser("compare", help="paired comparison of two runs on the same tasks")
     _source_args(cp)
     cp.add_argument("--a", required=True, help="run label, MLflow run id or config hash (or a unique prefix)")

@@ -123,7 +123,8 @@ def naive_vs_indirect(runs: Sequence[Run]) -> Figure:
     ax.set(xlim=(-2, 102), xlabel="%", title="Naive (direct) recall vs. indirect application, Wilson 95% intervals")
     ax.legend(handles=[plt.Line2D([], [], c="tab:blue", marker="o", ls="", label="Naive"),
                        plt.Line2D([], [], c="tab:red", marker="s", ls="", label="Application (indirect)")],
-              fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)
+              fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # beside: never on the
+    # x label (below the axes it overprinted "%")
     ax.grid(axis="x", alpha=0.3)
     return fig
 
@@ -197,5 +198,73 @@ def embedding_comparison(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 
     axes[0].set_ylabel("%")
     axes[0].legend(fontsize=7, title="embedding", title_fontsize=7)
     fig.suptitle("Embedding comparison per system (Wilson 95% bars; paired McNemar p for the application change)")
+    fig.tight_layout()
+    return fig
+
+
+def forest(runs: Sequence[Run]) -> Figure:
+    """The headline as a forest plot: application and target recall per configuration, each with its Wilson 95%
+    interval, in the tables' row order on a shared axis of labels. A configuration whose fact-write fault rate is
+    above ``inmind_exp.headline.FACT_WRITE_FAULT_LIMIT`` is drawn hollow and its label carries the flag."""
+    from inmind_exp.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG
+
+    from analysis.headline import flagged
+
+    fig, axes = plt.subplots(1, 2, sharey=True, figsize=(9.0, 0.32 * len(runs) + 1.5))
+    ys = np.arange(len(runs))[::-1]
+    bad = [flagged(r) for r in runs]
+    for ax, metric, colour in zip(axes, ("application", "target_recall"), ("tab:red", "tab:blue")):
+        for y, run, hollow in zip(ys, runs, bad):
+            v, vm, vp = _err(run.metrics.rates[metric])
+            if math.isnan(v):
+                ax.text(1, y, "not measured", va="center", fontsize=6, color="grey")
+                continue
+            ax.errorbar(v, y, xerr=[[vm], [vp]], fmt="o", color=colour, mfc="white" if hollow else colour,
+                        capsize=2, ms=5, lw=1)
+        ax.set(xlim=(-2, 102), xlabel=f"{METRIC_TITLES[metric]}, %")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(ys, [f"{r.label} {FAULT_FLAG}" if b else r.label for r, b in zip(runs, bad)], fontsize=7)
+    axes[0].set_ylim(-0.7, len(runs) - 0.3)
+    title = "Application and target recall per configuration, Wilson 95% intervals"
+    if any(bad):
+        title += f"\n(hollow, {FAULT_FLAG}: fact-write fault rate above {FACT_WRITE_FAULT_LIMIT:.0f}%)"
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def delta_forest(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Figure | None:
+    """The paired Δ of every configuration against the best retrieval configuration (``tables.best_retrieval``), on
+    application and target recall: the difference over shared valid tasks with its 95% paired bootstrap interval and
+    the exact McNemar p. None when there is no reference or nothing to compare it with."""
+    from analysis.tables import best_retrieval
+
+    ref = best_retrieval(runs)
+    others = [r for r in runs if ref is not None and r is not ref]
+    if not others:
+        return None
+    fig, axes = plt.subplots(1, 2, sharey=True, figsize=(9.0, 0.32 * len(others) + 1.6))
+    ys = np.arange(len(others))[::-1]
+    for ax, metric, colour in zip(axes, ("application", "target_recall"), ("tab:red", "tab:blue")):
+        for y, run in zip(ys, others):
+            c = compare(run, ref, metric, n_boot=n_boot, seed=seed)
+            if not c.n:
+                ax.text(-95, y, "no shared valid task", va="center", fontsize=6, color="grey")
+                continue
+            ax.errorbar(c.diff, y, xerr=[[c.diff - c.ci_low], [c.ci_high - c.diff]], fmt="o", color=colour,
+                        capsize=2, ms=5, lw=1)
+            ax.annotate(f"p={fmt_p(c.p_mcnemar)}", (c.diff, y), xytext=(0, 5), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=6)  # above the point: inside the panel at any Δ
+        ax.axvline(0, color="grey", lw=1, ls=":")
+        ax.set(xlim=(-105, 105), xlabel=f"Δ {METRIC_TITLES[metric]}, points")
+        ax.grid(axis="x", alpha=0.3)
+    from inmind_exp.headline import FAULT_FLAG
+
+    from analysis.headline import flagged
+
+    axes[0].set_yticks(ys, [f"{r.label} {FAULT_FLAG}" if flagged(r) else r.label for r in others], fontsize=7)
+    axes[0].set_ylim(-0.7, len(others) - 0.2)
+    fig.suptitle(f"Paired Δ against {ref.label} (best retrieval), 95% paired bootstrap intervals, exact McNemar p",
+                 fontsize=9)
     fig.tight_layout()
     return fig

@@ -11,12 +11,16 @@ import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inmind_exp.headline import flag_note
+
 from analysis import plots
 from analysis.audit import audit_human, judge_agreement, judge_pairs, read_labels
 from analysis.caveats import FLAG_NOTE, MIN_N, n_range, resolvable_gap_pp, small_sample_warning, wilson_halfwidth_pp
 from analysis.compare import EXCLUSION_NOTE
+from analysis.headline import flagged, headline_table
 from analysis.load import Run, RunSet
 from analysis.official import paper_table, protocol_table, run_fidelity
+from analysis.viewer import VIEWER_FILE
 from analysis.tables import (Table, by_domain, by_embedding, by_injection, embedding_free_repeats,
                              judge_self_audit, pairwise, retrieval_leaders, table1, table2)
 
@@ -51,6 +55,9 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
     rep = Report(out=out, html=out / "report.html", markdown=out / "report.md", warnings=warnings(runset))
     sections: list[Section] = []
 
+    sections.append(Section("Headline", (headline_table(runs),), text=(
+        f"Every metric, the Δ columns and the judge audit: Table 1 below. Per task ({VIEWER_FILE}): the fact, each "
+        "configuration's context, answers and verdict reasons side by side.")))
     t1 = table1(runs)
     sections.append(Section("Table 1: all configurations", (t1,)))
     sections.append(Section("Protocol fidelity and the official aggregate", (protocol_table(runs),)))
@@ -71,14 +78,20 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
     sections.append(Section("Breakdown by injection position",
                             (by_injection(runs, "application"), by_injection(runs, "target_recall"))))
 
-    figs = {"app_vs_recall": plots.app_vs_recall(runs), "naive_vs_indirect": plots.naive_vs_indirect(runs),
+    figs = {"forest": plots.forest(runs), "app_vs_recall": plots.app_vs_recall(runs), "naive_vs_indirect": plots.naive_vs_indirect(runs),
             "domain_heatmap": plots.domain_heatmap(runs, "application")}
+    delta = plots.delta_forest(runs, n_boot=n_boot, seed=seed)
+    if delta is not None:
+        figs["delta_forest"] = delta
     emb = plots.embedding_comparison(runs, n_boot=n_boot, seed=seed)
     if emb is not None:
         figs["embedding_comparison"] = emb
     for name, fig in figs.items():
         rep.figures[name] = plots.save(fig, out / "plots", name)
-    sections.append(Section("Plots", figures=tuple(f for f in rep.figures if f != "embedding_comparison")))
+    headline_figs = tuple(f for f in ("forest", "delta_forest") if f in rep.figures)
+    sections[0] = Section(sections[0].title, sections[0].tables, headline_figs, sections[0].text)
+    sections.append(Section("Plots", figures=tuple(f for f in rep.figures if f not in ("embedding_comparison",
+                                                                                        *headline_figs))))
     emb_table = by_embedding(runs, n_boot=n_boot, seed=seed)
     if emb_table is not None:
         sections.append(Section("Embedding comparison (Section 4.5)", (emb_table,), ("embedding_comparison",)))
@@ -132,6 +145,9 @@ def warnings(runset: RunSet) -> list[str]:
         out.append(f"Demo tasks: {len(demo)} of {len(runs)} configuration(s) ran the bundled demo tasks, not the "
                    f"official InMind set ({', '.join(demo)}): their numbers cannot be set beside the paper's or a "
                    "leaderboard's (dataset=official runs the release's tasks).")
+    bad = [r for r in runs if flagged(r)]
+    if bad:
+        out.append(flag_note([f"{r.label} {r.fault_metrics.fact_write_fault_rate:.0f}%" for r in bad]))
     repeats = embedding_free_repeats(runs)
     if repeats:
         out.append(f"{', '.join(repeats)} use(s) no embedding but ran under several embeddings: those runs repeat one "
@@ -268,6 +284,8 @@ def _html(runset: RunSet, sections: list[Section], rep: Report, n_boot: int, see
     parts += [f"<div class='warn'><b>Warning.</b> {html.escape(w)}</div>" for w in warnings(runset)]
     parts.append("<ul>")
     parts += [f"<li>{html.escape(x)}</li>" for x in _headline(runset)] + ["</ul>"]
+    if (rep.out / VIEWER_FILE).is_file():
+        parts.append(f"<p><a href='{VIEWER_FILE}'>Per-task viewer: each task across the configurations</a></p>")
     for sec in sections:
         parts.append(f"<h2>{html.escape(sec.title)}</h2>")
         if sec.text:

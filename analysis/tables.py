@@ -14,6 +14,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
+from inmind_exp.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG
 from inmind_exp.metrics import LABELS, METRIC_INFO, METRICS, Rate, RunMetrics, fmt_ran
 from inmind_exp.records import DOMAINS, TaskRecord
 
@@ -186,7 +187,8 @@ def _fault_cells(run: Run) -> tuple[dict[str, object], str, str]:
         "memory_fault_rate": fm.memory_fault_rate, "memory_fault_tasks": fm.fault_tasks,
         "fact_write_fault_rate": fm.fact_write_fault_rate, "fact_write_fault_tasks": fm.fact_write_fault_tasks,
         "fault_measured_tasks": fm.n_ran, **{f"faults_{k}": v for k, v in fm.faults_by_kind.items()}}
-    return cols, fmt_count(fm.fault_tasks, fm.n_ran), fmt_count(fm.fact_write_fault_tasks, fm.n_ran)
+    fact = fmt_count(fm.fact_write_fault_tasks, fm.n_ran)
+    return cols, fmt_count(fm.fault_tasks, fm.n_ran), fact + (f" {FAULT_FLAG}" if _fact_flagged(run) else "")
 
 
 def _audit_cell(m: RunMetrics) -> str:
@@ -317,7 +319,7 @@ def _leader_key(r: Run) -> tuple[float, float]:
 def retrieval_leaders(runs: Sequence[Run], like: Run | None = None) -> list[Run]:
     """The retrieval configurations sharing the highest application (then target recall), preferring the same
     injection and LLM as ``like`` when any such run exists. More than one is a tie, and is reported as one."""
-    pool = [r for r in runs if r.config.is_retrieval and r.metrics.rates["application"].n]
+    pool = [r for r in runs if r.config.is_retrieval and r.metrics.rates["application"].n and not _fact_flagged(r)]
     if like is not None:
         same = [r for r in pool if (r.config.injection, r.config.llm) == (like.config.injection, like.config.llm)]
         pool = same or pool
@@ -325,6 +327,12 @@ def retrieval_leaders(runs: Sequence[Run], like: Run | None = None) -> list[Run]
         return []
     top = max(_leader_key(r) for r in pool)
     return sorted((r for r in pool if _leader_key(r) == top), key=lambda r: r.label)
+
+
+def _fact_flagged(run: Run) -> bool:
+    """A fact-write fault rate above ``inmind_exp.headline.FACT_WRITE_FAULT_LIMIT``: never a leader, nor in a tie."""
+    fm = run.fault_metrics
+    return fm is not None and fm.fact_write_fault_rate > FACT_WRITE_FAULT_LIMIT
 
 
 def best_retrieval(runs: Sequence[Run], like: Run | None = None) -> Run | None:

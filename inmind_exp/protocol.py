@@ -159,6 +159,16 @@ def part_recall(answer: Answer | None, visible: bool) -> int | None:
     return int(FACT_TURN_ID in answer.visible_sources(visible))
 
 
+def fact_rank(answer: Answer | None) -> int | None:
+    """The 1-based rank of the first item in the answerer's context that derives from the injected fact turn (for a
+    retrieval system its rank among the retrieved items, in the order the system put them in front of the answerer);
+    None when no item does or the system reports no items (``provenance_recall`` tells the two apart)."""
+    for i, it in enumerate(answer.items or () if answer is not None else (), 1):
+        if FACT_TURN_ID in it.sources:
+            return i
+    return None
+
+
 def fact_write_fault(faults: list[Fault]) -> bool:
     """A fault while writing the injected exchange: an ingest fault naming the fact turn or its reply."""
     return any(f.phase == "ingest" and (FACT_TURN_ID in f.turns or FACT_REPLY_TURN_ID in f.turns) for f in faults)
@@ -265,6 +275,8 @@ def task_record(
         context_tokens=context_tokens(indirect),
         context_items=context_items(indirect),
         ran=what_ran(indirect),
+        naive_fact_rank=fact_rank(naive),
+        target_fact_rank=fact_rank(indirect),
     )
 
 

@@ -208,6 +208,10 @@ class TaskRecord:
     context_tokens: int | None = None
     context_items: int | None = None
     ran: dict[str, Any] = field(default_factory=dict)
+    #: 1-based rank (retrieval order; position for the controls) of the first item in the answerer's context derived
+    #: from the injected fact turn, per query; None when no item is, or the system reports no items
+    naive_fact_rank: int | None = None
+    target_fact_rank: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -246,6 +250,8 @@ class TaskRecord:
             "context_tokens": self.context_tokens,
             "context_items": self.context_items,
             "ran": dict(self.ran),
+            "naive_fact_rank": self.naive_fact_rank,
+            "target_fact_rank": self.target_fact_rank,
         }
 
     @classmethod
@@ -276,6 +282,8 @@ class TaskRecord:
             context_tokens=d.get("context_tokens"),
             context_items=d.get("context_items"),
             ran=dict(d.get("ran", {})),
+            naive_fact_rank=d.get("naive_fact_rank"),
+            target_fact_rank=d.get("target_fact_rank"),
         )
 
 

@@ -20,17 +20,16 @@ log = logging.getLogger("inmind_exp.sweep_report")
 
 #: The report's directory inside the sweep directory (also the artifact directory on the parent run).
 REPORT_DIR = "analysis"
-#: Bootstrap resamples of the automatic report (``python -m analysis report`` defaults to 10000).
-N_BOOT = 2000
-
 _reported: set[str] = set()
 
 
-def report_sweep(tracking_uri: str, experiment: str, root: Path, n_boot: int = N_BOOT) -> Path | None:
+def report_sweep(tracking_uri: str, experiment: str, root: Path, n_boot: int | None = None) -> Path | None:
     """Build the report of the sweep rooted at ``root`` into ``<root>/analysis`` and log it to the sweep's parent
-    run; the report's HTML path, or None when the sweep logged no configuration run (nothing ran)."""
+    run; the report's HTML path, or None when the sweep logged no configuration run (nothing ran). ``n_boot``
+    defaults to ``analysis.stats.N_BOOT``, the setting of ``python -m analysis report`` too."""
     from analysis.load import load_experiment
     from analysis.report import build, publish
+    from analysis.stats import N_BOOT
     from inmind_exp.tracking import Tracker
 
     tracker = Tracker(tracking_uri, experiment)
@@ -38,7 +37,16 @@ def report_sweep(tracking_uri: str, experiment: str, root: Path, n_boot: int = N
     if parent is None:
         return None
     runset = load_experiment(experiment, tracking_uri, parent_run_id=parent)
-    rep = build(runset, root / REPORT_DIR, n_boot=n_boot)
+    out = root / REPORT_DIR
+    try:  # first, so that the report links to it
+        from analysis.viewer import write_viewer
+
+        for problem in write_viewer(runset, out)[1]:
+            log.warning(f"[inmind] per-task viewer: {problem}")
+    except Exception as e:  # noqa: BLE001  (the report stands without its viewer)
+        log.warning(f"[inmind] WARNING: the per-task viewer failed ({type(e).__name__}: {e}); run `python -m "
+                    f"analysis view --experiment {experiment} --out {out}`")
+    rep = build(runset, out, n_boot=N_BOOT if n_boot is None else n_boot)
     publish(runset, rep.out)
     return rep.html
 
@@ -62,6 +70,8 @@ def report_at_end(config: DictConfig) -> None:
     if html is not None:
         log.info(f"[inmind] analysis report: {html} (also on the sweep's MLflow parent run under {REPORT_DIR}/; "
                  f"tracking.report_at_end=false turns it off)")
+        if (viewer := html.with_name("viewer.html")).is_file():
+            log.info(f"[inmind] per-task viewer: {viewer}")
 
 
 class ReportAtEnd(Callback):

@@ -301,7 +301,10 @@ class Tracker:
         cols.append("fidelity")
         table["fidelity"] = [fidelity.get(n, "") for n in table["configuration"]]
         self._replace_table(parent_id, table, "results_table.json")
-        md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        from inmind_exp import headline
+
+        md = ["# Results", "", headline.table(sorted(rows.items())), "", "## All metrics", "",
+              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for i in range(len(table["configuration"])):
             md.append("| " + " | ".join("" if table[c][i] is None else str(table[c][i]) for c in cols) + " |")
         self.log_text(parent_id, "\n".join(md) + "\n", "results.md")

@@ -150,3 +150,33 @@ def test_naive_rag_retrieves_injected_turn_for_direct_query(models, tmp_path):
     assert rec.error is None
     assert "tree nut allergy" in rec.naive.context[0].content
     assert rec.naive.context[0].content.count("\n- ") == 3
+
+
+def test_fact_rank_is_the_first_fact_items_place_among_the_items():
+    from inmind_exp.protocol import fact_rank
+    from inmind_exp.records import FACT_TURN_ID, ContextItem, TaskRecord
+
+    items = (ContextItem("chunk", "a", ("s0#1",)), ContextItem("chunk", "b", ("s1#0", FACT_TURN_ID)),
+             ContextItem("chunk", "c", (FACT_TURN_ID,)))
+    assert fact_rank(Answer("x", (), items=items)) == 2
+    assert fact_rank(Answer("x", (), items=items[:1])) is None  # not among the items
+    assert fact_rank(Answer("x", (), items=None)) is None and fact_rank(None) is None  # not measured
+    rec = TaskRecord("h", "t1", "other", "s", 0, None, None, {}, None, {}, 0.0, target_fact_rank=4)
+    back = TaskRecord.from_dict(rec.to_dict())
+    assert back.target_fact_rank == 4 and back.naive_fact_rank is None
+    del_keys = {k: v for k, v in rec.to_dict().items() if not k.endswith("_fact_rank")}
+    assert TaskRecord.from_dict(del_keys).target_fact_rank is None  # records written before the field
+
+
+def test_fact_rank_on_the_task_record(models, tmp_path):
+    backbone = SYSTEMS.get("backbone")
+    rec = run_task(TASK, make_trace(), 1, lambda wd: backbone(models, None, wd), models, tmp_path / "w",
+                   config_hash="h", system_name="backbone", evaluates_naive=False)
+    # the backbone's items are the trace turns in order: the fact is where it was injected
+    pos = next(i for i, it in enumerate(rec.indirect.items, 1) if it.text == TASK.user_message)
+    assert rec.target_fact_rank == pos and rec.naive_fact_rank is None
+    rag = SYSTEMS.get("naive_rag")
+    rec = run_task(TASK, make_trace(), 1, lambda wd: rag(models, MiniLMEncoder(), wd, top_k=3), models,
+                   tmp_path / "r", config_hash="h", system_name="naive_rag")
+    ranks = [i for i, it in enumerate(rec.naive.items, 1) if "tree nut allergy" in it.text]
+    assert rec.naive_fact_rank == ranks[0] and 1 <= rec.naive_fact_rank <= 3

@@ -36,10 +36,18 @@ def test_report_of_one_sweep_is_logged_to_its_parent(tmp_path, caplog):
     assert html.is_file() and "Table 1" in html.read_text()
     assert f"analysis report: {html}" in caplog.text
     logged = {f.path for f in client.list_artifacts(parent, "analysis")}
-    assert "analysis/report.html" in logged
+    assert "analysis/report.html" in logged and "analysis/viewer.html" in logged  # the per-task viewer beside it
+    assert "<section class='task'" in (root / "analysis" / "viewer.html").read_text()
+    assert f"per-task viewer: {root / 'analysis' / 'viewer.html'}" in caplog.text
     assert client.get_run(parent).data.tags["inmind.report"] == "analysis/report.html"
     assert client.list_artifacts(other) == [] and "inmind.report" not in client.get_run(other).data.tags
     assert "other/minilm" not in (root / "analysis" / "report.md").read_text()
+    # one bootstrap setting: the end-of-sweep report resamples as often as `python -m analysis report`
+    from analysis.__main__ import parser
+    from analysis.stats import N_BOOT
+
+    assert f"({N_BOOT} resamples of tasks" in (root / "analysis" / "report.md").read_text()
+    assert parser().parse_args(["report", "--sweep-dir", "x", "--out", "y"]).n_boot == N_BOOT
 
     # once per sweep: the launcher and the Hydra callback both call it
     html.unlink()

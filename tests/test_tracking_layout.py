@@ -77,6 +77,8 @@ def test_sweep_and_config_runs_compare_out_of_the_box(tracker, tmp_path):
     assert p.data.params["sweep.llm.roles.judge.model"] == "gpt-5-mini,gpt-4o"
     table = json.loads(Path(tracker.client.download_artifacts(parent, "results_table.json", str(tmp_path))).read_text())
     col = table["columns"].index("configuration")
+    md = Path(tracker.client.download_artifacts(parent, "results.md", str(tmp_path))).read_text()
+    assert md.index("| configuration") < md.index("Application") < md.index("## All metrics")  # the headline first
     assert sorted(r[col] for r in table["data"]) == ["naive_rag/minilm/middle/openai [judge.model=gpt-4o]",
                                                    "naive_rag/minilm/middle/openai [judge.model=gpt-5-mini]"]
 

@@ -71,7 +71,7 @@ class InmindLauncher(Launcher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from inmind_exp.errors import InmindError
-        from inmind_exp.metrics import results_table
+        from inmind_exp import headline
         from inmind_exp.run.dedupe import skip_message, split_duplicates
         from inmind_exp.run.driver import protocol_note
         from inmind_exp.run.labels import varying_keys
@@ -159,7 +159,9 @@ class InmindLauncher(Launcher):
             notes.append(protocol_note(out))
             ret.return_value = out.metrics.rates["application"].pct
         if rows:
-            print("\n" + results_table(rows) + "\n\n" + "\n".join(notes) + "\n", flush=True)
+            print("\n" + headline.terminal(rows, full=f"results.md in each job directory under {sweep_dir}, and "
+                                                      "on the sweep's MLflow parent run") + "\n\n" + "\n".join(notes)
+                  + "\n", flush=True)
             print(f"records: {sweep_dir}/<job>/records.jsonl  |  MLflow: {plans[0].tracking.uri} "
                   f"(experiment {plans[0].tracking.experiment}, parent run 'sweep {root.name}')", flush=True)
         if any(isinstance(e, KeyboardInterrupt) for _, e in failures):

@@ -37,7 +37,10 @@ def test_report_from_an_mlflow_experiment(store, tmp_path):
                            "--tracking-uri", uri, "--n-boot", "1000", "--labels", str(labels)], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "| mem0/minilm/middle/openai | 40 | 2 |" in proc.stdout and parent in proc.stdout
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("| mem0/minilm/middle/openai "))
+    assert row.split("|")[2].strip() == "38/40" and parent in proc.stdout  # the headline: 38 valid of 40
+    assert "| mem0/minilm/middle/openai | 40 | 2 |" in (out / "tables" / "table1.md").read_text()
+    assert "Per-task viewer:" in proc.stdout and (out / "viewer.html").is_file()
 
     tables = {"table1", "judge_self_audit", "table2", "pairwise_application", "pairwise_application_matrix",
               "pairwise_target_recall",
@@ -46,11 +49,11 @@ def test_report_from_an_mlflow_experiment(store, tmp_path):
     for name in tables:
         for ext in ("md", "tex", "csv"):
             assert (out / "tables" / f"{name}.{ext}").stat().st_size > 0, (name, ext)
-    for name in ("app_vs_recall", "naive_vs_indirect", "domain_heatmap", "embedding_comparison"):
+    for name in ("forest", "delta_forest", "app_vs_recall", "naive_vs_indirect", "domain_heatmap", "embedding_comparison"):
         assert (out / "plots" / f"{name}.png").stat().st_size > 0 and (out / "plots" / f"{name}.svg").is_file()
 
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 4 and "src='plots/" not in html  # self-contained
+    assert html.count("data:image/png;base64,") == 6 and "src='plots/" not in html  # self-contained
     assert "<li>mem0/minilm/middle/openai: left out of every rate: t003 (application verdict errored)" in html
     for needle in ("Table 1", "Table 2", "McNemar", "Holm", "by domain", "by injection position", "never scored as 0",
                    "Section 4.5", "Judge audit against human labels", "Judge audit without human labels",
@@ -85,3 +88,19 @@ def test_compare_and_audit_commands(store, tmp_path, capsys):
     assert capsys.readouterr().out.count("exact McNemar p") == len(METRICS)  # every metric, judge-free bounds included
     assert main(["report", "--experiment", "nope", "--tracking-uri", uri, "--out", str(tmp_path / "x")]) == 2
     assert "no experiment 'nope'" in capsys.readouterr().err
+
+
+def test_view_and_export_from_an_mlflow_experiment(store, tmp_path, capsys):
+    uri, parent, _ = store
+    assert main(["view", "--experiment", "fixture", "--tracking-uri", uri, "--out", str(tmp_path / "v")]) == 0
+    assert parent in capsys.readouterr().out and (tmp_path / "v" / "viewer.html").is_file()
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    assert "analysis/viewer.html" in {a.path for a in client.list_artifacts(parent, "analysis")}
+    assert client.get_run(parent).data.tags["inmind.viewer"] == "analysis/viewer.html"
+    assert main(["export", "--experiment", "fixture", "--tracking-uri", uri, "--out", str(tmp_path / "e")]) == 0
+    import pandas as pd
+
+    df = pd.read_csv(tmp_path / "e" / "tasks.csv")
+    assert df.run_id.notna().all() and df.run_id.nunique() == 4  # MLflow run ids of the four configurations

@@ -81,6 +81,28 @@ def test_a_non_zero_tie_is_named_as_a_tie(tmp_path):
     assert "With n=40 valid tasks" in md
 
 
+def test_a_configuration_that_never_stored_the_fact_is_flagged_not_tied(tmp_path):
+    """Mem0 with a fact-write fault on every task: flagged in the headline, Table 1 and the warnings, and never
+    half of a "tie" (the issue's "finished: 4/4 tasks ... a report that calls it a tie")."""
+    from inmind_exp.headline import FAULT_FLAG
+
+    faulty = dataclasses.replace(ZERO_A, recall=1.0, application=1.0, fact_fault_every=1)
+    full_b = dataclasses.replace(ZERO_B, recall=1.0, application=1.0)
+    runs = tiny((faulty, full_b), n=40)
+    assert [r.config.system for r in retrieval_leaders(runs)] == ["a_mem"]
+    rep = build(RunSet(runs=runs, origin="fixture"), tmp_path / "r", n_boot=200)
+    assert not any(w.startswith("Tie") for w in rep.warnings)
+    assert any("fact-write fault rate above" in w and "mem0/minilm/middle/openai 100%" in w for w in rep.warnings)
+    md = rep.markdown.read_text()
+    assert "a tie between" not in md and "a_mem/minilm/middle/openai (100.0%" in md
+    head = rep.tables["headline"].display.set_index("configuration")
+    assert head.loc["mem0/minilm/middle/openai", "faults"].endswith(FAULT_FLAG)
+    assert not head.loc["a_mem/minilm/middle/openai", "faults"].endswith(FAULT_FLAG)
+    t1 = rep.tables["table1"].display.set_index("Configuration")
+    assert t1.loc["mem0/minilm/middle/openai", "fact-write faults"] == f"100.0 (40/40) {FAULT_FLAG}"
+    assert md.index("## Headline") < md.index("## Table 1")
+
+
 def test_enough_tasks_no_small_sample_warning(runs):
     assert not any(w.startswith("Small samples") for w in warnings(RunSet(runs=runs, origin="fixture")))
 
@@ -147,4 +169,5 @@ def test_the_report_command_prints_the_warnings(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "[analysis] WARNING: Small samples: 3 of 3 configuration(s)" in captured.err
     assert "[analysis] WARNING: Tie: no single best retrieval configuration" in captured.err
-    assert f"100.0 [34.2, 100.0]{FLAG}" in captured.out  # Table 1 on stdout carries the flags
+    assert f"100.0 [34–100]{FLAG}" in captured.out  # the headline on stdout carries the flags
+    assert f"100.0 [34.2, 100.0]{FLAG}" in (tmp_path / "out" / "tables" / "table1.md").read_text()  # and Table 1

@@ -1,0 +1,396 @@
+"""The per-task viewer: one static, self-contained HTML file (inline CSS and JS, no network) showing, for every
+task, the fact, both queries and the explanation, and side by side per configuration the exact context the answerer
+saw (the fact's own items highlighted, with their rank or position), both answers, every verdict with its reason,
+the judge-free bounds and the memory faults. Filters: "A applied it, B did not", "judge disagrees with provenance",
+"fact-write fault", failed tasks, and domain; the filter state lives in the URL (``viewer.html?a=0&b=1&task=t003``)
+so a filtered view can be linked.
+
+Every text from a task, a model or a record is HTML-escaped here; the page's script only shows and hides elements
+the HTML already holds (it never builds markup from data), so model output cannot inject into the page.
+Task texts are not in the records: they are read from the dataset each configuration ran (``dataset.path``) or a
+task file given with ``--tasks``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from inmind_exp.judges import JUDGES
+from inmind_exp.metrics import JUDGE_FREE, valid
+from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Answer, ContextItem, Task, TaskRecord
+
+from analysis.load import Run, RunSet
+
+VIEWER_FILE = "viewer.html"
+#: Contexts up to this many characters, lists up to this many items, open unfolded (long ones stay one click away).
+OPEN_CONTEXT_CHARS = 2500
+OPEN_ITEMS = 8
+
+
+def esc(text: object) -> str:
+    """HTML-escape any value (quotes too, so it is safe inside attributes); None is empty."""
+    return "" if text is None else html.escape(str(text), quote=True)
+
+
+# -- task texts -----------------------------------------------------------------------------------------------------
+
+def load_task_texts(runs: Sequence[Run], tasks_path: Path | str | None = None) -> tuple[dict[str, Task], list[str]]:
+    """Task texts by id, from ``tasks_path`` or else from each run's ``dataset.path`` (none: the bundled set);
+    and a warning for each source that could not be read (its tasks are shown by id only)."""
+    from inmind_exp.data import load_tasks
+
+    paths: list[str | None] = [str(tasks_path)] if tasks_path is not None else sorted(
+        {_none(r.params.get("dataset.path")) for r in runs}, key=lambda p: p or "")
+    tasks: dict[str, Task] = {}
+    problems: list[str] = []
+    for p in paths:
+        try:
+            for t in load_tasks(p):
+                tasks.setdefault(t.id, t)
+        except Exception as e:  # noqa: BLE001  (a missing or moved dataset: show the records without task text)
+            problems.append(f"task texts not read from {p or 'the bundled set'}: {type(e).__name__}: "
+                            f"{str(e).splitlines()[0] if str(e) else ''}; give --tasks FILE")
+    missing = sorted({r.task_id for run in runs for r in run.records} - set(tasks))
+    if missing:
+        problems.append(f"{len(missing)} task(s) without text in the task file(s): {', '.join(missing[:10])}"
+                        + (" ..." if len(missing) > 10 else ""))
+    return tasks, problems
+
+
+def _none(v: str | None) -> str | None:
+    return None if v in (None, "None", "null", "") else v
+
+
+# -- per-task facts the filters and badges use -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Cell:
+    """One configuration on one task, reduced to what the filters and the summary badges need."""
+
+    applied: int | None
+    disagrees: bool
+    fact_write_fault: bool
+    failed: bool
+
+    @classmethod
+    def of(cls, rec: TaskRecord | None) -> "Cell":
+        if rec is None:
+            return cls(None, False, False, False)
+        v = rec.verdicts.get("application")
+        applied = int(v.score) if v is not None and v.ok and valid(rec) else None  # type: ignore[arg-type]
+        return cls(applied, disagrees(rec), rec.fact_write_fault, not valid(rec))
+
+
+def disagrees(rec: TaskRecord) -> bool:
+    """The target-recall judge says otherwise than provenance (did an item from the fact reach the answerer)."""
+    v = rec.verdicts.get("target_recall")
+    prov = rec.target_recall_provenance
+    return v is not None and v.ok and prov is not None and int(v.score) != prov  # type: ignore[arg-type]
+
+
+def fact_ranks(answer: Answer | None) -> list[int] | None:
+    """1-based ranks of every item derived from the fact turn; None when the system reports no items."""
+    if answer is None or answer.items is None:
+        return None
+    return [i for i, it in enumerate(answer.items, 1) if FACT_TURN_ID in it.sources]
+
+
+def _is_fact_item(it: ContextItem) -> bool:
+    return FACT_TURN_ID in it.sources or FACT_REPLY_TURN_ID in it.sources
+
+
+def position_text(answer: Answer | None, rank: int | None, retrieval: bool) -> str:
+    """Where the fact sat among the items: "rank 2 of 10" (retrieval) or "position 41 of 80" (controls)."""
+    if answer is None:
+        return "no answer"
+    ranks = fact_ranks(answer)
+    if ranks is None:
+        return "not measured (the system reports no items)"
+    n = len(answer.items or ())
+    if not ranks:
+        return f"no item from the fact among {n} item(s)"
+    word = "rank" if retrieval else "position"
+    first = rank if rank is not None else ranks[0]
+    more = f" (also {', '.join(map(str, ranks[1:]))})" if len(ranks) > 1 else ""
+    return f"{word} {first} of {n}{more}"
+
+
+# -- rendering --------------------------------------------------------------------------------------------------
+
+def highlight(text: str, needles: Iterable[str]) -> str:
+    """``text`` escaped, with every occurrence of a needle wrapped in ``<mark>`` (overlaps merged)."""
+    spans: list[tuple[int, int]] = []
+    for n in {n for n in needles if n and len(n.strip()) >= 4}:
+        start = text.find(n)
+        while start >= 0:
+            spans.append((start, start + len(n)))
+            start = text.find(n, start + 1)
+    spans.sort()
+    merged: list[list[int]] = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    out, pos = [], 0
+    for a, b in merged:
+        out += [esc(text[pos:a]), "<mark>", esc(text[a:b]), "</mark>"]
+        pos = b
+    out.append(esc(text[pos:]))
+    return "".join(out)
+
+
+def _score(v: int | None) -> str:
+    return {1: "<span class='s1'>1</span>", 0: "<span class='s0'>0</span>"}.get(v, "<span class='sn'>–</span>")  # type: ignore[arg-type]
+
+
+def _answer_block(title: str, answer: Answer | None, task: Task | None, rank: int | None, retrieval: bool) -> str:
+    if answer is None:
+        return f"<div class='answer'><h4>{esc(title)}</h4><p class='muted'>not asked</p></div>"
+    fact_items = [it.text for it in answer.items or () if _is_fact_item(it)]
+    needles = fact_items + ([task.user_message] if task else [])
+    msgs = []
+    for m in answer.context:
+        body = highlight(m.content or "", needles)
+        for tc in m.tool_calls or ():
+            fn = tc.get("function", {})
+            body += "\n" + esc(f"[tool call] {fn.get('name')}({fn.get('arguments')})")
+        msgs.append(f"<div class='msg'><span class='role'>{esc(m.role)}</span><pre>{body}</pre></div>")
+    items = ""
+    if answer.items is not None:
+        lis = "".join(
+            f"<li class='{'fact' if _is_fact_item(it) else ''}' value='{i}'><span class='kind'>{esc(it.kind)}</span> "
+            f"{esc(it.text)}<span class='src'>{esc(', '.join(it.sources))}</span></li>"
+            for i, it in enumerate(answer.items, 1))
+        items = (f"<details class='items'{' open' if len(answer.items) <= OPEN_ITEMS else ''}><summary>{len(answer.items)} item(s) in the context "
+                 f"({len(fact_items)} from the fact)</summary><ol>{lis}</ol></details>")
+    pos = position_text(answer, rank, retrieval)
+    unfold = " open" if sum(len(m.content or "") for m in answer.context) <= OPEN_CONTEXT_CHARS else ""
+    return (f"<div class='answer'><h4>{esc(title)}</h4><p class='pos'>Fact in context: <b>{esc(pos)}</b></p>"
+            f"<pre class='reply'>{esc(answer.text)}</pre>{items}"
+            f"<details class='context'{unfold}><summary>Exact context ({len(answer.context)} message(s))</summary>"
+            f"{''.join(msgs)}</details></div>")
+
+
+def _config_block(k: int, run: Run, rec: TaskRecord | None, task: Task | None) -> str:
+    head = (f"<h3>{esc(run.label)}</h3><p class='muted'>{esc(run.config.system)} · hash "
+            f"{esc(run.config.config_hash[:8])}</p>")
+    if rec is None:
+        return f"<article class='config' data-config='{k}'>{head}<p class='muted'>not run on this task</p></article>"
+    parts = [head]
+    if rec.error:
+        parts.append(f"<pre class='err'>{esc(rec.error)}</pre>")
+    elif not valid(rec):
+        parts.append("<p class='err'>left out of the rates: a verdict errored</p>")
+    if rec.fact_write_fault:
+        parts.append("<p class='fwf'>fact-write fault: the system fell back while writing the injected exchange</p>")
+    rows = []
+    for name, judge in JUDGES.items():
+        v = rec.verdicts.get(name)
+        if v is None:
+            continue
+        reason = esc(v.reason) + (f"<br><span class='err'>error: {esc(v.error)}</span>" if v.error else "")
+        rows.append(f"<tr class='verdict' data-judge='{esc(name)}'><td>{esc(judge.label)}</td><td>{_score(v.score)}"
+                    f"</td><td class='reason'>{reason}</td></tr>")
+    for name, m in JUDGE_FREE.items():
+        rows.append(f"<tr class='bound'><td>{esc(m.label)}</td><td>{_score(getattr(rec, name))}</td>"
+                    f"<td class='muted'>judge-free</td></tr>")
+    if disagrees(rec):
+        rows.append("<tr><td colspan='3' class='warnrow'>the target-recall judge disagrees with provenance</td></tr>")
+    parts.append(f"<table class='v'><tr><th>metric</th><th>score</th><th>reason</th></tr>{''.join(rows)}</table>")
+    if rec.faults:
+        lis = "".join(f"<li><b>{esc(f.kind)}</b> in {esc(f.where)} ({esc(f.phase or '?')}): {esc(f.detail)}"
+                      + (f" <span class='src'>turns {esc(', '.join(f.turns))}</span>" if f.turns else "") + "</li>"
+                      for f in rec.faults)
+        parts.append(f"<details class='faults'{' open' if len(rec.faults) <= 3 else ''}><summary>{len(rec.faults)} memory fault(s)</summary>"
+                     f"<ul>{lis}</ul></details>")
+    retrieval = run.config.is_retrieval
+    parts.append(_answer_block("Naive query", rec.naive, task, rec.naive_fact_rank, retrieval))
+    parts.append(_answer_block("Indirect query", rec.indirect, task, rec.target_fact_rank, retrieval))
+    return f"<article class='config' data-config='{k}'>{''.join(parts)}</article>"
+
+
+def _task_section(i: int, tid: str, task: Task | None, runs: Sequence[Run], cells: list[Cell]) -> str:
+    domain = task.domain if task else next((r.by_task[tid].domain for r in runs if tid in r.by_task), "")
+    attrs = {"data-task": tid, "data-domain": domain,
+             "data-app": json.dumps([c.applied for c in cells]),
+             "data-disagree": json.dumps([k for k, c in enumerate(cells) if c.disagrees]),
+             "data-fwf": json.dumps([k for k, c in enumerate(cells) if c.fact_write_fault]),
+             "data-failed": json.dumps([k for k, c in enumerate(cells) if c.failed])}
+    attr = " ".join(f"{k}='{esc(v)}'" for k, v in attrs.items())
+    if task:
+        fact = (f"<dl class='fact'><dt>Fact (user)</dt><dd class='fact-text'>{esc(task.user_message)}</dd>"
+                f"<dt>Assistant's reply</dt><dd>{esc(task.assistant_message)}</dd>"
+                f"<dt>Naive query</dt><dd class='q-naive'>{esc(task.naive_query)}</dd>"
+                f"<dt>Indirect query</dt><dd class='q-indirect'>{esc(task.query)}</dd>"
+                f"<dt>Explanation</dt><dd>{esc(task.explanation)}</dd></dl>")
+    else:
+        fact = "<p class='err'>task text not available (give --tasks FILE)</p>"
+    configs = "".join(_config_block(k, r, r.by_task.get(tid), task) for k, r in enumerate(runs))
+    return (f"<section class='task' id='task-{i}' {attr}><h2>Task {esc(tid)} <span class='dom'>{esc(domain)}</span>"
+            f"</h2>{fact}<div class='configs'>{configs}</div></section>")
+
+
+def _list_entry(i: int, tid: str, domain: str, cells: list[Cell]) -> str:
+    marks = "".join("<i class='a1' title='applied'></i>" if c.applied == 1 else
+                    "<i class='a0' title='not applied'></i>" if c.applied == 0 else
+                    "<i class='an' title='no valid verdict'></i>" for c in cells)
+    return (f"<li data-index='{i}'><a href='#task-{i}'>{esc(tid)}</a> <span class='dom'>{esc(domain)}</span>"
+            f"<span class='marks'>{marks}</span></li>")
+
+
+def render(runset: RunSet, tasks: dict[str, Task], problems: Sequence[str] = ()) -> str:
+    """The whole viewer page for ``runset`` (every task any configuration ran, in id order)."""
+    runs = list(runset.runs)
+    ids = sorted({r.task_id for run in runs for r in run.records})
+    cells = {tid: [Cell.of(run.by_task.get(tid)) for run in runs] for tid in ids}
+    domains = {tid: tasks[tid].domain if tid in tasks else
+               next(r.by_task[tid].domain for r in runs if tid in r.by_task) for tid in ids}
+    opts = "".join(f"<option value='{k}'>{esc(r.label)}</option>" for k, r in enumerate(runs))
+    dom_opts = "".join(f"<option value='{esc(d)}'>{esc(d)}</option>" for d in sorted(set(domains.values())))
+    legend = "".join(f"<li>{esc(r.label)}</li>" for r in runs)
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    warn = "".join(f"<div class='warn'>{esc(p)}</div>" for p in problems)
+    side = (
+        "<nav id='side'><form id='filters' onsubmit='return false'>"
+        f"<label>Domain <select id='f-domain'><option value=''>all</option>{dom_opts}</select></label>"
+        f"<label>A applied it <select id='f-a'><option value=''>–</option>{opts}</select></label>"
+        f"<label>B did not <select id='f-b'><option value=''>–</option>{opts}</select></label>"
+        "<label><input type='checkbox' id='f-disagree'> judge disagrees with provenance</label>"
+        "<label><input type='checkbox' id='f-fwf'> fact-write fault</label>"
+        "<label><input type='checkbox' id='f-failed'> failed or left out</label>"
+        "<button type='button' id='f-reset'>reset</button></form>"
+        f"<p id='count'>{len(ids)} of {len(ids)} tasks</p>"
+        "<p class='muted'>Marks: application per configuration, in this order:</p>"
+        f"<ol class='legend'>{legend}</ol>"
+        f"<ol id='task-list'>{''.join(_list_entry(i, t, domains[t], cells[t]) for i, t in enumerate(ids))}</ol>"
+        "</nav>")
+    sections = "".join(_task_section(i, t, tasks.get(t), runs, cells[t]) for i, t in enumerate(ids))
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>InMind per-task viewer</title>"
+        f"<style>{_CSS}</style></head><body>"
+        f"<header><h1>InMind per-task viewer</h1><p class='muted'>{len(ids)} tasks × {len(runs)} configuration(s) "
+        f"from {esc(runset.origin)}; generated {now}. Highlighted: the context's items derived from the fact (and "
+        f"the fact's own text).</p>{warn}</header>"
+        f"<div id='layout'>{side}<main id='main'><p id='none' hidden>No task matches the filters.</p>"
+        f"<div class='pager'><button type='button' id='prev'>← previous</button>"
+        f"<button type='button' id='next'>next →</button></div>{sections}</main></div>"
+        f"<script>{_JS}</script></body></html>")
+
+
+def write_viewer(runset: RunSet, out: Path | str, tasks_path: Path | str | None = None) -> tuple[Path, list[str]]:
+    """Write ``viewer.html`` into ``out``; the path and the warnings (task texts that could not be read)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tasks, problems = load_task_texts(runset.runs, tasks_path)
+    path = out / VIEWER_FILE
+    path.write_text(render(runset, tasks, problems), encoding="utf-8")
+    return path, problems
+
+
+def publish_viewer(runset: RunSet, path: Path) -> list[str]:
+    """Log ``viewer.html`` to every MLflow parent (sweep) run of the run set under ``analysis/``."""
+    if not runset.tracking_uri or not runset.parent_run_ids:
+        return []
+    from inmind_exp import tracking
+
+    from analysis.report import ARTIFACT_DIR
+
+    client = tracking.MlflowClient(tracking_uri=runset.tracking_uri)
+    for rid in runset.parent_run_ids:
+        client.log_artifact(rid, str(path), artifact_path=ARTIFACT_DIR)
+        client.set_tag(rid, "inmind.viewer", f"{ARTIFACT_DIR}/{path.name}")
+    return list(runset.parent_run_ids)
+
+
+_CSS = """
+*{box-sizing:border-box}body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;
+color:#222;line-height:1.35;font-size:14px}header{padding:.5em 1em;border-bottom:1px solid #ddd}h1{font-size:1.3em;
+margin:.2em 0}#layout{display:flex;align-items:flex-start}#side{width:260px;flex:none;position:sticky;top:0;
+max-height:100vh;overflow-y:auto;padding:.6em;border-right:1px solid #ddd;background:#fafafa}
+#side label{display:block;margin:.3em 0}#side select{width:100%}#main{flex:1;min-width:0;padding:.5em 1em}
+#task-list{padding-left:1.2em;margin:.3em 0}#task-list li{margin:.1em 0}#task-list li.cur{font-weight:700}
+.legend{font-size:.8em;padding-left:1.5em;margin:0}
+.marks i{display:inline-block;width:.7em;height:.7em;margin-left:2px;border-radius:2px}.a1{background:#2a8}
+.a0{background:#d54}.an{background:#bbb}.dom{color:#777;font-size:.85em}.muted{color:#777;font-size:.85em}
+dl.fact{display:grid;grid-template-columns:max-content 1fr;gap:.2em 1em;background:#f3f6fb;padding:.6em;
+border-radius:4px}dl.fact dt{font-weight:600}dl.fact dd{margin:0;white-space:pre-wrap}
+.configs{display:grid;grid-template-columns:repeat(auto-fit,minmax(340px,1fr));gap:.8em;margin-top:.8em}
+.config{border:1px solid #ccd;border-radius:4px;padding:.5em;min-width:0}.config h3{margin:0;font-size:1.05em;
+word-break:break-all}.config h4{margin:.6em 0 .2em;font-size:.95em}
+table.v{border-collapse:collapse;width:100%;font-size:.85em}table.v td,table.v th{border:1px solid #ddd;
+padding:.15em .35em;vertical-align:top;text-align:left}.s1{color:#185;font-weight:700}.s0{color:#b22;
+font-weight:700}.sn{color:#999}tr.bound td{background:#f7f7f7}.warnrow{background:#fff4e0}
+pre{white-space:pre-wrap;word-break:break-word;margin:.2em 0;font-size:.85em}pre.reply{background:#f5f5f0;
+padding:.4em;border-left:3px solid #889}.msg{border-top:1px dashed #ddd}.role{font-size:.75em;color:#557;
+text-transform:uppercase}mark{background:#ffe066;outline:1px solid #e0b000}
+.items li{font-size:.85em;margin:.15em 0}.items li.fact{background:#ffe066}.kind{color:#557;font-size:.85em}
+.src{color:#888;font-size:.8em;margin-left:.4em}.err{color:#b22}.fwf{background:#fde2e2;padding:.2em .4em;
+border-left:3px solid #b22}.warn{background:#fff4e0;border-left:4px solid #e08a00;padding:.3em .8em;margin:.3em 0}
+.pos{margin:.1em 0;font-size:.9em}.pager{display:none}body.js .pager{display:block}body.js section.task{display:none}
+body.js section.task.shown{display:block}section.task{border-bottom:2px solid #ccd;padding-bottom:1em}
+"""
+
+# Shows and hides what the HTML holds; never builds markup from data. State in the URL query (a, b, domain,
+# disagree, fwf, failed, task) so a filtered view can be linked and a headless browser can open it.
+_JS = r"""
+(function(){
+document.body.classList.add('js');
+var secs=[].slice.call(document.querySelectorAll('section.task'));
+var items=[].slice.call(document.querySelectorAll('#task-list li'));
+var f={domain:document.getElementById('f-domain'),a:document.getElementById('f-a'),b:document.getElementById('f-b'),
+ disagree:document.getElementById('f-disagree'),fwf:document.getElementById('f-fwf'),
+ failed:document.getElementById('f-failed')};
+var cur=-1;
+function data(s,k){return JSON.parse(s.getAttribute('data-'+k));}
+function matches(s){
+ if(f.domain.value&&s.getAttribute('data-domain')!==f.domain.value)return false;
+ var app=data(s,'app');
+ if(f.a.value!==''&&app[+f.a.value]!==1)return false;
+ if(f.b.value!==''&&app[+f.b.value]!==0)return false;
+ if(f.disagree.checked&&!data(s,'disagree').length)return false;
+ if(f.fwf.checked&&!data(s,'fwf').length)return false;
+ if(f.failed.checked&&!data(s,'failed').length)return false;
+ return true;}
+function visible(){return secs.map(function(s,i){return matches(s)?i:-1;}).filter(function(i){return i>=0;});}
+function show(i){
+ cur=i;secs.forEach(function(s,j){s.classList.toggle('shown',j===i);});
+ items.forEach(function(li,j){li.classList.toggle('cur',j===i);});
+ save();}
+function save(){
+ var q=new URLSearchParams();
+ ['domain','a','b'].forEach(function(k){if(f[k].value!=='')q.set(k,f[k].value);});
+ ['disagree','fwf','failed'].forEach(function(k){if(f[k].checked)q.set(k,'1');});
+ if(cur>=0)q.set('task',secs[cur].getAttribute('data-task'));
+ try{history.replaceState(null,'','?'+q.toString());}catch(e){}}
+function apply(){
+ var vis=visible(),n=0;
+ items.forEach(function(li,j){var on=vis.indexOf(j)>=0;li.hidden=!on;if(on)n++;});
+ document.getElementById('count').textContent=n+' of '+secs.length+' tasks';
+ document.getElementById('none').hidden=n>0;
+ if(vis.indexOf(cur)<0)show(vis.length?vis[0]:-1);else save();}
+function step(d){var vis=visible(),k=vis.indexOf(cur);if(vis.length)show(vis[(k+d+vis.length)%vis.length]);}
+var q=new URLSearchParams(location.search);
+['domain','a','b'].forEach(function(k){if(q.has(k))f[k].value=q.get(k);});
+['disagree','fwf','failed'].forEach(function(k){f[k].checked=q.get(k)==='1';});
+var want=q.get('task');if(location.hash.indexOf('#task-')===0)cur=+location.hash.slice(6);
+secs.forEach(function(s,i){if(s.getAttribute('data-task')===want)cur=i;});
+Object.keys(f).forEach(function(k){f[k].addEventListener('change',apply);});
+document.getElementById('f-reset').addEventListener('click',function(){
+ ['domain','a','b'].forEach(function(k){f[k].value='';});
+ ['disagree','fwf','failed'].forEach(function(k){f[k].checked=false;});apply();});
+items.forEach(function(li,j){li.querySelector('a').addEventListener('click',function(e){e.preventDefault();show(j);
+ window.scrollTo(0,0);});});
+document.getElementById('prev').addEventListener('click',function(){step(-1);});
+document.getElementById('next').addEventListener('click',function(){step(1);});
+document.addEventListener('keydown',function(e){if(e.target.tagName==='SELECT'||e.target.tagName==='INPUT')return;
+ if(e.key==='ArrowRight'||e.key==='j')step(1);if(e.key==='ArrowLeft'||e.key==='k')step(-1);});
+if(cur<0&&secs.length)cur=0;
+apply();show(cur);
+})();
+"""

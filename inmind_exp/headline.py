@@ -1,0 +1,121 @@
+"""The one narrow headline table of a set of configurations: configuration, n, Application and Target recall with
+their Wilson 95% intervals, Naive, and memory / fact-write faults. The terminal, the sweep parent's ``results.md``
+on MLflow and the analysis report all print this table from the same metric names (``RunMetrics.flat()``, which is
+also what MLflow stores), so the three never disagree; the full table (every metric, the Δ columns, the judge
+audit) is one file or link away.
+
+A configuration whose fact-write fault rate is above ``FACT_WRITE_FAULT_LIMIT`` is flagged (``FAULT_FLAG``) on its
+row and explained under the table: its memory mostly never stored the fact, so its rates say little about recall.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from inmind_exp.metrics import RunMetrics
+
+#: Percent of tasks with a fault while writing the injected exchange above which a configuration is flagged.
+FACT_WRITE_FAULT_LIMIT = 20.0
+FAULT_FLAG = "!"
+HEADERS: tuple[str, ...] = ("configuration", "n", "Application", "Target recall", "Naive", "faults")
+#: The note printed once under the table.
+NOTE = ("Rates in % with Wilson 95% intervals, over the n valid tasks (failed tasks and errored verdicts left out; "
+        "n/N when some were). Target recall: the answer-blind judge. faults: % of tasks with a memory-system "
+        "fallback / with one while writing the injected fact.")
+
+Flat = Mapping[str, float]
+#: Optional marker of a rate's interval (``lo``, ``hi`` in points, ``n``), e.g. the analysis' uninformative-interval
+#: flag; "" for none.
+Mark = Callable[[float, float, int], str]
+
+
+def fact_write_flagged(m: Flat) -> bool:
+    """True when the configuration's fact-write fault rate is above ``FACT_WRITE_FAULT_LIMIT``."""
+    v = m.get("fact_write_fault_rate")
+    return v is not None and not math.isnan(v) and v > FACT_WRITE_FAULT_LIMIT
+
+
+def flag_note(names: Sequence[str]) -> str:
+    return (f"{FAULT_FLAG} fact-write fault rate above {FACT_WRITE_FAULT_LIMIT:.0f}% ({', '.join(names)}): on those "
+            "tasks the memory system fell back while writing the fact, so its rates partly measure a memory that "
+            "never stored it; such a configuration is never the best one nor part of a tie.")
+
+
+def _rate(m: Flat, key: str, mark: Mark | None = None) -> str:
+    pct, lo, hi, n = m.get(key), m.get(f"{key}_ci_low"), m.get(f"{key}_ci_high"), m.get(f"{key}_n")
+    if pct is None or math.isnan(pct) or not n:
+        return "–"
+    if lo is None or hi is None:
+        return f"{pct:.1f}"
+    return f"{pct:.1f} [{lo:.0f}–{hi:.0f}]" + (mark(lo, hi, int(n)) if mark else "")
+
+
+def _n(m: Flat) -> str:
+    total = int(m.get("n_tasks", 0))
+    n = int(m.get("application_n", total - m.get("n_excluded", 0)))
+    return str(n) if n == total else f"{n}/{total}"
+
+
+def _faults(m: Flat) -> str:
+    mem, fact = m.get("memory_fault_rate"), m.get("fact_write_fault_rate")
+    if mem is None or fact is None or math.isnan(mem) or math.isnan(fact):
+        return "–"
+    return f"{mem:.0f}/{fact:.0f}%" + (f" {FAULT_FLAG}" if fact_write_flagged(m) else "")
+
+
+def cells(name: str, m: Flat, mark: Mark | None = None) -> list[str]:
+    """One row's display cells, in ``HEADERS`` order."""
+    naive = m.get("naive")
+    return [name, _n(m), _rate(m, "application", mark), _rate(m, "target_recall", mark),
+            "–" if naive is None or math.isnan(naive) or not m.get("naive_n") else f"{naive:.1f}", _faults(m)]
+
+
+def _fit(name: str, width: int) -> str:
+    """``name`` cut in the middle with "…" to ``width`` characters (the system and the LLM stay readable)."""
+    if len(name) <= width:
+        return name
+    keep = max(width - 1, 2)
+    return name[: (keep + 1) // 2] + "…" + name[len(name) - keep // 2:]
+
+
+def table(rows: Sequence[tuple[str, Flat]], width: int | None = None, mark: Mark | None = None,
+          mark_note: str = "") -> str:
+    """The headline as an aligned Markdown table (a valid one, readable in a terminal), its note and, when a
+    configuration is flagged, why. With ``width`` the configuration column is shortened so every table line fits;
+    ``mark`` annotates intervals (explained by ``mark_note`` when some cell carries a mark)."""
+    body = [cells(name, m, mark) for name, m in rows]
+    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(HEADERS)]
+    if width is not None:
+        others = sum(widths[1:]) + 3 * len(HEADERS) + 1
+        widths[0] = max(len(HEADERS[0]), min(widths[0], width - others))
+        body = [[_fit(r[0], widths[0]), *r[1:]] for r in body]
+
+    def line(values: Sequence[str]) -> str:
+        return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
+
+    lines = [line(HEADERS), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, body)]
+    flagged = [name for name, m in rows if fact_write_flagged(m)]
+    marked = mark is not None and any(c != _rate(m, k) for (_, m), r in zip(rows, body)
+                                      for k, c in (("application", r[2]), ("target_recall", r[3])))
+    notes = [NOTE] + ([mark_note] if marked and mark_note else []) + ([flag_note(flagged)] if flagged else [])
+    return "\n".join(lines) + "\n\n" + ("\n" if width is not None else "\n\n").join(_wrap(n, width) for n in notes)
+
+
+def _wrap(text: str, width: int | None) -> str:
+    if width is None:
+        return text
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
+
+
+#: The terminal's table width: the headline always fits it (the configuration column is shortened if needed).
+TERMINAL_WIDTH = 100
+
+
+def terminal(rows: Sequence[tuple[str, "RunMetrics"]], full: str = "") -> str:
+    """The headline of finished configurations for the terminal, ``full`` naming where the full table is."""
+    text = table([(name, m.flat()) for name, m in rows], width=TERMINAL_WIDTH)
+    return text + (f"\nFull table (every metric, the Δ columns, the judge audit):\n  {full}" if full else "")
