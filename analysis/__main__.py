@@ -191,7 +191,7 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_export(args: argparse.Namespace) -> int:
+def cmd_export_submission(args: argparse.Namespace) -> int:
     from inmind_exp.data.release import ReleaseError, find_release
     from inmind_exp.submission import SubmissionError
 
@@ -281,7 +281,7 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("--run", action="append", help="run label, MLflow run id or config hash (default: every run)")
     ex.add_argument("--release-dir", help="the official release (default: $INMIND_RELEASE, then the fetch cache)")
     ex.add_argument("--system", help="the system name written into every row (default: the record's system)")
-    ex.set_defaults(func=cmd_export)
+    ex.set_defaults(func=cmd_export_submission)
     return ap
 
 
