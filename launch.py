@@ -34,6 +34,7 @@ from inmind_exp.metrics import results_table  # noqa: E402
 from inmind_exp.run import plan_config, print_estimate, run_plan  # noqa: E402
 from inmind_exp.run import sweep  # noqa: E402
 from inmind_exp.run.dedupe import same_results_key, skip_message  # noqa: E402
+from inmind_exp.secrets import scrub  # noqa: E402
 
 register_configs()
 _ROWS: list = []
@@ -76,9 +77,9 @@ def main(cfg: DictConfig) -> float | None:
         plan = plan_config(cfg, root, job_dir, label_keys, [str(o) for o in hc.overrides.task])
     except InmindError as e:
         if collector is not None:
-            collector.fail(str(e))  # every job is planned; the launcher reports all failures together
+            collector.fail(scrub(str(e)))  # every job is planned; the launcher reports all failures together
             return None
-        print(f"error: {e}", file=sys.stderr, flush=True)
+        print(f"error: {scrub(str(e))}", file=sys.stderr, flush=True)
         sys.exit(2)
     key = same_results_key(plan)
     # a job repeating one already run or estimated (e.g. backbone under another embedding): say so, run nothing;
@@ -119,9 +120,9 @@ def main(cfg: DictConfig) -> float | None:
 
 def is_input_error(e: BaseException) -> bool:
     """Errors found before any task ran: a bad config, data, key or endpoint (exit 2)."""
-    from inmind_exp.errors import EndpointError, LocalModelError, PlanError
+    from inmind_exp.console import INPUT_ERRORS
 
-    return isinstance(e, (PlanError, EndpointError, LocalModelError))
+    return isinstance(e, INPUT_ERRORS)
 
 
 def exit_code() -> int:

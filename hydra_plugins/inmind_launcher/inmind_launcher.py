@@ -23,6 +23,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
 from inmind_exp.console import EXIT_TASK_ERRORS, error_line, retry_summary, route_project_logs
+from inmind_exp.secrets import scrub
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +67,11 @@ class InmindLauncher(Launcher):
         ret = run_job(hydra_context=self.hydra_context, task_function=self.task_function, config=sweep_config,
                       job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
         if ret.status == JobStatus.FAILED:
-            collector.fail(f"{type(ret._return_value).__name__}: {ret._return_value}")
+            collector.fail(scrub(f"{type(ret._return_value).__name__}: {ret._return_value}"))
         return ret
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from inmind_exp.console import INPUT_ERRORS
         from inmind_exp.errors import InmindError
         from inmind_exp.metrics import results_table
         from inmind_exp.run.dedupe import skip_message, split_duplicates
@@ -119,7 +121,7 @@ class InmindLauncher(Launcher):
             return runs
 
         if cluster_error is not None:
-            print(f"error: {cluster_error}", file=sys.stderr, flush=True)
+            print(f"error: {scrub(str(cluster_error))}", file=sys.stderr, flush=True)
             sys.exit(2)
         order = sorted(collector.plans)
         plans = [collector.plans[i] for i in order]
@@ -133,7 +135,7 @@ class InmindLauncher(Launcher):
         except KeyboardInterrupt:
             sys.exit(130)  # each driver has said what is saved and how to resume
         except InmindError as e:
-            print(f"error: {e}", file=sys.stderr, flush=True)
+            print(f"error: {scrub(str(e))}", file=sys.stderr, flush=True)
             sys.exit(2)
         rows: list[Any] = []
         failures: list[tuple[str, BaseException]] = []
@@ -161,6 +163,10 @@ class InmindLauncher(Launcher):
                   f"(experiment {plans[0].tracking.experiment}, parent run 'sweep {root.name}')", flush=True)
         if any(isinstance(e, KeyboardInterrupt) for _, e in failures):
             sys.exit(130)
+        if failures and not rows and all(isinstance(e, INPUT_ERRORS) for _, e in failures):
+            for name, e in failures:  # every configuration stopped at its preflight: bad input, nothing ran (exit 2)
+                print(f"error: {name}: {error_line(e)}", file=sys.stderr, flush=True)
+            sys.exit(2)
         report_at_end(self.config)  # here, not only in the callback: a nonzero exit below skips Hydra's end callbacks
         for name, e in failures:
             print(f"error: {name}: {error_line(e)}", file=sys.stderr, flush=True)

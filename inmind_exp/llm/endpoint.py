@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from inmind_exp.errors import EndpointError
+from inmind_exp.secrets import remember, strip_userinfo
 
 ROLES: tuple[str, ...] = ("answerer", "judge", "memory")
 
@@ -54,8 +55,9 @@ class Endpoint:
         if not key:
             raise EndpointError(
                 f"role '{self.role}': environment variable {self.api_key_env} is not set "
-                f"(needed for {self.base_url}, model {self.model})"
+                f"(needed for {strip_userinfo(self.base_url)}, model {self.model})"
             )
+        remember([key])  # from now on redacted wherever this process writes or prints it
         return key
 
     def with_base_url(self, base_url: str, cache_id: str | None = None) -> "Endpoint":

@@ -16,6 +16,7 @@ import openai
 from inmind_exp.errors import LLMCallError
 from inmind_exp.llm.endpoint import Endpoint
 from inmind_exp.llm.retry import is_retryable
+from inmind_exp.secrets import scrub, strip_userinfo
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,8 @@ class EmbeddingProvider(Protocol):
 
 
 def _short(e: BaseException, n: int = 300) -> str:
-    s = str(e)
+    """The exception's text, redacted (an endpoint may echo the key it was sent) and cut to ``n`` characters."""
+    s = scrub(str(e))
     return s if len(s) <= n else s[:n] + "…"
 
 
@@ -171,5 +173,5 @@ class OpenAIProvider:
         ep = self.endpoint
         status = getattr(exc, "status_code", None)
         what = f"HTTP {status}" if status else type(exc).__name__
-        return LLMCallError(f"role '{self.role}' ({ep.base_url}, model {ep.model}): {what} after "
+        return LLMCallError(f"role '{self.role}' ({strip_userinfo(ep.base_url)}, model {ep.model}): {what} after "
                             f"{'retries' if retryable else 'a non-retryable error'}: {_short(exc)}")

@@ -100,11 +100,21 @@ def _execute(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], 
     ledger = Ledger(plan.ledger_path)
 
     def report(rec: TaskRecord) -> None:
+        rec = scrub_record(rec)  # an error text or reply may hold a key an endpoint echoed: never on disk
         ledger.append(rec)
         records[rec.task_id] = rec
         progress.add(rec)
 
     executor.run(plan, remaining, report, progress)
+
+
+def scrub_record(rec: TaskRecord) -> TaskRecord:
+    """``rec`` with every string redacted (``inmind_exp.secrets.scrub_obj``); the same object when nothing changes."""
+    from inmind_exp.secrets import scrub_obj
+
+    d = rec.to_dict()
+    clean = scrub_obj(d)
+    return rec if clean == d else TaskRecord.from_dict(clean)
 
 
 def _dataset_path(plan: Plan) -> Path:
@@ -118,6 +128,7 @@ def _dataset_path(plan: Plan) -> Path:
 def _write_outputs(plan: Plan, records: list[TaskRecord], metrics: RunMetrics, tracker: Any, run_id: str) -> dict[str, float]:
     plan.job_dir.mkdir(parents=True, exist_ok=True)
     rec_path = plan.job_dir / "records.jsonl"
+    records = [scrub_record(r) for r in records]
     write_jsonl(rec_path, (r.to_dict() for r in records))
     cfg_path = plan.job_dir / "config.yaml"
     cfg_path.write_text(plan.config_yaml)
