@@ -258,8 +258,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
     if cfg.answer.mode not in ANSWER_MODES:
         raise PlanError(f"answer={cfg.answer.mode}: expected one of {', '.join(ANSWER_MODES)}")
     _check_params(system_cls, cfg.system.name, params)
-    if not isinstance(cfg.cluster.workers, int) or cfg.cluster.workers < 1:
-        raise PlanError(f"cluster.workers={cfg.cluster.workers}: must be an integer >= 1")
+    _check_ranges(cfg, system_cls, params)
     dataset_digest = C.file_digest(Path(cfg.dataset.path) if cfg.dataset.path else BUNDLED_TASKS)
     trace_digest = C.file_digest(Path(cfg.trace.path) if cfg.trace.path else BUNDLED_TRACE)
     identity = C.result_identity(cfg, endpoints, dataset_digest, trace_digest, system_cls.uses_embedding)
@@ -295,6 +294,25 @@ def check_config(cfg: DictConfig) -> None:
     driver before its first MLflow run."""
     with tempfile.TemporaryDirectory(prefix="inmind-check-") as d:
         plan_config(cfg, Path(d), Path(d))
+
+
+def _check_ranges(cfg: DictConfig, system_cls: type[MemorySystem], params: dict[str, Any]) -> None:
+    """Every numeric setting and system parameter in its range (``inmind_exp.ranges``), or one ``PlanError``
+    listing each key out of range."""
+    from inmind_exp.llm import ROLES
+    from inmind_exp.ranges import check_settings
+
+    missing = object()
+
+    def get(key: str) -> Any:
+        value = OmegaConf.select(cfg, key, default=missing)
+        if value is missing:
+            raise KeyError(key)
+        return value
+
+    problems = check_settings(get, ROLES) + system_cls.check_params(params)
+    if problems:
+        raise PlanError("; ".join(problems))
 
 
 def _check_params(system_cls: type[MemorySystem], name: str, params: dict[str, Any]) -> None:
