@@ -103,6 +103,11 @@ class LLMConf:
     reasoning: bool = False
     seed: Optional[int] = None
     timeout_s: float = 300.0
+    #: the whole call (connect + response) ends within this, else it is a retryable timeout; sized for reasoning
+    #: models (timeout_s bounds each read only)
+    deadline_s: Optional[float] = 600.0
+    #: a reply larger than this is an error for its task (4 MiB)
+    max_response_bytes: int = 4 * 1024 * 1024
     max_concurrency: int = 4
     rpm: Optional[float] = None
     tpm: Optional[float] = None
@@ -223,6 +228,8 @@ def role_endpoints(llm: DictConfig | Any) -> dict[str, Endpoint]:
             max_tokens_param=llm.max_tokens_param,
             reasoning=bool(pick("reasoning")),
             seed=llm.seed,
+            deadline_s=None if llm.deadline_s is None else float(llm.deadline_s),
+            max_response_bytes=int(llm.max_response_bytes),
         )
     return out
 
@@ -240,6 +247,8 @@ def embedding_spec(emb: DictConfig | Any, llm: DictConfig | Any) -> EmbeddingSpe
             max_attempts=int(llm.max_attempts),
             backoff_initial_s=float(llm.backoff_initial_s),
             backoff_max_s=float(llm.backoff_max_s),
+            deadline_s=None if llm.deadline_s is None else max(float(llm.deadline_s), float(emb.timeout_s)),
+            max_response_bytes=max(int(llm.max_response_bytes), 64 * 1024 * 1024),  # a batch of vectors is large
         )
     return EmbeddingSpec(name=emb.name, kind=emb.kind, model=emb.model, dim=emb.dim, batch_size=int(emb.batch_size),
                          endpoint=endpoint)

@@ -36,6 +36,10 @@ class Endpoint:
     reasoning: bool = False
     seed: int | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
+    #: the whole call (connect + response) must end within this many seconds, else it is a retryable timeout
+    deadline_s: float | None = 600.0
+    #: a reply larger than this is an error for its task (``inmind_exp.llm.deadline``)
+    max_response_bytes: int | None = 4 * 1024 * 1024
 
     @property
     def identity(self) -> str:
