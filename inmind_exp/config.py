@@ -267,14 +267,20 @@ def file_digest(path: Path) -> str:
 
 
 def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_digest: str, trace_digest: str,
-                    uses_embedding: bool = True) -> dict[str, Any]:
+                    uses_embedding: bool = True, system_cls: type | None = None) -> dict[str, Any]:
     """Everything that changes a task's result, and nothing else (not the limit, tracking, cluster or paths; not the
-    embedding of a system that uses none, ``MemorySystem.uses_embedding``, so its runs share one hash)."""
+    embedding of a system that uses none, ``MemorySystem.uses_embedding``, so its runs share one hash). ``code`` is
+    what the code contributes: every prompt the configuration uses and its system's version (``inmind_exp.identity``);
+    ``settings`` the run settings that change a result."""
+    from inmind_exp.identity import code_identity
     from inmind_exp.judges import JUDGES
+    from inmind_exp.memory import SYSTEMS
+    from inmind_exp.secrets import without_userinfo
 
     def ep(e: Endpoint) -> dict[str, Any]:
-        return {"endpoint": e.cache_id or e.base_url, "model": e.model, "temperature": e.temperature, "top_p": e.top_p,
-                "max_tokens": e.max_tokens, "seed": e.seed, **({"reasoning": True} if e.reasoning else {})}
+        return {"endpoint": e.cache_id or without_userinfo(e.base_url), "model": e.model, "temperature": e.temperature,
+                "top_p": e.top_p, "max_tokens": e.max_tokens, "max_tokens_param": e.max_tokens_param, "seed": e.seed,
+                **({"reasoning": True} if e.reasoning else {})}
 
     emb = OmegaConf.to_container(cfg.embedding, resolve=True)
     if not isinstance(emb, dict):
@@ -288,7 +294,15 @@ def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_dig
         "judges": {k: v.version for k, v in sorted(JUDGES.items())},
         "dataset": dataset_digest,
         "trace": {"digest": trace_digest, "index": cfg.trace.index},
+        "code": code_identity(system_cls or SYSTEMS.get(cfg.system.name)),
+        "settings": result_settings(cfg),
     }
+
+
+def result_settings(cfg: DictConfig) -> dict[str, Any]:
+    """Run settings that change a task's result (the judges' JSON re-asks: a verdict that parses on the third try
+    is an error with one)."""
+    return {"judge_attempts": int(cfg.run.judge_attempts)}
 
 
 def identity_hash(identity: dict[str, Any]) -> str:

@@ -71,6 +71,9 @@ class MemorySystem(abc.ABC):
     #: every embedding, so the embedding is no part of their result identity and a sweep over embeddings runs them once
     uses_embedding: ClassVar[bool] = True
     cost: ClassVar[CallProfile] = CallProfile()
+    #: the implementation's version, part of every result identity (``inmind_exp.identity``): bump it when a code
+    #: change can change results (tests/systems/test_system_versions.py fails until you decide)
+    version: ClassVar[str] = "1"
     #: allowed ranges of the numeric parameters (``inmind_exp.ranges``), checked when a configuration is planned
     param_ranges: ClassVar[Mapping[str, Range]] = {}
 

@@ -101,6 +101,11 @@ def strip_userinfo(text: str) -> str:
     return _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text) if "@" in text else text
 
 
+def without_userinfo(url: str) -> str:
+    """A URL with no user-info at all (``http://u:p@host/v1`` -> ``http://host/v1``): what names the server."""
+    return _URL_USERINFO.sub(lambda m: m.group(1), url) if "@" in url else url
+
+
 def redact_text(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every secret (of at least ``MIN_SUBSTRING_LEN`` characters) replaced by ``***``; a shorter
     secret only when it is the whole text. URL user-info and key-shaped text are replaced too."""

@@ -133,6 +133,7 @@ class Plan:
     def prefix_hash(self) -> str:
         ident = {k: self.identity[k] for k in ("system", "embedding", "trace")}
         ident["memory"] = self.identity["roles"]["memory"]
+        ident["code"] = self.identity["code"]["system"]  # the system's version and prompts build the snapshot
         ident["session_index"] = self.session_index
         return C.identity_hash(ident)
 
@@ -261,7 +262,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
     _check_ranges(cfg, system_cls, params)
     dataset_digest = C.file_digest(Path(cfg.dataset.path) if cfg.dataset.path else BUNDLED_TASKS)
     trace_digest = C.file_digest(Path(cfg.trace.path) if cfg.trace.path else BUNDLED_TRACE)
-    identity = C.result_identity(cfg, endpoints, dataset_digest, trace_digest, system_cls.uses_embedding)
+    identity = C.result_identity(cfg, endpoints, dataset_digest, trace_digest, system_cls.uses_embedding, system_cls)
     config_hash = C.identity_hash(identity)
     run = cfg.run
     plan = Plan(
