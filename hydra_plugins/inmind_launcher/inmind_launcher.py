@@ -75,6 +75,7 @@ class InmindLauncher(Launcher):
         from inmind_exp.errors import InmindError
         from inmind_exp.metrics import results_table
         from inmind_exp.run.dedupe import skip_message, split_duplicates
+        from inmind_exp.run import stop
         from inmind_exp.run.labels import varying_keys
         from inmind_exp.run.sweep import PlanCollector, collecting, run_plans, start_cluster, warm_up
         from inmind_exp.sweep_report import report_at_end
@@ -133,7 +134,7 @@ class InmindLauncher(Launcher):
         try:
             outcomes = run_plans([plans[k] for k in keep], parent_key=f"sweep:{root}", parent_name=f"sweep {root.name}")
         except KeyboardInterrupt:
-            sys.exit(130)  # each driver has said what is saved and how to resume
+            stop.stopped()  # each driver has said what is saved; exit 130 (SIGINT) or 143 (SIGTERM)
         except InmindError as e:
             print(f"error: {scrub(str(e))}", file=sys.stderr, flush=True)
             sys.exit(2)
@@ -162,7 +163,7 @@ class InmindLauncher(Launcher):
             print(f"records: {sweep_dir}/<job>/records.jsonl  |  MLflow: {plans[0].tracking.uri} "
                   f"(experiment {plans[0].tracking.experiment}, parent run 'sweep {root.name}')", flush=True)
         if any(isinstance(e, KeyboardInterrupt) for _, e in failures):
-            sys.exit(130)
+            stop.stopped()
         if failures and not rows and all(isinstance(e, INPUT_ERRORS) for _, e in failures):
             for name, e in failures:  # every configuration stopped at its preflight: bad input, nothing ran (exit 2)
                 print(f"error: {name}: {error_line(e)}", file=sys.stderr, flush=True)
