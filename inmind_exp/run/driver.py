@@ -72,7 +72,12 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
             log.error(f"[inmind] {plan.name}: {died}; {progress.errors} of its {progress.total} tasks ended in an error")
         ordered = [records[t.id] for t in plan.tasks if t.id in records]
         metrics = compute(ordered)
-        shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
+        try:
+            shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
+        except OSError as e:  # a full disk must not hide why the run stopped, nor leave the MLflow run RUNNING
+            log.error(f"[inmind] {plan.name}: outputs not written ({type(e).__name__}: {e}); the ledger "
+                      f"{plan.ledger_path} holds the finished results")
+            status, shown = ("FAILED" if status == "FINISHED" else status), {}
         tracker.finish(run_id, status)
         if parent_id:
             tracker.add_to_sweep(parent_id, run_id, shown)

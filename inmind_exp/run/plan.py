@@ -260,6 +260,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
         raise PlanError(f"answer={cfg.answer.mode}: expected one of {', '.join(ANSWER_MODES)}")
     _check_params(system_cls, cfg.system.name, params)
     _check_ranges(cfg, system_cls, params)
+    _check_tracking_uri(str(cfg.tracking.uri))
     dataset_digest = C.file_digest(Path(cfg.dataset.path) if cfg.dataset.path else BUNDLED_TASKS)
     trace_digest = C.file_digest(Path(cfg.trace.path) if cfg.trace.path else BUNDLED_TRACE)
     identity = C.result_identity(cfg, endpoints, dataset_digest, trace_digest, system_cls.uses_embedding, system_cls)
@@ -295,6 +296,31 @@ def check_config(cfg: DictConfig) -> None:
     driver before its first MLflow run."""
     with tempfile.TemporaryDirectory(prefix="inmind-check-") as d:
         plan_config(cfg, Path(d), Path(d))
+
+
+def _check_tracking_uri(uri: str) -> None:
+    """A local MLflow store (``sqlite:///path``, ``file:`` or a plain path) must be writable: else a ``PlanError``
+    naming the path now, not a traceback after Ray started. Remote stores are the server's business."""
+    import os
+
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):]).expanduser()
+    elif uri.startswith("file:"):
+        path = Path(uri[len("file:"):].lstrip("/") and "/" + uri[len("file:"):].lstrip("/")).expanduser()
+    elif "://" not in uri:
+        path = Path(uri).expanduser()
+    else:
+        return
+    if path.exists():
+        target = path if path.is_dir() else path
+        if not os.access(target, os.W_OK):
+            raise PlanError(f"tracking.uri={uri}: {path} is not writable")
+        return
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise PlanError(f"tracking.uri={uri}: cannot create {path} ({parent} is not a writable directory)")
 
 
 def _check_ranges(cfg: DictConfig, system_cls: type[MemorySystem], params: dict[str, Any]) -> None:
