@@ -9,7 +9,7 @@ all run as one schedule over one pool of workers.
 Exit codes: 0 every task finished without error; 1 a crash (a bug: traceback); 2 bad input (config, data, missing
 key, unreachable endpoint), found before anything ran or was logged; 3 the launch ran but some task ended in error or
 a configuration failed while the others ran (rerun the same command to retry them); 75 another driver holds this
-sweep; 130 interrupted (finished work is kept: rerun the same command).
+sweep; 130 interrupted, 143 terminated by SIGTERM (finished work is kept: rerun the same command, printed).
 """
 
 from __future__ import annotations
@@ -32,11 +32,13 @@ from inmind_exp.console import EXIT_TASK_ERRORS, error_line, retry_summary, rout
 from inmind_exp.errors import InmindError  # noqa: E402
 from inmind_exp import headline  # noqa: E402
 from inmind_exp.run import plan_config, print_estimate, run_plan  # noqa: E402
-from inmind_exp.run import sweep  # noqa: E402
+from inmind_exp.run import stop, sweep  # noqa: E402
 from inmind_exp.run.driver import protocol_note  # noqa: E402
 from inmind_exp.run.dedupe import same_results_key, skip_message  # noqa: E402
+from inmind_exp.secrets import scrub  # noqa: E402
 
 register_configs()
+stop.install()  # SIGTERM stops like Ctrl-C (installed again once Ray has started: inmind_exp.run.stop)
 _ROWS: list = []
 #: each configuration's protocol-fidelity lines, printed under the table (inmind_exp.run.driver.protocol_note)
 _NOTES: list[str] = []
@@ -79,9 +81,9 @@ def main(cfg: DictConfig) -> float | None:
         plan = plan_config(cfg, root, job_dir, label_keys, [str(o) for o in hc.overrides.task])
     except InmindError as e:
         if collector is not None:
-            collector.fail(str(e))  # every job is planned; the launcher reports all failures together
+            collector.fail(scrub(str(e)))  # every job is planned; the launcher reports all failures together
             return None
-        print(f"error: {e}", file=sys.stderr, flush=True)
+        print(f"error: {scrub(str(e))}", file=sys.stderr, flush=True)
         sys.exit(2)
     key = same_results_key(plan)
     # a job repeating one already run or estimated (e.g. backbone under another embedding): say so, run nothing;
@@ -100,7 +102,7 @@ def main(cfg: DictConfig) -> float | None:
     try:
         result = run_plan(plan, parent_key=f"sweep:{root}" if multirun else None, parent_name=f"sweep {root.name}")
     except KeyboardInterrupt:
-        sys.exit(130)  # the driver has said what is saved and how to resume
+        stop.stopped()  # the driver has said what is saved; exit 130 (SIGINT) or 143 (SIGTERM)
     except InmindError as e:
         msg = error_line(e)
         if not _ROWS and not _FAILED and not multirun:
@@ -124,9 +126,9 @@ def main(cfg: DictConfig) -> float | None:
 
 def is_input_error(e: BaseException) -> bool:
     """Errors found before any task ran: a bad config, data, key or endpoint (exit 2)."""
-    from inmind_exp.errors import EndpointError, LocalModelError, PlanError
+    from inmind_exp.console import INPUT_ERRORS
 
-    return isinstance(e, (PlanError, EndpointError, LocalModelError))
+    return isinstance(e, INPUT_ERRORS)
 
 
 def exit_code() -> int:

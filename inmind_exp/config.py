@@ -103,6 +103,11 @@ class LLMConf:
     reasoning: bool = False
     seed: Optional[int] = None
     timeout_s: float = 300.0
+    #: the whole call (connect + response) ends within this, else it is a retryable timeout; sized for reasoning
+    #: models (timeout_s bounds each read only)
+    deadline_s: Optional[float] = 600.0
+    #: a reply larger than this is an error for its task (4 MiB)
+    max_response_bytes: int = 4 * 1024 * 1024
     max_concurrency: int = 4
     rpm: Optional[float] = None
     tpm: Optional[float] = None
@@ -245,6 +250,8 @@ def role_endpoints(llm: DictConfig | Any) -> dict[str, Endpoint]:
             max_tokens_param=llm.max_tokens_param,
             reasoning=bool(pick("reasoning")),
             seed=llm.seed,
+            deadline_s=None if llm.deadline_s is None else float(llm.deadline_s),
+            max_response_bytes=int(llm.max_response_bytes),
         )
     return out
 
@@ -262,6 +269,8 @@ def embedding_spec(emb: DictConfig | Any, llm: DictConfig | Any) -> EmbeddingSpe
             max_attempts=int(llm.max_attempts),
             backoff_initial_s=float(llm.backoff_initial_s),
             backoff_max_s=float(llm.backoff_max_s),
+            deadline_s=None if llm.deadline_s is None else max(float(llm.deadline_s), float(emb.timeout_s)),
+            max_response_bytes=max(int(llm.max_response_bytes), 64 * 1024 * 1024),  # a batch of vectors is large
         )
     return EmbeddingSpec(name=emb.name, kind=emb.kind, model=emb.model, dim=emb.dim, batch_size=int(emb.batch_size),
                          endpoint=endpoint)
@@ -280,18 +289,25 @@ def file_digest(path: Path) -> str:
 
 
 def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_digest: str, trace_digest: str,
-                    uses_embedding: bool = True, judges: Any = None, answer_prompt: Any = None) -> dict[str, Any]:
+                    uses_embedding: bool = True, judges: Any = None, answer_prompt: Any = None,
+                    system_cls: type | None = None) -> dict[str, Any]:
     """Everything that changes a task's result, and nothing else (not the limit, tracking, cluster or paths; not the
     embedding of a system that uses none, ``MemorySystem.uses_embedding``, so its runs share one hash).
-    ``judges`` is the run's judge set (``JUDGES`` if None: the strict set's identity is unchanged); ``answer_prompt``
-    the release's answer prompt of ``answer=paper`` (its version and SHA-256 stand for the mode)."""
+    ``judges`` is the run's judge set (``JUDGES`` if None); ``answer_prompt`` the release's answer prompt of
+    ``answer=paper`` (its version and SHA-256 stand for the mode). ``code`` is what the code contributes: every
+    prompt the configuration uses and its system's version (``inmind_exp.identity``); ``settings`` the run settings
+    that change a result."""
+    from inmind_exp.identity import code_identity
     from inmind_exp.judges import JUDGES
+    from inmind_exp.memory import SYSTEMS
+    from inmind_exp.secrets import without_userinfo
 
     judges = JUDGES if judges is None else judges
 
     def ep(e: Endpoint) -> dict[str, Any]:
-        return {"endpoint": e.cache_id or e.base_url, "model": e.model, "temperature": e.temperature, "top_p": e.top_p,
-                "max_tokens": e.max_tokens, "seed": e.seed, **({"reasoning": True} if e.reasoning else {})}
+        return {"endpoint": e.cache_id or without_userinfo(e.base_url), "model": e.model, "temperature": e.temperature,
+                "top_p": e.top_p, "max_tokens": e.max_tokens, "max_tokens_param": e.max_tokens_param, "seed": e.seed,
+                **({"reasoning": True} if e.reasoning else {})}
 
     emb = OmegaConf.to_container(cfg.embedding, resolve=True)
     if not isinstance(emb, dict):
@@ -305,7 +321,15 @@ def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_dig
         "judges": {k: v.version for k, v in sorted(judges.items())},
         "dataset": dataset_digest,
         "trace": {"digest": trace_digest, "index": cfg.trace.index},
+        "code": code_identity(system_cls or SYSTEMS.get(cfg.system.name)),
+        "settings": result_settings(cfg),
     }
+
+
+def result_settings(cfg: DictConfig) -> dict[str, Any]:
+    """Run settings that change a task's result (the judges' JSON re-asks: a verdict that parses on the third try
+    is an error with one)."""
+    return {"judge_attempts": int(cfg.run.judge_attempts)}
 
 
 def identity_hash(identity: dict[str, Any]) -> str:

@@ -7,12 +7,25 @@ import logging
 import sys
 
 EXIT_TASK_ERRORS = 3
+
+
+def _input_errors() -> tuple[type[BaseException], ...]:
+    from inmind_exp.errors import EndpointError, LocalModelError, PlanError
+
+    return (PlanError, EndpointError, LocalModelError)
+
+
+#: errors found before any task ran (a bad config, data, key or endpoint): exit 2
+INPUT_ERRORS = _input_errors()
 NOISY_LOGGERS = ("httpx", "httpx2", "openai", "urllib3", "filelock")
 
 
 def route_project_logs(*file_handlers: logging.Handler) -> None:
     """The ``inmind_exp`` loggers write plain lines to stdout and to ``file_handlers`` (a job's or sweep's
     ``launch.log``); third-party clients only warn (mlflow: ``MLFLOW_LOGGING_LEVEL``)."""
+    from inmind_exp.hydra_secrets import install_log_redaction
+
+    install_log_redaction(set())  # every log line of the driver goes through inmind_exp.secrets.scrub
     for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     ours = logging.getLogger("inmind_exp")
@@ -30,8 +43,10 @@ def route_project_logs(*file_handlers: logging.Handler) -> None:
 
 def error_line(e: BaseException) -> str:
     """The first line of what went wrong; a Ray task error carries the worker's exception as ``cause``."""
+    from inmind_exp.secrets import scrub
+
     cause = getattr(e, "cause", None) or e
-    text = str(cause).strip()
+    text = scrub(str(cause)).strip()
     return text.splitlines()[0] if text else type(cause).__name__
 
 

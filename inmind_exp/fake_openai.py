@@ -87,6 +87,8 @@ class FakeOpenAI:
                  validator: Callable[[dict[str, Any]], "Fault | None"] | None = None):
         self.rules: list[tuple[str, Reply]] = list(rules or [])
         self.validator = validator
+        #: the answer to every ``GET /models`` instead of the model list (e.g. a 401 for the preflight)
+        self.models_fault: Fault | None = None
         self.faults: list[Fault] = []
         self.requests: list[dict[str, Any]] = []
         self.delay_s = delay_s
@@ -111,7 +113,9 @@ class FakeOpenAI:
 
             def do_GET(self) -> None:
                 fake._record("GET", self.path, None)
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.rstrip("/").endswith("/models") and fake.models_fault is not None:
+                    self._send(fake.models_fault.status, fake.models_fault.body, fake.models_fault.headers)
+                elif self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "test"}]})
                 else:
                     self._send(404, {"error": {"message": "not found"}})

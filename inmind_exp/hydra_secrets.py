@@ -26,7 +26,7 @@ from typing import Any, Iterable
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from inmind_exp.secrets import is_secret_key, redact, redact_overrides, redact_text, secret_values
+from inmind_exp.secrets import is_secret_key, redact, redact_overrides, redact_text, scrub, secret_values
 
 log = logging.getLogger(__name__)
 RESOLVER = "inmind.job_dirname"
@@ -117,14 +117,13 @@ class _RedactingRecords:
 
     def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
         record = self.previous(*args, **kwargs)
-        if self.secrets:
-            try:
-                message = record.getMessage()
-            except Exception:  # noqa: BLE001 - a malformed record is the logging module's business
-                return record
-            cleaned = redact_text(message, self.secrets)
-            if cleaned != message:
-                record.msg, record.args = cleaned, ()
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is the logging module's business
+            return record
+        cleaned = scrub(message, self.secrets)  # also keys this process read since, URL user-info, key shapes
+        if cleaned != message:
+            record.msg, record.args = cleaned, ()
         return record
 
 

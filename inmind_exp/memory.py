@@ -19,10 +19,11 @@ import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from inmind_exp.embed import Encoder
 from inmind_exp.llm import Models
+from inmind_exp.ranges import Range, check_params
 from inmind_exp.records import Answer, ContextItem, Fault, Session, Turn
 from inmind_exp.registry import Registry
 
@@ -74,6 +75,17 @@ class MemorySystem(abc.ABC):
     #: every embedding, so the embedding is no part of their result identity and a sweep over embeddings runs them once
     uses_embedding: ClassVar[bool] = True
     cost: ClassVar[CallProfile] = CallProfile()
+    #: the implementation's version, part of every result identity (``inmind_exp.identity``): bump it when a code
+    #: change can change results (tests/systems/test_system_versions.py fails until you decide)
+    version: ClassVar[str] = "1"
+    #: allowed ranges of the numeric parameters (``inmind_exp.ranges``), checked when a configuration is planned
+    param_ranges: ClassVar[Mapping[str, Range]] = {}
+
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any]) -> list[str]:
+        """Every problem with ``params`` (the config's ``system.params``), each naming its key; checked at planning,
+        before anything runs. Default: ``param_ranges``; override to add checks between parameters."""
+        return check_params(cls.name, params, cls.param_ranges)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -3,7 +3,13 @@
 A value is secret when its key *looks* secret (a word ``key``, ``token``, ``password``, ``secret``... in the key's
 name, ``api_key``, ``OPENAI_API_KEY``, ``access_token``; but ``*_env`` keys hold variable *names* and ``max_tokens``
 holds a count) or when it contains the value of a key variable: one named by an ``api_key_env`` / ``*_api_key_env``
-key of the config, or one of the common provider variables present in the environment (``KEY_VARIABLES``).
+key of the config, one of the common provider variables present in the environment (``KEY_VARIABLES``), or a key
+this process has used (``remember``, called wherever a key is read). Whatever the source, the user-info of a URL
+(``http://user:password@host/v1``) and text shaped like a provider key (``sk-...``, ``Bearer ...``) are redacted too:
+an endpoint that echoes a key in its error body ("Incorrect API key provided: sk-...") cannot put it on disk.
+
+``scrub`` (text) and ``scrub_obj`` (a JSON-like value) are the one entry point for everything else the tool stores
+or prints: error messages, records, ledgers, MLflow params, tags and artifacts, and log lines.
 """
 
 from __future__ import annotations
@@ -25,6 +31,12 @@ KEY_VARIABLES = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", 
 MIN_SUBSTRING_LEN = 8
 
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+#: ``scheme://user:password@`` (or ``scheme://token@``, or Hydra's escaped ``http\\://u\\:p@``): the user-info of a URL is a credential
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*\\?:(?:\\?/){2})[^\s/@?#'\"]+@")  # Hydra writes \: too
+#: text shaped like a key, whether or not this process knows it: OpenAI-style ``sk-...`` keys and bearer tokens
+_KEY_SHAPES = (re.compile(r"\bsk-[A-Za-z0-9_\-*]{12,}"), re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{12,}"))
+#: keys this process has read (``Endpoint.api_key``, the workers' ``Secrets``): redacted wherever they appear
+_KNOWN: set[str] = set()
 
 
 def is_secret_key(name: Any) -> bool:
@@ -75,18 +87,62 @@ def secret_values(container: Any = None, environ: Mapping[str, str] | None = Non
 
     walk(container)
     values.update(v for v in extra if v)
+    values.update(_KNOWN)
     return {v for v in values if v != REDACTED}
+
+
+def remember(values: Iterable[str]) -> None:
+    """Keys this process uses: from now on ``scrub`` redacts them wherever they appear."""
+    _KNOWN.update(v for v in values if v and v != REDACTED and len(v) >= MIN_SUBSTRING_LEN)
+
+
+def strip_userinfo(text: str) -> str:
+    """``text`` with the user-info of every URL in it replaced: ``http://u:p@host`` -> ``http://***@host``."""
+    return _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text) if "@" in text else text
+
+
+def without_userinfo(url: str) -> str:
+    """A URL with no user-info at all (``http://u:p@host/v1`` -> ``http://host/v1``): what names the server."""
+    return _URL_USERINFO.sub(lambda m: m.group(1), url) if "@" in url else url
 
 
 def redact_text(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every secret (of at least ``MIN_SUBSTRING_LEN`` characters) replaced by ``***``; a shorter
-    secret only when it is the whole text."""
+    secret only when it is the whole text. URL user-info and key-shaped text are replaced too."""
     for s in sorted(set(secrets), key=len, reverse=True):
         if text == s:
             return REDACTED
         if len(s) >= MIN_SUBSTRING_LEN and s in text:
             text = text.replace(s, REDACTED)
+    text = strip_userinfo(text)
+    for shape in _KEY_SHAPES:
+        if shape.search(text):
+            text = shape.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, text)
     return text
+
+
+def scrub(text: str, extra: Iterable[str] = ()) -> str:
+    """The one redaction applied to anything stored or printed: every key this process knows (``remember``, the
+    key variables of the environment, ``extra``), URL user-info and key-shaped text, replaced by ``***``."""
+    if not text:
+        return text
+    return redact_text(text, secret_values(None, extra=extra))
+
+
+def scrub_obj(node: Any, extra: Iterable[str] = ()) -> Any:
+    """``scrub`` applied to every string (keys included) of a JSON-like value; other values unchanged."""
+    secrets = secret_values(None, extra=extra)
+
+    def walk(n: Any) -> Any:
+        if isinstance(n, str):
+            return redact_text(n, secrets) if n else n
+        if isinstance(n, Mapping):
+            return {walk(k) if isinstance(k, str) else k: walk(v) for k, v in n.items()}
+        if isinstance(n, (list, tuple)):
+            return type(n)(walk(v) for v in n)
+        return n
+
+    return walk(node)
 
 
 def redact(container: Any, environ: Mapping[str, str] | None = None, extra: Iterable[str] = ()) -> Any:

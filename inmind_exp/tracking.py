@@ -29,6 +29,7 @@ from mlflow.entities import Metric, Param, RunTag  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402,F401  (analysis.load reaches MLflow through this module)
 
 from inmind_exp.run.labels import injection_label, split_override  # noqa: E402
+from inmind_exp.secrets import scrub, scrub_obj  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,6 +112,17 @@ def artifact_location(uri: str) -> str | None:
         db = Path(uri[len("sqlite:///"):]).expanduser().resolve()
         return (db.parent / "mlruns").as_uri()
     return None
+
+
+def _scrub_file(path: Path) -> None:
+    """Rewrite a text file in place with secrets redacted (``inmind_exp.secrets.scrub``), if it holds any."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError):
+        return
+    clean = scrub(text)
+    if clean != text:
+        path.write_text(clean, encoding="utf-8")
 
 
 # -- what a configuration run shows ---------------------------------------------------------------------------------
@@ -253,7 +265,8 @@ class Tracker:
     def get_or_create_run(self, key: str, name: str, tags: dict[str, str], parent_id: str | None = None) -> tuple[str, bool]:
         """The run with tag ``tags.KEY == key``, reopened if it exists; else a new one. Returns (run_id, created)."""
         run_id = self.find_run(key)
-        all_tags = {T.KEY: key, **provenance_tags(), **tags}
+        name = scrub(name)
+        all_tags = scrub_obj({T.KEY: key, **provenance_tags(), **tags})
         if parent_id:
             all_tags[T.PARENT_RUN] = parent_id
         if run_id is None:
@@ -355,7 +368,7 @@ class Tracker:
 
     def log_params(self, run_id: str, params: dict[str, str]) -> None:
         existing = self.client.get_run(run_id).data.params
-        fresh = [Param(k, v[:6000]) for k, v in sorted(params.items()) if k not in existing]
+        fresh = [Param(k, scrub(v)[:6000]) for k, v in sorted(params.items()) if k not in existing]
         for i in range(0, len(fresh), 100):
             self.client.log_batch(run_id, params=fresh[i : i + 100])
 
@@ -368,10 +381,11 @@ class Tracker:
     def log_artifacts(self, run_id: str, paths: list[Path]) -> None:
         for p in paths:
             if p.exists():
+                _scrub_file(p)  # the last look before a file leaves for the store
                 self.client.log_artifact(run_id, str(p))
 
     def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
-        self.client.log_text(run_id, text, artifact_file)
+        self.client.log_text(run_id, scrub(text), artifact_file)
 
     def _replace_table(self, run_id: str, data: dict[str, list[Any]], artifact_file: str) -> None:
         """``log_table`` appends to an existing file; a resumed run must replace it, so delete the old one first."""
@@ -382,7 +396,7 @@ class Tracker:
                 get_artifact_repository(self.client.get_run(run_id).info.artifact_uri).delete_artifacts(artifact_file)
         except Exception:  # noqa: BLE001  (a store that cannot delete keeps appending; the JSONL is authoritative)
             pass
-        self.client.log_table(run_id, data=data, artifact_file=artifact_file)
+        self.client.log_table(run_id, data=scrub_obj(data), artifact_file=artifact_file)
 
     def finish(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status=status)

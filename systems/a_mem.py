@@ -74,6 +74,7 @@ from inmind_exp.embed import TextIndex
 from inmind_exp.llm import JSONReplyError, parse_json_object
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, union_sources, write_json
 from inmind_exp.records import Answer, ContextItem, Message, Session
+from inmind_exp.ranges import at_least
 
 PROMPT_VERSION = "a_mem-v2"
 ANSWER_PROMPT_VERSION = "a_mem-answer-v1"
@@ -248,6 +249,9 @@ class AMem(MemorySystem):
     # two notes (user + assistant turn) per user turn, two memory calls each; one keyword call per query
     cost = CallProfile(memory_calls_per_user_turn=4.0, memory_calls_per_query=1.0, answer_calls_per_query=1.0,
                        prompt_tokens_per_memory_call=1200, prompt_tokens_per_answer_call=6000)
+
+    param_ranges = {"evolution_k": at_least(0), "retrieve_k": at_least(1), "evo_threshold": at_least(1),
+                    "json_attempts": at_least(1)}
 
     def __init__(self, llm, encoder, workdir: Path, evolution_k: int = 5, retrieve_k: int = 10,
                  evo_threshold: int = 100, json_attempts: int = 3, **params) -> None:

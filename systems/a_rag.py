@@ -92,6 +92,7 @@ from inmind_exp.answering import paper_answer, shared_answer
 from inmind_exp.llm import EndpointError
 from inmind_exp.records import Answer, ContextItem, Message, Session, Turn
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, turn_pairs, write_json
+from inmind_exp.ranges import at_least
 
 if TYPE_CHECKING:
     from inmind_exp.llm import LLMClient, Models
@@ -386,6 +387,9 @@ class ARAG(MemorySystem):
     embeddings = ("minilm", "emb3")
     # no write-path calls; per query the loop makes up to max_loops + 1 answerer calls with a growing context
     cost = CallProfile(answer_calls_per_query=6.0, prompt_tokens_per_answer_call=8000)
+
+    param_ranges = {"max_loops": at_least(1), "max_token_budget": at_least(1), "default_top_k": at_least(1),
+                    "max_top_k": at_least(1)}
 
     def __init__(self, llm, encoder, workdir: Path, chunk_unit: str = "exchange", max_loops: int = 15,
                  max_token_budget: int = 128_000, default_top_k: int = 5, max_top_k: int = 20, **params) -> None:

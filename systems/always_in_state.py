@@ -25,6 +25,7 @@ from pathlib import Path
 from inmind_exp.answering import paper_answer, shared_messages
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
 from inmind_exp.records import Answer, ContextItem, Message, Session
+from inmind_exp.ranges import at_least
 
 PROMPT_VERSION = "always_in_state-v1"
 
@@ -99,6 +100,9 @@ class AlwaysInState(MemorySystem):
     uses_embedding = False  # no retriever: the encoder is never called
     cost = CallProfile(memory_calls_per_session=1.0, prompt_tokens_per_memory_call=4000, prompt_tokens_per_answer_call=3000,
                        completion_tokens_per_memory_call=2000)  # the whole file, rewritten
+
+    param_ranges = {"max_lines": at_least(1), "max_bytes": at_least(1),
+                    "updater_max_tokens": at_least(1, nullable=True)}
 
     def __init__(self, llm, encoder, workdir: Path, max_lines: int = 200, max_bytes: int = 25_000,
                  updater_max_tokens: int | None = None, **params) -> None:

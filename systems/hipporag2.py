@@ -112,6 +112,7 @@ import numpy as np
 from inmind_exp.llm import JSONReplyError, parse_json_object
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
+from inmind_exp.ranges import at_least, non_negative, similarity, unit
 
 PROMPT_VERSION = "hipporag2-v2"
 #: version of the answer prompt used in ``answer=native`` (upstream's rag_qa_musique template and ``qa`` layout)
@@ -415,6 +416,10 @@ class HippoRAG2(MemorySystem):
 
     cost = CallProfile(memory_calls_per_user_turn=4.0, memory_calls_per_query=1.0, answer_calls_per_query=1.0,
                        prompt_tokens_per_memory_call=900, prompt_tokens_per_answer_call=1800)
+
+    param_ranges = {"linking_top_k": at_least(1), "qa_top_k": at_least(1), "passage_node_weight": non_negative(),
+                    "damping": unit(), "synonymy_edge_topk": at_least(1), "synonymy_edge_sim_threshold": similarity(),
+                    "synonymy_edge_query_batch_size": at_least(1), "json_attempts": at_least(1)}
 
     def __init__(self, llm, encoder, workdir: Path, passage_unit: str = "turn", linking_top_k: int = 5,
                  qa_top_k: int = 5, passage_node_weight: float = 0.05, damping: float = 0.5,

@@ -73,6 +73,7 @@ from inmind_exp.embed import TextIndex
 from inmind_exp.llm import JSONReplyError
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, turn_pairs, union_sources, write_json
 from inmind_exp.records import Answer, ContextItem, Message, Session
+from inmind_exp.ranges import at_least
 
 PROMPT_VERSION = "mem0-v2"
 ANSWER_PROMPT_VERSION = "mem0-answer-v2"
@@ -394,6 +395,9 @@ class Mem0(MemorySystem):
 
     cost = CallProfile(memory_calls_per_user_turn=2.0, prompt_tokens_per_memory_call=1500,
                        answer_calls_per_query=1.0, prompt_tokens_per_answer_call=1400)
+
+    param_ranges = {"top_k": at_least(1), "search_top_s": at_least(1), "recent_messages": at_least(0),
+                    "json_attempts": at_least(1)}
 
     def __init__(self, llm, encoder, workdir: Path, top_k: int = 30, search_top_s: int = 5,
                  recent_messages: int = 10, json_attempts: int = 1, **params: Any) -> None:

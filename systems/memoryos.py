@@ -89,6 +89,7 @@ import numpy as np
 
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, turn_pairs, write_json
+from inmind_exp.ranges import at_least, non_negative, similarity
 
 PROMPT_VERSION = "memoryos-v2"
 #: version of the answer prompt used in ``answer=native`` (upstream's GENERATE_SYSTEM_RESPONSE prompts, verbatim)
@@ -422,6 +423,12 @@ class MemoryOS(MemorySystem):
         prompt_tokens_per_memory_call=700,
         prompt_tokens_per_answer_call=9000,
     )
+
+    param_ranges = {**{k: at_least(1) for k in ("short_term_capacity", "mid_term_capacity", "long_term_knowledge_capacity",
+                                            "retrieval_queue_capacity", "top_k_sessions", "top_k_knowledge")},
+                    **{k: similarity() for k in ("mid_term_similarity_threshold", "segment_similarity_threshold",
+                                                 "page_similarity_threshold", "knowledge_threshold")},
+                    "mid_term_heat_threshold": non_negative(), "answer_word_limit": at_least(1, nullable=True)}
 
     def __init__(
         self,

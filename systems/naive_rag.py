@@ -22,6 +22,7 @@ from pathlib import Path
 from inmind_exp.embed import TextIndex
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
 from inmind_exp.records import Answer, ContextItem, Message, Session
+from inmind_exp.ranges import at_least
 
 ANSWER_SYSTEM_PROMPT = (  # naive_rag-v1
     "You are a helpful assistant with access to excerpts of your earlier conversations with this user. "
@@ -39,6 +40,8 @@ PAIR_SEP = "+"  # joins the injected pair's turn ids into the single-shot chunk'
 class NaiveRAG(MemorySystem):
     embeddings = ("minilm", "emb3", "bm25")
     cost = CallProfile(answer_calls_per_query=1.0, prompt_tokens_per_answer_call=900)
+
+    param_ranges = {"top_k": at_least(1)}
 
     def __init__(self, llm, encoder, workdir: Path, top_k: int = 5, chunking: str = "turn", **params) -> None:
         super().__init__(llm, encoder, workdir, **params)

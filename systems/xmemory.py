@@ -88,6 +88,7 @@ import numpy as np
 from inmind_exp.llm import JSONReplyError
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
+from inmind_exp.ranges import Range, at_least, similarity, unit
 
 PROMPT_VERSION = "xmemory-v2"
 
@@ -428,6 +429,18 @@ class XMemory(MemorySystem):
     cost = CallProfile(memory_calls_per_user_turn=2.6, memory_calls_per_session=4.0, memory_calls_per_query=2.0,
                        answer_calls_per_query=5.0, prompt_tokens_per_memory_call=2000,
                        prompt_tokens_per_answer_call=2500)
+
+    param_ranges = {**{k: at_least(1) for k in ("buffer_size_max", "episode_min_messages", "max_statements_for_prediction",
+                                            "semantic_knn_k", "theme_max_size", "split_cluster_size", "theme_knn_k",
+                                            "score_ctx_k", "sem_pool", "max_themes", "max_semantics", "episode_vec_top",
+                                            "episode_probe", "top_k_episodes", "gate_max_tokens",
+                                            "theme_summary_max_tokens")},
+                    **{k: at_least(0) for k in ("boundary_exclude_threshold", "include_original_messages_top_k")},
+                    **{k: similarity() for k in ("statement_similarity_threshold", "theme_attach_threshold",
+                                                 "theme_lenient_floor", "split_graph_threshold", "min_intra_sim",
+                                                 "merge_threshold")},
+                    **{k: unit() for k in ("alpha_coverage", "beta_sem")},
+                    **{k: Range() for k in ("tau_ep_stop", "tau_ep", "tau_ep_expand")}}
 
     def __init__(self, llm, encoder, workdir: Path, **params: Any) -> None:
         known = {k: params.pop(k) for k in list(params) if k in Params.__dataclass_fields__}

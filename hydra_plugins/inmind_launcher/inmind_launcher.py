@@ -23,6 +23,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
 from inmind_exp.console import EXIT_TASK_ERRORS, error_line, retry_summary, route_project_logs
+from inmind_exp.secrets import scrub
 
 log = logging.getLogger(__name__)
 
@@ -66,14 +67,16 @@ class InmindLauncher(Launcher):
         ret = run_job(hydra_context=self.hydra_context, task_function=self.task_function, config=sweep_config,
                       job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
         if ret.status == JobStatus.FAILED:
-            collector.fail(f"{type(ret._return_value).__name__}: {ret._return_value}")
+            collector.fail(scrub(f"{type(ret._return_value).__name__}: {ret._return_value}"))
         return ret
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from inmind_exp.console import INPUT_ERRORS
         from inmind_exp.errors import InmindError
         from inmind_exp import headline
         from inmind_exp.run.dedupe import skip_message, split_duplicates
         from inmind_exp.run.driver import protocol_note
+        from inmind_exp.run import stop
         from inmind_exp.run.labels import varying_keys
         from inmind_exp.run.sweep import PlanCollector, collecting, run_plans, start_cluster, warm_up
         from inmind_exp.sweep_report import report_at_end
@@ -120,7 +123,7 @@ class InmindLauncher(Launcher):
             return runs
 
         if cluster_error is not None:
-            print(f"error: {cluster_error}", file=sys.stderr, flush=True)
+            print(f"error: {scrub(str(cluster_error))}", file=sys.stderr, flush=True)
             sys.exit(2)
         order = sorted(collector.plans)
         plans = [collector.plans[i] for i in order]
@@ -132,9 +135,9 @@ class InmindLauncher(Launcher):
         try:
             outcomes = run_plans([plans[k] for k in keep], parent_key=f"sweep:{root}", parent_name=f"sweep {root.name}")
         except KeyboardInterrupt:
-            sys.exit(130)  # each driver has said what is saved and how to resume
+            stop.stopped()  # each driver has said what is saved; exit 130 (SIGINT) or 143 (SIGTERM)
         except InmindError as e:
-            print(f"error: {e}", file=sys.stderr, flush=True)
+            print(f"error: {scrub(str(e))}", file=sys.stderr, flush=True)
             sys.exit(2)
         rows: list[Any] = []
         notes: list[str] = []
@@ -165,7 +168,11 @@ class InmindLauncher(Launcher):
             print(f"records: {sweep_dir}/<job>/records.jsonl  |  MLflow: {plans[0].tracking.uri} "
                   f"(experiment {plans[0].tracking.experiment}, parent run 'sweep {root.name}')", flush=True)
         if any(isinstance(e, KeyboardInterrupt) for _, e in failures):
-            sys.exit(130)
+            stop.stopped()
+        if failures and not rows and all(isinstance(e, INPUT_ERRORS) for _, e in failures):
+            for name, e in failures:  # every configuration stopped at its preflight: bad input, nothing ran (exit 2)
+                print(f"error: {name}: {error_line(e)}", file=sys.stderr, flush=True)
+            sys.exit(2)
         report_at_end(self.config)  # here, not only in the callback: a nonzero exit below skips Hydra's end callbacks
         for name, e in failures:
             print(f"error: {name}: {error_line(e)}", file=sys.stderr, flush=True)

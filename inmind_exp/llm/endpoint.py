@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from inmind_exp.errors import EndpointError
+from inmind_exp.secrets import remember, strip_userinfo
 
 ROLES: tuple[str, ...] = ("answerer", "judge", "memory")
 
@@ -35,6 +36,10 @@ class Endpoint:
     reasoning: bool = False
     seed: int | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
+    #: the whole call (connect + response) must end within this many seconds, else it is a retryable timeout
+    deadline_s: float | None = 600.0
+    #: a reply larger than this is an error for its task (``inmind_exp.llm.deadline``)
+    max_response_bytes: int | None = 4 * 1024 * 1024
 
     @property
     def identity(self) -> str:
@@ -54,8 +59,9 @@ class Endpoint:
         if not key:
             raise EndpointError(
                 f"role '{self.role}': environment variable {self.api_key_env} is not set "
-                f"(needed for {self.base_url}, model {self.model})"
+                f"(needed for {strip_userinfo(self.base_url)}, model {self.model})"
             )
+        remember([key])  # from now on redacted wherever this process writes or prints it
         return key
 
     def with_base_url(self, base_url: str, cache_id: str | None = None) -> "Endpoint":

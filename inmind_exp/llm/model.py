@@ -169,7 +169,8 @@ class Model:
             err = self.provider.failure(e, self.provider.is_retryable(e))
             if err is None:
                 raise
-            raise err from e
+            # not chained: the API error's text is the endpoint's body, which may echo the key (err is redacted)
+            raise err from None
 
 
 class LLMClient(Model):

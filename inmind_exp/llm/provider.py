@@ -15,7 +15,9 @@ import openai
 
 from inmind_exp.errors import LLMCallError
 from inmind_exp.llm.endpoint import Endpoint
-from inmind_exp.llm.retry import is_retryable
+from inmind_exp.llm.deadline import bounded_http_client, call_limits
+from inmind_exp.llm.retry import MalformedReply, is_retryable
+from inmind_exp.secrets import scrub, strip_userinfo
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,8 @@ class EmbeddingProvider(Protocol):
 
 
 def _short(e: BaseException, n: int = 300) -> str:
-    s = str(e)
+    """The exception's text, redacted (an endpoint may echo the key it was sent) and cut to ``n`` characters."""
+    s = scrub(str(e))
     return s if len(s) <= n else s[:n] + "…"
 
 
@@ -81,8 +84,23 @@ class OpenAIProvider:
     def client(self) -> openai.OpenAI:
         if self._client is None:
             self._client = openai.OpenAI(base_url=self.endpoint.base_url, api_key=self.endpoint.api_key(),
-                                         max_retries=0, timeout=self.endpoint.timeout_s)
+                                         max_retries=0, timeout=self.endpoint.timeout_s,
+                                         http_client=bounded_http_client())
         return self._client
+
+    def _request(self, fn: Any, what: str) -> Any:
+        """One API call under the endpoint's deadline and response-size cap; a 200 whose body is not the API's
+        JSON (``what``) is a ``MalformedReply`` naming the endpoint, retried like a 5xx."""
+        ep = self.endpoint
+        try:
+            with call_limits(ep.deadline_s, ep.max_response_bytes):
+                resp = fn()
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise MalformedReply(f"HTTP 200 with a body that is not JSON ({type(e).__name__})") from None
+        if isinstance(resp, (str, bytes)) or not hasattr(resp, what):
+            text = resp if isinstance(resp, str) else repr(type(resp).__name__)
+            raise MalformedReply(f"HTTP 200 with a body that is not a {what} reply: {text[:120]!r}")
+        return resp
 
     # -- chat -------------------------------------------------------------------------------------------------
     def chat_params(self, *, temperature: Any = ..., max_tokens: Any = ..., top_p: Any = ...,
@@ -123,7 +141,8 @@ class OpenAIProvider:
         kwargs = dict(params)
         if self.endpoint.extra_body:
             kwargs["extra_body"] = self.endpoint.extra_body
-        resp = self.client.chat.completions.create(model=self.endpoint.model, messages=wire, **kwargs)
+        resp = self._request(lambda: self.client.chat.completions.create(model=self.endpoint.model, messages=wire,
+                                                                          **kwargs), "choices")
         latency = time.perf_counter() - t0
         if not resp.choices:
             raise LLMCallError(f"role '{self.role}': endpoint returned no choices")
@@ -153,7 +172,8 @@ class OpenAIProvider:
 
     def embed(self, batch: list[str], dimensions: int | None) -> tuple[list[np.ndarray], int]:
         kwargs: dict[str, Any] = {"dimensions": dimensions} if dimensions else {}
-        resp = self.client.embeddings.create(model=self.endpoint.model, input=batch, **kwargs)
+        resp = self._request(lambda: self.client.embeddings.create(model=self.endpoint.model, input=batch, **kwargs),
+                             "data")
         data = sorted(resp.data, key=lambda d: d.index)
         if len(data) != len(batch):
             raise LLMCallError(f"role '{self.role}': asked for {len(batch)} embeddings, got {len(data)}")
@@ -166,10 +186,12 @@ class OpenAIProvider:
 
     def failure(self, exc: BaseException, retryable: bool) -> LLMCallError | None:
         """The ``LLMCallError`` for an API error that ended the call (None: not an API error, let it propagate)."""
-        if not isinstance(exc, openai.OpenAIError):
+        if not isinstance(exc, (openai.OpenAIError, MalformedReply)):
             return None
         ep = self.endpoint
         status = getattr(exc, "status_code", None)
         what = f"HTTP {status}" if status else type(exc).__name__
-        return LLMCallError(f"role '{self.role}' ({ep.base_url}, model {ep.model}): {what} after "
+        if isinstance(exc, openai.APITimeoutError):
+            what = f"timeout (llm.timeout_s={ep.timeout_s}, llm.deadline_s={ep.deadline_s})"
+        return LLMCallError(f"role '{self.role}' ({strip_userinfo(ep.base_url)}, model {ep.model}): {what} after "
                             f"{'retries' if retryable else 'a non-retryable error'}: {_short(exc)}")

@@ -11,7 +11,13 @@ from inmind_exp.errors import LLMCallError  # noqa: F401  (re-exported: its old 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
+class MalformedReply(Exception):
+    """An HTTP 200 whose body is no API reply (a proxy's HTML error page, JSON cut short): retried like a 5xx."""
+
+
 def is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, MalformedReply):
+        return True
     if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
         return True
     if isinstance(exc, openai.APIStatusError):

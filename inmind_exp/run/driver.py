@@ -74,7 +74,12 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
             log.error(f"[inmind] {plan.name}: {died}; {progress.errors} of its {progress.total} tasks ended in an error")
         ordered = [records[t.id] for t in plan.tasks if t.id in records]
         metrics = compute(ordered)
-        shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
+        try:
+            shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
+        except OSError as e:  # a full disk must not hide why the run stopped, nor leave the MLflow run RUNNING
+            log.error(f"[inmind] {plan.name}: outputs not written ({type(e).__name__}: {e}); the ledger "
+                      f"{plan.ledger_path} holds the finished results")
+            status, shown = ("FAILED" if status == "FINISHED" else status), {}
         tracker.finish(run_id, status)
         if parent_id:
             tracker.add_to_sweep(parent_id, run_id, shown)
@@ -102,11 +107,21 @@ def _execute(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], 
     ledger = Ledger(plan.ledger_path)
 
     def report(rec: TaskRecord) -> None:
+        rec = scrub_record(rec)  # an error text or reply may hold a key an endpoint echoed: never on disk
         ledger.append(rec)
         records[rec.task_id] = rec
         progress.add(rec)
 
     executor.run(plan, remaining, report, progress)
+
+
+def scrub_record(rec: TaskRecord) -> TaskRecord:
+    """``rec`` with every string redacted (``inmind_exp.secrets.scrub_obj``); the same object when nothing changes."""
+    from inmind_exp.secrets import scrub_obj
+
+    d = rec.to_dict()
+    clean = scrub_obj(d)
+    return rec if clean == d else TaskRecord.from_dict(clean)
 
 
 def _dataset_path(plan: Plan) -> Path:
@@ -122,6 +137,7 @@ def _dataset_path(plan: Plan) -> Path:
 def _write_outputs(plan: Plan, records: list[TaskRecord], metrics: RunMetrics, tracker: Any, run_id: str) -> dict[str, float]:
     plan.job_dir.mkdir(parents=True, exist_ok=True)
     rec_path = plan.job_dir / "records.jsonl"
+    records = [scrub_record(r) for r in records]
     write_jsonl(rec_path, (r.to_dict() for r in records))
     cfg_path = plan.job_dir / "config.yaml"
     cfg_path.write_text(plan.config_yaml)

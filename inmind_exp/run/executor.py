@@ -356,6 +356,8 @@ class RayExecutor:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        from inmind_exp.run import stop
+
         env.apply(env.RAY)
         if not ray.is_initialized():
             runtime_env = code_runtime_env(dict(cluster.runtime_env)) if cluster.ship_code else dict(cluster.runtime_env)
@@ -372,6 +374,7 @@ class RayExecutor:
             else:
                 ray.init(address="local", num_cpus=cluster.num_cpus or max(2, cluster.workers),
                          object_store_memory=cluster.object_store_memory, **kwargs)
+        stop.install()  # ray.init replaced the SIGTERM handler with one that kills Ray under the driver
         # the limiter and the cache service live on the head node (Ray's "node:__internal_head__" resource; the
         # driver's node if a cluster has none): losing a worker node never takes them down. They hold no CPU, so
         # they never compete with task actors for a slot.

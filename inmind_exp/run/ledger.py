@@ -10,7 +10,30 @@ import json
 import os
 from pathlib import Path
 
+from inmind_exp.errors import InmindError
 from inmind_exp.records import TaskRecord
+
+
+class LedgerWriteError(InmindError, OSError):
+    """A record could not be appended (disk full, read-only, gone): dispatch stops; finished records stay."""
+
+
+def free_space(path: Path) -> str:
+    """The free space of the filesystem holding ``path`` (its nearest existing ancestor), e.g. ``"0 B"``."""
+    import shutil
+
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        n = float(shutil.disk_usage(p).free)
+    except OSError:
+        return "unknown"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return "unknown"
 
 
 def read_records(path: Path) -> dict[str, TaskRecord]:
@@ -40,14 +63,21 @@ class Ledger:
         return read_records(self.path) if self.path.is_file() else {}
 
     def append(self, record: TaskRecord) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Append and fsync one record; ``LedgerWriteError`` naming the path and the free space when it fails (a
+        partial line it leaves is skipped on resume and ended by the next append)."""
         line = json.dumps(record.to_dict(), ensure_ascii=False, sort_keys=True) + "\n"
-        with open(self.path, "a", encoding="utf-8") as f:
-            if f.tell() > 0:
-                self._repair_tail()
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as f:
+                if f.tell() > 0:
+                    self._repair_tail()
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise LedgerWriteError(f"cannot append to the ledger {self.path}: {e.strerror or e} "
+                                   f"({free_space(self.path)} free on its filesystem); the results before this one "
+                                   f"are kept: free space and rerun the same command") from None
 
     def _repair_tail(self) -> None:
         """A writer killed mid-line leaves a partial last line: end it so the next record starts on its own line."""

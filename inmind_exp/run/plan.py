@@ -150,6 +150,7 @@ class Plan:
     def prefix_hash(self) -> str:
         ident = {k: self.identity[k] for k in ("system", "embedding", "trace")}
         ident["memory"] = self.identity["roles"]["memory"]
+        ident["code"] = self.identity["code"]["system"]  # the system's version and prompts build the snapshot
         ident["session_index"] = self.session_index
         return C.identity_hash(ident)
 
@@ -279,14 +280,14 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
     if cfg.answer.mode not in ANSWER_MODES:
         raise PlanError(f"answer={cfg.answer.mode}: expected one of {', '.join(ANSWER_MODES)}")
     _check_params(system_cls, cfg.system.name, params)
-    if not isinstance(cfg.cluster.workers, int) or cfg.cluster.workers < 1:
-        raise PlanError(f"cluster.workers={cfg.cluster.workers}: must be an integer >= 1")
     latency = cfg.run.get("latency_s", 10.0)
     if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not latency > 0:
         raise PlanError(f"run.latency_s={latency}: must be a number of seconds > 0")
+    _check_ranges(cfg, system_cls, params)
+    _check_tracking_uri(str(cfg.tracking.uri))
     judges, answer_prompt = _release_prompts(cfg)
     identity = C.result_identity(cfg, endpoints, dataset.digest, background.digest, system_cls.uses_embedding,
-                                 judges=judges, answer_prompt=answer_prompt)
+                                 judges=judges, answer_prompt=answer_prompt, system_cls=system_cls)
     config_hash = C.identity_hash(identity)
     run = cfg.run
     plan = Plan(
@@ -338,6 +339,50 @@ def check_config(cfg: DictConfig) -> None:
     driver before its first MLflow run."""
     with tempfile.TemporaryDirectory(prefix="inmind-check-") as d:
         plan_config(cfg, Path(d), Path(d))
+
+
+def _check_tracking_uri(uri: str) -> None:
+    """A local MLflow store (``sqlite:///path``, ``file:`` or a plain path) must be writable: else a ``PlanError``
+    naming the path now, not a traceback after Ray started. Remote stores are the server's business."""
+    import os
+
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):]).expanduser()
+    elif uri.startswith("file:"):
+        path = Path(uri[len("file:"):].lstrip("/") and "/" + uri[len("file:"):].lstrip("/")).expanduser()
+    elif "://" not in uri:
+        path = Path(uri).expanduser()
+    else:
+        return
+    if path.exists():
+        target = path if path.is_dir() else path
+        if not os.access(target, os.W_OK):
+            raise PlanError(f"tracking.uri={uri}: {path} is not writable")
+        return
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise PlanError(f"tracking.uri={uri}: cannot create {path} ({parent} is not a writable directory)")
+
+
+def _check_ranges(cfg: DictConfig, system_cls: type[MemorySystem], params: dict[str, Any]) -> None:
+    """Every numeric setting and system parameter in its range (``inmind_exp.ranges``), or one ``PlanError``
+    listing each key out of range."""
+    from inmind_exp.llm import ROLES
+    from inmind_exp.ranges import check_settings
+
+    missing = object()
+
+    def get(key: str) -> Any:
+        value = OmegaConf.select(cfg, key, default=missing)
+        if value is missing:
+            raise KeyError(key)
+        return value
+
+    problems = check_settings(get, ROLES) + system_cls.check_params(params)
+    if problems:
+        raise PlanError("; ".join(problems))
 
 
 def _check_params(system_cls: type[MemorySystem], name: str, params: dict[str, Any]) -> None:

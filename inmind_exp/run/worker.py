@@ -40,7 +40,10 @@ class Secrets:
 
     def apply(self, environ: Any = None) -> None:
         """Set each key in this process's environment (``os.environ`` only: nothing is written)."""
+        from inmind_exp.secrets import remember
+
         target = os.environ if environ is None else environ
+        remember(self._values.values())
         for k, v in self._values.items():
             target[k] = v
 

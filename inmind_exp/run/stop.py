@@ -1,0 +1,60 @@
+"""SIGTERM (what Slurm, Kubernetes and ``ray job stop`` send) stops a launch as cleanly as Ctrl-C: the signal is
+raised in the main thread as ``Terminated``, a ``KeyboardInterrupt``, so every interrupt path runs (finished results
+stay in the ledger, MLflow runs are marked KILLED, workers and actors are stopped) and the launch exits 143 with the
+command that resumes it. Ray installs its own SIGTERM handler when it starts (it tears its processes down under the
+driver and exits 1), so ``install`` runs again after ``ray.init``.
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import sys
+import threading
+from typing import Any
+
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+_received: list[int] = []
+
+
+class Terminated(KeyboardInterrupt):
+    """The process got SIGTERM: handled like an interrupt, exits 143."""
+
+
+def _handler(signum: int, frame: Any) -> None:
+    if _received:  # a second SIGTERM while stopping: the first one's clean-up is under way, let it finish
+        return
+    _received.append(signum)
+    raise Terminated()
+
+
+def install() -> None:
+    """Handle SIGTERM in this process as ``Terminated`` (only the main thread can install a handler)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _handler)
+
+
+def terminated() -> bool:
+    return bool(_received)
+
+
+def exit_code() -> int:
+    """143 after SIGTERM, else 130 (an interrupt)."""
+    return EXIT_TERMINATED if _received else EXIT_INTERRUPTED
+
+
+def resume_command() -> str:
+    """The command that resumes this launch (this process's own argv, secrets redacted)."""
+    from inmind_exp.secrets import redact_overrides
+
+    return shlex.join(redact_overrides([sys.executable, *sys.argv]))
+
+
+def stopped() -> None:
+    """Say how to resume and exit with 130 (SIGINT) or 143 (SIGTERM)."""
+    what = "terminated (SIGTERM)" if _received else "interrupted"
+    print(f"[inmind] {what}: finished results are kept; resume with:\n  {resume_command()}", file=sys.stderr,
+          flush=True)
+    sys.exit(exit_code())

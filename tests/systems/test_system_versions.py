@@ -1,0 +1,54 @@
+"""Each built-in memory system's implementation ``version`` (part of every result identity, ``inmind_exp.identity``)
+and the sha256 of its module's source, recorded here. A change to a system's code fails this test until whoever
+made it decides: if results can change, bump the class's ``version`` (new config hashes: nothing stale is reused
+from ledgers or prefix snapshots) and record the new hash; if they cannot (a comment, a refactor), record the hash
+only. Prompt constants are hashed into the identity on their own, whatever is decided here."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from inmind_exp.memory import SYSTEMS
+
+#: {system: (version, sha256 of its module's source)}
+RECORDED = {
+    "a_mem": ("1", "4979ed172333d30bac266535cc5f23c312588af030416d7e47897a526b11c0d9"),
+    "a_rag": ("1", "6171e06377275cfe22e3785b86a5ce49eb8e9537df709718dbe5b910744f392b"),
+    "always_in_state": ("1", "9259ec9881d98ab3b3d05197483a2c66a00db521882b69c2f981fc9421f8ca53"),
+    "backbone": ("1", "a4771112a5e5aaacee7bf29d3738ec726f35bb00885156e548e36246f6433039"),
+    "hipporag2": ("1", "51094ccd9a9f9b0f13c6dd1c22695603ae9c712c2cd1809edbda764175c3e928"),
+    "mem0": ("1", "8651ce38b4a44ad2fd19de79f97c31797c5b0261e54894f921695e8a20648273"),
+    "memoryos": ("1", "899da7c6f964b0e9d263f9dd3a9c52e9f6010b5211a38a4edf2b85c7d0cbb311"),
+    "naive_rag": ("1", "49730aaefc184a4500d10c1b0b723e42131fc3ac8172e828893359adada8fc16"),
+    "xmemory": ("1", "cdfc78cf5c5c2c8e5e2c56f8e0fd74d130e2d48cae796ccf34568d5f7767bc7b"),
+}
+BUILT_IN = Path(__file__).resolve().parents[2] / "systems"
+
+
+def _built_in() -> list[str]:
+    names = []
+    for name in SYSTEMS.names() if hasattr(SYSTEMS, "names") else list(SYSTEMS):
+        cls = SYSTEMS.get(name)
+        if Path(sys.modules[cls.__module__].__file__).resolve().parent == BUILT_IN and cls.name == name:
+            names.append(name)
+    return sorted(set(names))
+
+
+def test_every_built_in_system_is_recorded():
+    assert _built_in() == sorted(RECORDED), "add the new system to RECORDED (its version and source sha256)"
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED))
+def test_system_code_unchanged_or_version_decided(name):
+    cls = SYSTEMS.get(name)
+    source = Path(sys.modules[cls.__module__].__file__)
+    actual = (cls.version, hashlib.sha256(source.read_bytes()).hexdigest())
+    version, sha = RECORDED[name]
+    assert actual == (version, sha), (
+        f"{source.name} changed (version {cls.version!r}, sha256 {actual[1]}; recorded {version!r}, {sha}): "
+        f"if results can change, bump the version (class attribute `version` of {cls.__name__}) and update the "
+        f"hash in tests/systems/test_system_versions.py; if not, update the hash only")

@@ -1,0 +1,71 @@
+"""A full disk or an unwritable store says so and loses nothing: a ledger append that fails (``/dev/full``: ENOSPC)
+stops dispatch with one ``LedgerWriteError`` naming the path and the free space, the MLflow run ends FAILED, and the
+results appended before stay; an unwritable ``tracking.uri`` is a planning error naming the path (exit 2)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from inmind_exp.errors import PlanError
+from inmind_exp.run import Ledger, plan_config, run_plan
+from inmind_exp.run.executor import InProcessExecutor
+from inmind_exp.run.ledger import LedgerWriteError
+from inmind_exp.run.resources import Resources
+from tests.fake_openai import FakeOpenAI
+from tests.launch_helpers import launch_cmd, mlflow_runs, run, write_small_data
+from tests.test_runner_ray import compose
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_disk_under_the_ledger_stops_the_run_failed_naming_the_path(tmp_path):
+    with FakeOpenAI() as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        plan.ledger_path.parent.mkdir(parents=True)
+        os.symlink("/dev/full", plan.ledger_path)  # every write: ENOSPC
+        res = Resources()
+        with pytest.raises(LedgerWriteError) as e:
+            run_plan(plan, executor=InProcessExecutor(), resources=res)
+        text = str(e.value)
+        assert str(plan.ledger_path) in text and "No space left on device" in text and "free on its filesystem" in text
+        assert len(fake.chat_requests()) < 4 * 5  # dispatch stopped at the first task's record
+        run_info = res.tracker(plan.tracking).run_info(res.tracker(plan.tracking).find_run(
+            __import__("inmind_exp.config", fromlist=["identity_hash"]).identity_hash(
+                {"root": str(plan.root.resolve()), "config": plan.config_hash})))
+        assert run_info.info.status == "FAILED"
+
+
+def test_a_ledger_append_keeps_earlier_records(tmp_path):
+    from inmind_exp.data import load_tasks
+    from inmind_exp.protocol import failed_record
+
+    tasks, _ = write_small_data(tmp_path / "data")
+    rec = failed_record(load_tasks(str(tasks))[0], config_hash="h", system_name="s", session_index=0, error="x",
+                        attempts=1)
+    ledger = Ledger(tmp_path / "l.jsonl")
+    ledger.append(rec)
+    (tmp_path / "l.jsonl").chmod(0o444)
+    os.symlink("/dev/full", tmp_path / "full.jsonl")
+    with pytest.raises(LedgerWriteError):
+        Ledger(tmp_path / "full.jsonl").append(rec)
+    assert list(ledger.load()) == ["t1"]
+
+
+def test_an_unwritable_tracking_uri_is_a_plan_error(tmp_path):
+    (tmp_path / "afile").write_text("not a directory")
+    with FakeOpenAI() as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25",
+                      f"tracking.uri=sqlite:///{tmp_path / 'afile' / 'mlflow.db'}")
+        with pytest.raises(PlanError, match=r"tracking.uri=.*afile/mlflow.db.*not a writable directory"):
+            plan_config(cfg, tmp_path / "root", tmp_path / "job")
+
+
+def test_an_unwritable_tracking_uri_exits_2(tmp_path):
+    write_small_data(tmp_path / "data")
+    (tmp_path / "afile").write_text("not a directory")
+    p = run(launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "system=backbone", "embedding=bm25",
+                       f"tracking.uri=sqlite:///{tmp_path / 'afile' / 'mlflow.db'}", multirun=False), timeout=300)
+    assert p.returncode == 2, p.stderr[-3000:]
+    assert "afile/mlflow.db" in p.stderr and "Traceback" not in p.stderr

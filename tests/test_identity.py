@@ -1,0 +1,97 @@
+"""The result identity covers the code and settings that make a result (``inmind_exp.identity``,
+``inmind_exp.config.result_identity``): a changed answer, judge or system prompt, a bumped system ``version``,
+``run.judge_attempts`` or ``llm.max_tokens_param`` gives a new config hash, so nothing stale is reused from a ledger
+(the issue's probe: a replaced shared answer prompt rerun as "2 already done"); the system's prompts and version
+also key the prefix snapshot. Credentials in a base URL are no part of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from inmind_exp import answering, judges
+from inmind_exp.memory import SYSTEMS
+from tests.launch_helpers import REPO, write_small_data
+
+
+def _plan(tmp_path: Path, *overrides: str):
+    from hydra import compose, initialize_config_dir
+
+    from inmind_exp.config import register_configs
+    from inmind_exp.run.plan import plan_config
+
+    tasks, trace = write_small_data(tmp_path / "data")
+    register_configs()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[
+            "llm=vllm", "llm.base_url=http://127.0.0.1:9/v1", "llm.model=m", f"dataset.path={tasks}",
+            f"trace.path={trace}", "injection.user_turn=5", "system=naive_rag", "embedding=bm25",
+            f"run.cache_dir={tmp_path / 'c'}", *overrides])
+    return plan_config(cfg, tmp_path / "root", tmp_path / "job")
+
+
+def test_settings_that_change_results_change_the_hash(tmp_path):
+    base = _plan(tmp_path)
+    assert _plan(tmp_path, "run.judge_attempts=1").config_hash != base.config_hash
+    assert _plan(tmp_path, "llm.max_tokens_param=max_completion_tokens").config_hash != base.config_hash
+    # not result-changing: limits, retries, the deadline, credentials in the URL
+    same = ["llm.max_concurrency=1", "llm.max_attempts=2", "llm.deadline_s=30", "run.max_task_attempts=5",
+            "llm.base_url=http://u:secret-password@127.0.0.1:9/v1"]
+    assert all(_plan(tmp_path, o).config_hash == base.config_hash for o in same)
+
+
+def test_a_changed_shared_answer_prompt_is_a_new_identity(tmp_path, monkeypatch):
+    base = _plan(tmp_path)
+    monkeypatch.setattr(answering, "SHARED_ANSWER_SYSTEM", answering.SHARED_ANSWER_SYSTEM + " Be brief.")
+    changed = _plan(tmp_path)
+    assert changed.config_hash != base.config_hash
+    assert changed.prefix_hash == base.prefix_hash  # the prefix never calls the answerer
+
+
+def test_a_changed_judge_prompt_is_a_new_identity(tmp_path, monkeypatch):
+    base = _plan(tmp_path)
+    j = judges.JUDGES["application"]
+    monkeypatch.setitem(judges.JUDGES, "application", type(j)(**{**j.__dict__, "template": j.template + " Strictly."}))
+    assert _plan(tmp_path).config_hash != base.config_hash
+
+
+@pytest.mark.parametrize("system", ["naive_rag", "mem0"])
+def test_a_changed_system_prompt_or_version_is_a_new_identity_and_prefix(tmp_path, monkeypatch, system):
+    import sys
+
+    extra = [f"system={system}", "embedding=minilm"]
+    base = _plan(tmp_path, *extra)
+    module = sys.modules[SYSTEMS.get(system).__module__]
+    name = next(n for n in sorted(vars(module)) if n.endswith("PROMPT") and isinstance(getattr(module, n), str))
+    monkeypatch.setattr(module, name, getattr(module, name) + "\nAlso mind the weather.")
+    prompt = _plan(tmp_path, *extra)
+    assert prompt.config_hash != base.config_hash and prompt.prefix_hash != base.prefix_hash
+    monkeypatch.undo()
+    monkeypatch.setattr(SYSTEMS.get(system), "version", "99")
+    bumped = _plan(tmp_path, *extra)
+    assert bumped.config_hash != base.config_hash and bumped.prefix_hash != base.prefix_hash
+
+
+def test_the_identity_is_stable_across_processes(tmp_path):
+    """No run-time state (a module-level cache) or set order leaks into the hash: a fresh interpreter agrees."""
+    import json
+    import subprocess
+    import sys
+
+    from inmind_exp.identity import code_identity
+
+    here = {n: code_identity(SYSTEMS.get(n)) for n in ("a_rag", "memoryos", "xmemory")}
+    code = ("import json; from inmind_exp.memory import SYSTEMS; from inmind_exp.identity import code_identity; "
+            "print(json.dumps({n: code_identity(SYSTEMS.get(n)) for n in ('a_rag', 'memoryos', 'xmemory')}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(REPO), "PYTHONHASHSEED": "123", "PATH": "/usr/bin:/bin"})
+    assert json.loads(out.stdout) == here
+
+
+def test_provenance_is_recorded_but_no_identity():
+    from inmind_exp import tags as T
+    from inmind_exp.tracking import provenance_tags
+
+    tags = provenance_tags()
+    assert tags[T.VERSION] and len(tags[T.GIT_COMMIT]) == 40 and tags[T.GIT_DIRTY] in ("true", "false")

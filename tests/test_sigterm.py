@@ -1,0 +1,57 @@
+"""SIGTERM (Slurm, Kubernetes, ``ray job stop``) is a clean stop like Ctrl-C: a real ``launch.py -m`` against a
+slow fake endpoint gets SIGTERM once a task is in the ledger; it exits 143 with the resume command, the finished
+results stay in the ledger, every MLflow run is KILLED, and no Ray process of the launch outlives it."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fake_openai import FakeOpenAI
+from tests.launch_helpers import REPO, env, launch_cmd, mlflow_runs, write_small_data
+
+
+def _ray_processes(ray_tmp: Path) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if str(ray_tmp) in line and "ps -eo" not in line]
+
+
+@pytest.mark.parametrize("sig,code,said", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
+                                           (signal.SIGINT, 130, "interrupted")], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_cleanly(tmp_path, sig, code, said):
+    ray_tmp = Path(tempfile.mkdtemp(prefix="rs", dir="/tmp"))
+    write_small_data(tmp_path / "data", n_tasks=6, n_sessions=3)
+    try:
+        with FakeOpenAI(delay_s=0.7) as fake:
+            e = env()
+            e["RAY_TMPDIR"] = str(ray_tmp)
+            cmd = launch_cmd(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25", "cluster.workers=1")
+            proc = subprocess.Popen(cmd, cwd=REPO, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            ledger_dir = tmp_path / "sweep" / "ledger"
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and proc.poll() is None:
+                if any(p.read_text().strip() for p in ledger_dir.glob("*.jsonl")):
+                    break
+                time.sleep(0.5)
+            assert proc.poll() is None, "the launch ended before it could be stopped"
+            proc.send_signal(sig)
+            out, err = proc.communicate(timeout=180)
+        assert proc.returncode == code, out[-2000:] + err[-3000:]
+        assert said in err and "resume with:" in err and "launch.py" in err
+        assert "Traceback" not in err and "*** SIG" not in err
+        done = [line for p in ledger_dir.glob("*.jsonl") for line in p.read_text().splitlines() if line.strip()]
+        assert 1 <= len(done) < 6
+        runs = mlflow_runs(tmp_path)
+        assert runs and {r.info.status for r in runs} == {"KILLED"}
+        t0 = time.monotonic()
+        while _ray_processes(ray_tmp) and time.monotonic() - t0 < 20:
+            time.sleep(1)
+        assert _ray_processes(ray_tmp) == []
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
