@@ -321,7 +321,7 @@ class _Worker:
     started: float
     ready_ref: Any = None
     where: dict[str, Any] = field(default_factory=dict)
-    busy: bool = False
+    running: int = 0  # units in flight on this actor (up to cluster.tasks_per_worker; a prefix build takes one)
 
 
 class RayExecutor:
@@ -382,7 +382,8 @@ class RayExecutor:
         self.cache_actor = ray.remote(CacheActor).options(max_concurrency=32, num_cpus=0, **head).remote()
         # one caller's reports are applied in the order sent only by an actor that runs one call at a time
         self.board = ray.remote(PhaseBoard).options(max_concurrency=1, num_cpus=0, **head).remote()
-        self._actor_cls = ray.remote(num_cpus=1)(self.worker_cls)
+        # a threaded actor: it runs up to tasks_per_worker calls at once (tasks waiting on endpoints use no CPU)
+        self._actor_cls = ray.remote(num_cpus=1, max_concurrency=max(1, cluster.tasks_per_worker) + 1)(self.worker_cls)
         self.cluster = cluster
         self.ray = ray
         import atexit
@@ -464,7 +465,7 @@ class RayExecutor:
             self.add_secrets(collect_secrets(plan_endpoints(p)))
         assert self.cluster is not None
         units = sum(len(p.remaining()) for p in plans)
-        while len(self.workers) < min(units, self.capacity()):
+        while len(self.workers) < min(-(-units // max(1, self.cluster.tasks_per_worker)), self.capacity()):
             self._spawn()
 
     # -- entry points -----------------------------------------------------------------------------------------
@@ -558,7 +559,8 @@ class _Schedule:
         """Start actors up to what the waiting work can use and the cluster can hold; say so when it holds fewer."""
         ex = self.ex
         assert ex.cluster is not None
-        want = min(ex.cluster.workers, len(self.inflight) + len(self.ready_tasks) + len(self.builds))
+        units = len(self.inflight) + len(self.ready_tasks) + len(self.builds)
+        want = min(ex.cluster.workers, -(-units // max(1, ex.cluster.tasks_per_worker)))
         if len(ex.workers) >= want:
             return
         cap = ex.capacity()
@@ -570,10 +572,18 @@ class _Schedule:
             ex._spawn()
 
     def _idle(self) -> list[_Worker]:
-        return [w for w in self.ex.workers if w.ready_ref is None and not w.busy]
+        assert self.ex.cluster is not None
+        slots = max(1, self.ex.cluster.tasks_per_worker)
+        # the least loaded first, so tasks spread over the workers before any takes a second one
+        return sorted((w for w in self.ex.workers if w.ready_ref is None and w.running < slots), key=lambda w: w.running)
 
     def _assign(self) -> None:
-        for w in self._idle():
+        while self._assign_one():
+            pass
+
+    def _assign_one(self) -> bool:
+        """Hand the next unit of work to the least loaded worker with a free slot; False when none or nothing left."""
+        for w in self._idle()[:1]:
             if self.builds:
                 job = self.builds.popleft()
                 self.building.add(job.plan.prefix_hash)
@@ -587,8 +597,10 @@ class _Schedule:
                                               job.prefix_ref, attempt)
                 self.inflight[ref] = ("task", job, task, attempt, w, time.perf_counter())
             else:
-                return
-            w.busy = True
+                return False
+            w.running += 1
+            return True
+        return False
 
     # -- results ---------------------------------------------------------------------------------------------
 
@@ -609,7 +621,7 @@ class _Schedule:
         from ray.exceptions import RayActorError, RayTaskError
 
         kind, job, task, attempt, w, t0 = self.inflight.pop(ref)
-        w.busy = False
+        w.running = max(0, w.running - 1)
         plan = job.plan
         try:
             value = self.ex.ray.get(ref)
