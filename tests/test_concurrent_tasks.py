@@ -47,3 +47,13 @@ def test_two_tasks_at_once_on_one_worker_keep_their_facts_apart_and_resume_free(
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         assert [r for r in fake.requests if r["method"] == "POST"] == []  # resumed: 0 calls repaid
         assert len(ledger_records(tmp_path / "sweep")) == 2  # still one line per task
+
+
+def test_tasks_per_worker_below_one_is_refused_before_any_work(tmp_path):
+    import pytest
+
+    from inmind_exp.errors import PlanError
+    from tests.test_estimate import plan_for
+
+    with pytest.raises(PlanError, match=r"cluster.tasks_per_worker=0"):
+        plan_for(tmp_path, "system=naive_rag", "embedding=bm25", "cluster.tasks_per_worker=0")

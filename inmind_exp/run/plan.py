@@ -56,7 +56,7 @@ class ClusterSettings:
     runtime_env: Mapping[str, Any] = field(default_factory=dict)
     start_timeout_s: float = 120.0
     ship_code: bool = False
-    tasks_per_worker: int = 8
+    tasks_per_worker: int = 16
 
 
 @dataclass(frozen=True)
@@ -223,7 +223,7 @@ def cluster_settings(cfg: DictConfig) -> ClusterSettings:
 
 
 def _tasks_per_worker(cfg: DictConfig) -> int:
-    n = cfg.cluster.get("tasks_per_worker", 8)
+    n = cfg.cluster.get("tasks_per_worker", 16)
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise PlanError(f"cluster.tasks_per_worker={n!r}: expected a whole number of at least 1")
     return n
