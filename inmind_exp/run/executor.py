@@ -465,7 +465,7 @@ class RayExecutor:
             self.add_secrets(collect_secrets(plan_endpoints(p)))
         assert self.cluster is not None
         units = sum(len(p.remaining()) for p in plans)
-        while len(self.workers) < min(-(-units // max(1, self.cluster.tasks_per_worker)), self.capacity()):
+        while len(self.workers) < min(units, self.capacity()):
             self._spawn()
 
     # -- entry points -----------------------------------------------------------------------------------------
@@ -559,8 +559,7 @@ class _Schedule:
         """Start actors up to what the waiting work can use and the cluster can hold; say so when it holds fewer."""
         ex = self.ex
         assert ex.cluster is not None
-        units = len(self.inflight) + len(self.ready_tasks) + len(self.builds)
-        want = min(ex.cluster.workers, -(-units // max(1, ex.cluster.tasks_per_worker)))
+        want = min(ex.cluster.workers, len(self.inflight) + len(self.ready_tasks) + len(self.builds))
         if len(ex.workers) >= want:
             return
         cap = ex.capacity()
@@ -573,7 +572,11 @@ class _Schedule:
 
     def _idle(self) -> list[_Worker]:
         assert self.ex.cluster is not None
-        slots = max(1, self.ex.cluster.tasks_per_worker)
+        # up to tasks_per_worker units each, but no more than an even share of the work over every worker, those
+        # still starting included: the first worker to start does not take what the others are about to run
+        units = len(self.inflight) + len(self.ready_tasks) + len(self.builds)
+        share = -(-units // max(1, len(self.ex.workers)))
+        slots = max(1, min(self.ex.cluster.tasks_per_worker, share))
         # the least loaded first, so tasks spread over the workers before any takes a second one
         return sorted((w for w in self.ex.workers if w.ready_ref is None and w.running < slots), key=lambda w: w.running)
 
