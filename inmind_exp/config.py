@@ -177,6 +177,10 @@ class ClusterConf:
     start_timeout_s: float = 120.0
     #: ship inmind_exp, systems and analysis to the workers (Ray runtime_env py_modules): nodes need not have them
     ship_code: bool = False
+    #: tasks one worker runs at once (threads; endpoint limits still apply through the limiter): waiting on an
+    #: endpoint costs no CPU, so a worker runs several tasks, each with its own memory system and work directory.
+    #: 16 x the default 2 workers = 32 in flight, a hosted endpoint's usual concurrency (benchmarks/bench_throughput.py)
+    tasks_per_worker: int = 16
 
 
 @dataclass

@@ -111,11 +111,14 @@ class MiniLMEncoder(Encoder):
 
     def __init__(self, cache: CallCache | None = None, batch_size: int = 64):
         self.model = Model(MiniLMProvider(batch_size), CallPolicy(), role="embedding", cache=cache, memo=True)
+        # tasks running at once in one worker share this model: one encode call at a time (the CPU is the limit)
+        self._lock = threading.Lock()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return _normalise(self.model.embed(list(texts), batch_size=None))
+        with self._lock:
+            return _normalise(self.model.embed(list(texts), batch_size=None))
 
 
 class APIEncoder(Encoder):

@@ -1,5 +1,7 @@
 """A fake OpenAI-compatible HTTP server for tests and offline benchmarks: real HTTP on 127.0.0.1, scriptable replies,
 injectable faults, a log of every request and the peak number of requests in flight, so tests exercise the real openai client end to end.
+``delay_s`` is a fixed latency per request; ``concurrency`` (None: unbounded) makes the server answer at most that many
+requests at once, the rest waiting their turn, as an endpoint with a concurrency limit does (for benchmarks).
 
 Replies come from ``rules``: ``(substring, reply)`` pairs matched against the text of all messages (first match wins),
 where ``reply`` is a string, a dict (sent as JSON text), a ``ToolCalls`` list, or a callable taking the request body.
@@ -84,7 +86,7 @@ class FakeOpenAI:
     """Start with ``with FakeOpenAI() as fake:``; ``fake.base_url`` is the ``/v1`` URL for the openai client."""
 
     def __init__(self, rules: list[tuple[str, Reply]] | None = None, delay_s: float = 0.0, embedding_dim: int = 64,
-                 validator: Callable[[dict[str, Any]], "Fault | None"] | None = None):
+                 validator: Callable[[dict[str, Any]], "Fault | None"] | None = None, concurrency: int | None = None):
         self.rules: list[tuple[str, Reply]] = list(rules or [])
         self.validator = validator
         #: the answer to every ``GET /models`` instead of the model list (e.g. a 401 for the preflight)
@@ -98,6 +100,7 @@ class FakeOpenAI:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(concurrency) if concurrency else None
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -124,6 +127,8 @@ class FakeOpenAI:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 fake._record("POST", self.path, body)
+                if fake._slots is not None:
+                    fake._slots.acquire()
                 with fake._lock:
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
@@ -132,6 +137,8 @@ class FakeOpenAI:
                 finally:
                     with fake._lock:
                         fake.in_flight -= 1
+                    if fake._slots is not None:
+                        fake._slots.release()
 
             def _answer(self, body: dict[str, Any]) -> None:
                 fault = fake._take_fault()

@@ -56,7 +56,7 @@ def test_a_dry_run_sweep_ends_with_its_total(tmp_path, launcher):
 
     write_small_data(tmp_path / "data")
     p = run(launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "system=naive_rag,backbone", "embedding=bm25",
-                       "dry_run=true", f"hydra/launcher={launcher}"), timeout=300)
+                       "dry_run=true", f"hydra/launcher={launcher}", "cluster.tasks_per_worker=1"), timeout=300)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     per_config = [line for line in p.stdout.splitlines() if line.startswith("[dry run] ")]
     totals = [line for line in p.stdout.splitlines() if line.startswith("[dry run total]")]
@@ -70,8 +70,8 @@ def test_a_dry_run_sweep_ends_with_its_total(tmp_path, launcher):
 
 
 def test_the_wall_time_estimate_follows_latency_slots_and_chains(tmp_path):
-    """Calls spread over the slots in flight (workers, capped by the tightest endpoint limit), plus the prefix chain
-    and one task's chain, at ``run.latency_s`` per call; twice the latency is twice the time."""
+    """Calls spread over the slots in flight (workers x tasks per worker, capped by the tightest endpoint limit), plus
+    the prefix chain and one task's chain, at ``run.latency_s`` per call; twice the latency is twice the time."""
     from inmind_exp.run.estimate import estimate
 
     one = estimate(plan_for(tmp_path, "system=naive_rag", "embedding=bm25", "run.latency_s=2",
@@ -83,7 +83,10 @@ def test_the_wall_time_estimate_follows_latency_slots_and_chains(tmp_path):
     slow = estimate(plan_for(tmp_path, "system=naive_rag", "embedding=bm25", "run.latency_s=4",
                              "cluster.workers=8", "llm.max_concurrency=3"))
     assert slow["wall_s"] == pytest.approx(2 * one["wall_s"])
-    stateful = estimate(plan_for(tmp_path, "system=mem0", "embedding=minilm", "run.latency_s=2", "cluster.workers=2"))
+    assert estimate(plan_for(tmp_path, "system=naive_rag", "embedding=bm25", "cluster.workers=2",
+                             "cluster.tasks_per_worker=3", "llm.max_concurrency=32"))["slots"] == 6
+    stateful = estimate(plan_for(tmp_path, "system=mem0", "embedding=minilm", "run.latency_s=2", "cluster.workers=2",
+                                 "cluster.tasks_per_worker=1"))
     assert stateful["prefix_chain_calls"] > 0 and stateful["slots"] == 2
     task_calls = stateful["memory_calls"] + stateful["answer_calls"] + stateful["judge_calls"] - stateful["prefix_chain_calls"]
     assert stateful["wall_s"] == pytest.approx(

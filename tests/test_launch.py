@@ -77,7 +77,9 @@ def _ledger_lines(sweep_dir):
 def test_resume_after_kill_loses_nothing_and_repeats_nothing(tmp_path):
     write_small_data(tmp_path / "data", n_tasks=6)
     with FakeOpenAI(delay_s=0.4) as fake:
-        cmd = launch_cmd(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25", "cluster.workers=1")
+        # two tasks at a time on the one worker: the kill comes between rounds, with tasks still in flight
+        cmd = launch_cmd(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25", "cluster.workers=1",
+                         "cluster.tasks_per_worker=2")
         proc = subprocess.Popen(cmd, cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
         deadline = time.time() + 300

@@ -168,7 +168,9 @@ def test_sweep_progress_reaches_console_and_launch_log(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-progress-test")
     write_small_data(tmp_path / "data", n_tasks=3)
     with FakeOpenAI(delay_s=0.4) as fake:
-        p = launch(tmp_path, fake.base_url, tmp_path / "sweep", "system=backbone,naive_rag", "run.progress_every_s=0.5")
+        # one task per worker: the tasks finish one by one, so a line between the first and the last shows an ETA
+        p = launch(tmp_path, fake.base_url, tmp_path / "sweep", "system=backbone,naive_rag", "run.progress_every_s=0.5",
+                   "cluster.tasks_per_worker=1")
         assert p.returncode == 0, p.stderr[-3000:]
         lines = [ln for ln in p.stdout.splitlines() if ln.startswith(("[progress]", "[inmind]"))]
         config_lines = [ln for ln in lines if ln.startswith("[progress] ") and not ln.startswith("[progress] sweep")]

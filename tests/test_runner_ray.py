@@ -87,7 +87,8 @@ def test_dead_worker_is_replaced_and_its_task_retried(ray_session, tmp_path):
 
     cloudpickle.register_pickle_by_value(this_module)
     with FakeOpenAI() as fake, Lines() as lines:
-        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25")
+        # one task per worker: a crash ends every task in flight on its worker, and this test counts attempts
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "cluster.tasks_per_worker=1")
         plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
         with RayExecutor(worker_cls=CrashOnce) as ex:
             result = run_plan(plan, executor=ex)

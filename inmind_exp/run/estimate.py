@@ -72,12 +72,13 @@ def estimate(plan: Plan, retry_errors: bool | None = None) -> dict[str, float]:
 
 
 def in_flight(plan: Plan) -> int:
-    """How many calls of this plan can be in flight at once: one task per worker, at most the tightest endpoint
-    limit (``llm.max_concurrency`` or a role's own) of the roles it calls."""
+    """How many calls of this plan can be in flight at once: ``cluster.tasks_per_worker`` tasks per worker, at most
+    the tightest endpoint limit (``llm.max_concurrency`` or a role's own) of the roles it calls."""
     roles = [r for r in ROLES if r != "memory" or plan.system_cls.cost.memory_calls_per_user_turn
              or plan.system_cls.cost.memory_calls_per_session or plan.system_cls.cost.memory_calls_per_query]
     limits = [plan.endpoints[r].max_concurrency for r in roles if r in plan.endpoints]
-    return max(1, min([plan.cluster.workers, *[c for c in limits if c]]))
+    tasks = plan.cluster.workers * max(1, plan.cluster.tasks_per_worker)
+    return max(1, min([tasks, *[c for c in limits if c]]))
 
 
 def wall_time_s(est: dict[str, float], latency_s: float) -> float:

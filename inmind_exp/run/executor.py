@@ -321,7 +321,7 @@ class _Worker:
     started: float
     ready_ref: Any = None
     where: dict[str, Any] = field(default_factory=dict)
-    busy: bool = False
+    running: int = 0  # units in flight on this actor (up to cluster.tasks_per_worker; a prefix build takes one)
 
 
 class RayExecutor:
@@ -385,7 +385,8 @@ class RayExecutor:
         self.cache_actor = ray.remote(CacheActor).options(max_concurrency=32, num_cpus=0, **head).remote()
         # one caller's reports are applied in the order sent only by an actor that runs one call at a time
         self.board = ray.remote(PhaseBoard).options(max_concurrency=1, num_cpus=0, **head).remote()
-        self._actor_cls = ray.remote(num_cpus=1)(self.worker_cls)
+        # a threaded actor: it runs up to tasks_per_worker calls at once (tasks waiting on endpoints use no CPU)
+        self._actor_cls = ray.remote(num_cpus=1, max_concurrency=max(1, cluster.tasks_per_worker) + 1)(self.worker_cls)
         self.cluster = cluster
         self.ray = ray
         import atexit
@@ -573,10 +574,22 @@ class _Schedule:
             ex._spawn()
 
     def _idle(self) -> list[_Worker]:
-        return [w for w in self.ex.workers if w.ready_ref is None and not w.busy]
+        assert self.ex.cluster is not None
+        # up to tasks_per_worker units each, but no more than an even share of the work over every worker, those
+        # still starting included: the first worker to start does not take what the others are about to run
+        units = len(self.inflight) + len(self.ready_tasks) + len(self.builds)
+        share = -(-units // max(1, len(self.ex.workers)))
+        slots = max(1, min(self.ex.cluster.tasks_per_worker, share))
+        # the least loaded first, so tasks spread over the workers before any takes a second one
+        return sorted((w for w in self.ex.workers if w.ready_ref is None and w.running < slots), key=lambda w: w.running)
 
     def _assign(self) -> None:
-        for w in self._idle():
+        while self._assign_one():
+            pass
+
+    def _assign_one(self) -> bool:
+        """Hand the next unit of work to the least loaded worker with a free slot; False when none or nothing left."""
+        for w in self._idle()[:1]:
             if self.builds:
                 job = self.builds.popleft()
                 self.building.add(job.plan.prefix_hash)
@@ -590,8 +603,10 @@ class _Schedule:
                                               job.prefix_ref, attempt)
                 self.inflight[ref] = ("task", job, task, attempt, w, time.perf_counter())
             else:
-                return
-            w.busy = True
+                return False
+            w.running += 1
+            return True
+        return False
 
     # -- results ---------------------------------------------------------------------------------------------
 
@@ -612,7 +627,7 @@ class _Schedule:
         from ray.exceptions import RayActorError, RayTaskError
 
         kind, job, task, attempt, w, t0 = self.inflight.pop(ref)
-        w.busy = False
+        w.running = max(0, w.running - 1)
         plan = job.plan
         try:
             value = self.ex.ray.get(ref)

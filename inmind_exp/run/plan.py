@@ -58,6 +58,7 @@ class ClusterSettings:
     runtime_env: Mapping[str, Any] = field(default_factory=dict)
     start_timeout_s: float = 120.0
     ship_code: bool = False
+    tasks_per_worker: int = 16
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,15 @@ def cluster_settings(cfg: DictConfig) -> ClusterSettings:
         object_store_memory=cfg.cluster.object_store_memory,
         runtime_env=_container(cfg.cluster.runtime_env, "cluster.runtime_env"),
         start_timeout_s=float(cfg.cluster.start_timeout_s), ship_code=bool(cfg.cluster.ship_code),
+        tasks_per_worker=_tasks_per_worker(cfg),
     )
+
+
+def _tasks_per_worker(cfg: DictConfig) -> int:
+    n = cfg.cluster.get("tasks_per_worker", 16)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise PlanError(f"cluster.tasks_per_worker={n!r}: expected a whole number of at least 1")
+    return n
 
 
 def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence[str] = (),

@@ -1,8 +1,13 @@
-"""The task worker: one process's LLM clients, encoders and unpacked prefix snapshots, running the protocol for one
-task at a time. Plain Python: ``executor`` wraps it as a Ray actor, or runs it in this process for tests.
+"""The task worker: one process's LLM clients, encoders and unpacked prefix snapshots, running the protocol for
+several tasks at once (``cluster.tasks_per_worker`` threads of a Ray actor). Plain Python: ``executor`` wraps it as a
+Ray actor, or runs it in this process for tests.
+
+Tasks running at once share the process's cache, limiter and local encoders (a local model encodes one call at a
+time); each has its own memory-system instance, work directory and usage meter (its own role clients), so no state
+and no usage crosses between them.
 
 Every call names the configuration it serves (a ``WorkerSpec``), so one worker can serve all configurations of a
-sweep in any order; the clients of a spec and the encoder of an embedding are built once and kept.
+sweep in any order; the local encoder of an embedding and the cache are built once and kept.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import dataclasses
 import os
 import shutil
 import socket
+import threading
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -99,16 +105,15 @@ class TaskWorker:
         self.limiter = limiter
         self.shared_cache = cache
         self.board = board
-        self.spec: WorkerSpec | None = None
         from inmind_exp.workdirs import open_worker_dir
 
         self._workdir = open_worker_dir()  # removes the dirs of killed workers first; removed again at exit
         self.tmp = self._workdir.path
         self._prefixes: dict[str, Path] = {}
-        # specs and embedding specs hold dicts (unhashable): kept as (key, value) pairs, compared by equality
-        self._configured: list[tuple[WorkerSpec, _Configured]] = []
+        # embedding specs hold dicts (unhashable): kept as (key, value) pairs, compared by equality
         self._encoders: list[tuple[Any, Any]] = []
         self._caches: dict[str, Any] = {}
+        self._lock = threading.Lock()  # guards the dicts above when tasks run at once
 
     def close(self) -> None:
         """Remove this worker's temp dir (Ray kills actor processes without running atexit)."""
@@ -146,32 +151,44 @@ class TaskWorker:
         return self._caches[key]
 
     def _use(self, spec: WorkerSpec) -> _Configured:
-        """Make ``spec`` current: its clients are built on first use and kept."""
+        """The clients of one unit of work (a task or a prefix build) of ``spec``: role clients with their own usage
+        meter, so units running at once never mix their usage; the cache, the limiter and a local encoder (loaded
+        once per process) are shared. Returned, never kept on ``self``: several units may run at once."""
         from inmind_exp.embed import build_encoder
         from inmind_exp.llm import Models
 
-        state = next((s for k, s in self._configured if k == spec), None)
-        if state is None:
+        with self._lock:
             cache = self._cache(spec)
-            models = Models.build(dict(spec.endpoints), cache, self.limiter)
             enc_key = (spec.embedding, spec.cache, spec.cache_dir)
-            encoder = next((e for k, e in self._encoders if k == enc_key), None)
-            if spec.embedding.kind == "api" or encoder is None:
-                # an API encoder meters into its spec's usage; a local model is loaded once per process
-                encoder = build_encoder(spec.embedding, cache, models.meter, self.limiter)
-                if spec.embedding.kind != "api":
-                    self._encoders.append((enc_key, encoder))
-            state = _Configured(models, encoder, SYSTEMS.get(spec.system))
-            self._configured.append((spec, state))
-        self.spec = spec
-        self.models, self.encoder, self.system_cls = state.models, state.encoder, state.system_cls
-        return state
+            shared = next((e for k, e in self._encoders if k == enc_key), None)
+            if spec.embedding.kind != "api" and shared is None:
+                shared = build_encoder(spec.embedding, cache, None, self.limiter)
+                self._encoders.append((enc_key, shared))
+        models = Models.build(dict(spec.endpoints), cache, self.limiter)
+        # an API encoder meters into the unit's usage, so it is the unit's own
+        encoder = build_encoder(spec.embedding, cache, models.meter, self.limiter) if spec.embedding.kind == "api" \
+            else shared
+        return _Configured(models, encoder, SYSTEMS.get(spec.system))
 
-    def _make(self, workdir: Path) -> MemorySystem:
-        spec = self.spec
-        assert spec is not None
-        extra = {"answer_prompt": spec.answer_prompt} if spec.answer_prompt is not None else {}
-        return self.system_cls(self.models, self.encoder, workdir, answer_mode=spec.answer_mode, **extra, **spec.params)
+    @staticmethod
+    def _maker(spec: WorkerSpec, state: _Configured) -> Any:
+        """Builds ``spec``'s memory system on ``state``'s clients in a given work directory."""
+        def make(workdir: Path) -> MemorySystem:
+            extra = {"answer_prompt": spec.answer_prompt} if spec.answer_prompt is not None else {}
+            return state.system_cls(state.models, state.encoder, workdir, answer_mode=spec.answer_mode, **extra,
+                                    **spec.params)
+        return make
+
+    def _prefix_dir(self, prefix_hash: str, prefix_blob: bytes) -> Path:
+        """The unpacked prefix snapshot, unpacked once per process (under the lock: tasks of one prefix may start
+        at once)."""
+        with self._lock:
+            prefix_dir = self._prefixes.get(prefix_hash)
+            if prefix_dir is None:
+                prefix_dir = self.tmp / f"prefix-{prefix_hash}"
+                snapshots.unpack(prefix_blob, prefix_dir)
+                self._prefixes[prefix_hash] = prefix_dir
+            return prefix_dir
 
     def build_prefix(self, spec: WorkerSpec, trace: Trace, session_index: int) -> PrefixBuilt:
         """Ingest the sessions before the injection point; the packed snapshot and the calls it made."""
@@ -180,21 +197,22 @@ class TaskWorker:
 
         phase = PhaseReporter(self.board, unit_key(spec.config_hash))
         phase("prefix starting")
-        self._use(spec)
-        work = self.tmp / "prefix-build"
-        snap = self.tmp / "prefix-snapshot"
+        state = self._use(spec)
+        work = child_dir(self.tmp, "prefix-build", spec.config_hash)
+        snap = child_dir(self.tmp, "prefix-snapshot", spec.config_hash)
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(snap, ignore_errors=True)
-        before = self.models.meter.snapshot()
+        meter = state.models.meter
+        before = meter.snapshot()
         try:
-            build_prefix(self._make, trace, session_index, work, snap, phase)
+            build_prefix(self._maker(spec, state), trace, session_index, work, snap, phase)
             phase("prefix packing")
             blob = snapshots.pack(snap)
         finally:
             phase.done()
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(snap, ignore_errors=True)
-        return PrefixBuilt(blob, self.models.meter.diff(self.models.meter.snapshot(), before))
+        return PrefixBuilt(blob, meter.diff(meter.snapshot(), before))
 
     def run_task(self, spec: WorkerSpec, task: Task, trace: Trace, session_index: int, prefix_hash: str,
                  prefix_blob: bytes, attempt: int) -> TaskRecord:
@@ -203,17 +221,15 @@ class TaskWorker:
 
         phase = PhaseReporter(self.board, unit_key(spec.config_hash, task.id, attempt))
         phase("starting")
-        self._use(spec)
-        prefix_dir = self._prefixes.get(prefix_hash)
-        if prefix_dir is None:
-            prefix_dir = self.tmp / f"prefix-{prefix_hash}"
-            snapshots.unpack(prefix_blob, prefix_dir)
-            self._prefixes[prefix_hash] = prefix_dir
+        state = self._use(spec)
+        prefix_dir = self._prefix_dir(prefix_hash, prefix_blob)
+        # one directory per configuration, task and attempt: two configurations' runs of a task may run at once
+        workdir = child_dir(self.tmp, "task", f"{spec.config_hash}/{task.id}/{attempt}")
         try:
             rec = run_task(
-                task, trace, session_index, self._make, self.models, child_dir(self.tmp, "task", task.id),
+                task, trace, session_index, self._maker(spec, state), state.models, workdir,
                 config_hash=spec.config_hash, system_name=spec.system,
-                evaluates_naive=self.system_cls.asks_naive(dict(spec.params)),
+                evaluates_naive=state.system_cls.asks_naive(dict(spec.params)),
                 prefix_snapshot=prefix_dir, judge_attempts=spec.judge_attempts, keep_workdir=spec.keep_workdirs,
                 phase=phase, judges=None if spec.judges is None else dict(spec.judges),
             )

@@ -1,0 +1,138 @@
+"""Throughput benchmark: one configuration (or a small sweep) through ``launch.py`` against the fake OpenAI-compatible
+server with a fixed latency per call and an endpoint concurrency limit C. Prints paid calls, wall time, the ideal
+(paid calls x latency / C + the longest task's own chain of calls), their ratio, and the peak resident memory of all
+the run's processes (the launch process and its descendants, Ray's and the workers included, sampled from /proc).
+
+    python benchmarks/bench_throughput.py --tasks 32 --latency 1 --concurrency 32
+    python benchmarks/bench_throughput.py --sweep --tasks 2 --latency 1 --concurrency 32
+
+A figure-printing script, not a timed test: the machine's load changes the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from inmind_exp.fake_openai import FakeOpenAI  # noqa: E402
+from tests.launch_helpers import TASKS, env, launch_cmd, write_small_data  # noqa: E402
+
+ONE = ["system=naive_rag", "embedding=bm25"]
+SWEEP = ["system=backbone,naive_rag", "embedding=bm25", "llm.seed=1,2,3,4"]  # 8 configurations, all calls paid
+PAID = ("/chat/completions", "/embeddings")
+
+
+def write_tasks(directory: Path, n: int) -> None:
+    """``n`` tasks (the six small ones, cycled under distinct ids and facts) over the small trace."""
+    write_small_data(directory, n_tasks=len(TASKS))
+    with open(directory / "tasks.jsonl", "w") as f:
+        for i in range(n):
+            _, dom, um, nq, q, ex = TASKS[i % len(TASKS)]
+            f.write(json.dumps({"id": f"b{i:03d}", "domain": dom, "user_message": f"{um} (note {i})",
+                                "assistant_message": "Got it, thanks.", "naive_query": nq, "query": q,
+                                "explanation": ex, "source": None, "origin": "expert"}) + "\n")
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(d))
+    return kids
+
+
+def tree_rss(root: int) -> int:
+    """Resident bytes of ``root`` and all its descendants now (Ray's raylet, GCS and workers descend from it)."""
+    kids, total, todo = _children(), 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(kids.get(pid, []))
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def run_sampled(cmd: list[str], timeout: float) -> tuple[subprocess.CompletedProcess, int, float]:
+    """Run ``cmd``; its exit, the peak RSS of its process tree (sampled every 0.5 s) and its wall time."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=False)
+    peak = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.5):
+            peak[0] = max(peak[0], tree_rss(proc.pid))
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    out, err = proc.communicate(timeout=timeout)
+    wall = time.perf_counter() - t0
+    stop.set()
+    t.join()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err), peak[0], wall
+
+
+def task_chains(sweep_dir: Path) -> list[int]:
+    """Each task's own paid calls (its record's usage; the longest bounds the wall time whatever C is)."""
+    out = []
+    for p in sorted((sweep_dir / "ledger").glob("*.jsonl")):
+        for line in p.read_text().splitlines():
+            try:
+                usage = json.loads(line).get("usage") or {}
+                out.append(sum(int(u.get("calls", 0)) - int(u.get("cached_calls", 0)) for u in usage.values()))
+            except (ValueError, AttributeError):
+                pass
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", type=int, default=32, help="tasks per configuration")
+    ap.add_argument("--latency", type=float, default=1.0, help="seconds per call at the fake server")
+    ap.add_argument("--concurrency", type=int, default=32, help="requests the fake endpoint answers at once (C)")
+    ap.add_argument("--sweep", action="store_true", help="8 small configurations instead of one")
+    ap.add_argument("extra", nargs="*", help="extra overrides for launch.py (e.g. cluster.workers=4)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="inmind-bench-tp-") as d, \
+            FakeOpenAI(delay_s=args.latency, concurrency=args.concurrency) as fake:
+        tmp = Path(d)
+        write_tasks(tmp / "data", args.tasks)
+        cmd = launch_cmd(tmp, fake.base_url, *(SWEEP if args.sweep else ONE), f"llm.max_concurrency={args.concurrency}",
+                         *args.extra, multirun=True)
+        proc, peak, wall = run_sampled(cmd, timeout=7200)
+        if proc.returncode != 0:
+            print(proc.stdout[-3000:], proc.stderr[-3000:], sep="\n")
+            return proc.returncode
+        paid = len([r for r in fake.requests if r.get("path", "").endswith(PAID)])
+        chains = task_chains(tmp / "sweep")
+        chain = max(chains, default=0) * args.latency
+        ideal = paid * args.latency / args.concurrency + chain
+        print(f"configurations: {8 if args.sweep else 1}, tasks each: {args.tasks}, latency: {args.latency:g}s, "
+              f"C: {args.concurrency}, overrides: {' '.join(args.extra) or '-'}")
+        print(f"records: {len(chains)}, paid calls: {paid}, peak requests in flight at the server: {fake.max_in_flight}")
+        print(f"wall: {wall:.1f}s  ideal: {ideal:.1f}s (= {paid} x {args.latency:g}s / {args.concurrency} + longest "
+              f"task chain {chain:.0f}s)  ratio: {wall / ideal:.2f}x  peak RSS, all processes: {peak / 2**30:.2f} GiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
