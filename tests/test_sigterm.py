@@ -31,7 +31,8 @@ def test_a_signal_stops_cleanly(tmp_path, sig, code, said):
         with FakeOpenAI(delay_s=0.7) as fake:
             e = env()
             e["RAY_TMPDIR"] = str(ray_tmp)
-            cmd = launch_cmd(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25", "cluster.workers=1")
+            cmd = launch_cmd(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25", "cluster.workers=1",
+                             "cluster.tasks_per_worker=1")  # one at a time: the stop lands between tasks
             proc = subprocess.Popen(cmd, cwd=REPO, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             ledger_dir = tmp_path / "sweep" / "ledger"
             deadline = time.monotonic() + 300
