@@ -67,6 +67,9 @@ class MemorySystem(abc.ABC):
     #: embedding names this system accepts (``bm25`` only for systems whose retriever takes a sparse scorer)
     embeddings: ClassVar[tuple[str, ...]] = ("minilm", "emb3")
     #: False for the in-context backbone, which the paper does not score on the naive query
+    #: parameters the release's protocol fixes for this system on the official tasks (``dataset=official``), applied
+    #: unless the user sets them: the backbone also answers the naive query, naive_rag is the single-shot control
+    official_params: ClassVar[dict[str, Any]] = {}
     evaluates_naive: ClassVar[bool] = True
     #: False for the controls that put memory in front of the answerer without retrieving (analysis groups them
     #: apart); unless a class says, a system that runs with ``embedding=none`` (no retriever at all) does not retrieve

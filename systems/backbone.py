@@ -30,6 +30,7 @@ class Backbone(MemorySystem):
     retrieval = False  # no query-time retrieval: a control, not a retrieval configuration
     embeddings = ("minilm", "emb3", "bm25", "none")
     uses_embedding = False  # no retriever: the encoder is never called
+    official_params = {"answer_naive": True}  # the release needs both turns of every task in a submission
     evaluates_naive = False
     cost = CallProfile(answer_calls_per_query=1.0, prompt_tokens_per_answer_call=120)
 

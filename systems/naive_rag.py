@@ -39,6 +39,7 @@ PAIR_SEP = "+"  # joins the injected pair's turn ids into the single-shot chunk'
 @SYSTEMS.register("naive_rag")
 class NaiveRAG(MemorySystem):
     embeddings = ("minilm", "emb3", "bm25")
+    official_params = {"chunking": "single_shot"}  # the release's single-shot control on its own tasks
     cost = CallProfile(answer_calls_per_query=1.0, prompt_tokens_per_answer_call=900)
 
     param_ranges = {"top_k": at_least(1)}

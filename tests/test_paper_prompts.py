@@ -277,3 +277,31 @@ def test_every_system_answers_paper_over_its_shared_memory_block(name, models, t
         assert shared.context[0].content.split("<memory>\n", 1)[1].rsplit("\n</memory>", 1)[0] == paper.visible
     with pytest.raises(TypeError, match="answer_prompt"):
         cls(models, enc, tmp_path / "c", answer_mode="paper").answer(query)
+
+
+@pytest.mark.parametrize("system,key,official_value", [("backbone", "answer_naive", True),
+                                                        ("naive_rag", "chunking", "single_shot")])
+def test_the_official_tasks_apply_the_release_protocol_for_a_system_unless_set(tmp_path, monkeypatch, system, key,
+                                                                             official_value):
+    """dataset=official: the backbone also answers the naive query and naive_rag is the single-shot control, in the
+    params, the identity and the flattened config; a user's own value wins; the bundled tasks keep the defaults."""
+    from inmind_exp.run import plan_config
+    from tests.test_runner_ray import compose
+
+    release = official_release()
+    monkeypatch.setenv("INMIND_RELEASE", str(release.root))
+    base = (f"system={system}", "embedding=bm25", "dataset=official", "trace=official", "dataset.limit=2",
+            "dataset.path=null", "trace.path=null")
+    plan = plan_config(compose(tmp_path / "o", "http://127.0.0.1:9/v1", *base), tmp_path / "o" / "r", tmp_path / "o" / "j")
+    assert plan.system_params[key] == official_value
+    assert plan.identity["system"]["params"][key] == official_value
+    assert plan.params[f"system.params.{key}"] == str(official_value)
+    if system == "backbone":
+        assert plan.asks_naive
+    other = "turn" if system == "naive_rag" else False
+    own = plan_config(compose(tmp_path / "u", "http://127.0.0.1:9/v1", *base, f"+system.params.{key}={str(other).lower()}"),
+                      tmp_path / "u" / "r", tmp_path / "u" / "j")
+    assert own.system_params[key] == other and own.config_hash != plan.config_hash
+    bundled = plan_config(compose(tmp_path / "b", "http://127.0.0.1:9/v1", f"system={system}", "embedding=bm25"),
+                          tmp_path / "b" / "r", tmp_path / "b" / "j")
+    assert key not in bundled.system_params

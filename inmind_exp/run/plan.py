@@ -16,7 +16,7 @@ from inmind_exp import config as C
 from inmind_exp import tags as T
 from inmind_exp.data import DataError
 from inmind_exp.data.release import ReleaseError
-from inmind_exp.data.sources import load_background, load_dataset
+from inmind_exp.data.sources import OFFICIAL, load_background, load_dataset
 from inmind_exp.embed import EmbeddingSpec
 from inmind_exp.answering import PaperPrompt, load_paper_prompt
 from inmind_exp.errors import PlanError
@@ -285,6 +285,8 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
     embedding = C.embedding_spec(cfg.embedding, cfg.llm)
     if embedding.kind == "api" and not (embedding.endpoint and embedding.endpoint.base_url):
         raise PlanError(f"embedding={cfg.embedding.name}: set embedding.base_url (or llm.base_url) for the embeddings API")
+    if cfg.dataset.get("name") == OFFICIAL and system_cls.official_params:
+        _apply_official_params(cfg, system_cls.official_params)
     params = _container(cfg.system.params, "system.params")
     if cfg.answer.mode not in ANSWER_MODES:
         raise PlanError(f"answer={cfg.answer.mode}: expected one of {', '.join(ANSWER_MODES)}")
@@ -324,6 +326,21 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
         judges=judges, answer_prompt=answer_prompt,
     )
     return replace(plan, done=Ledger(plan.ledger_path).load())
+
+
+def _apply_official_params(cfg: DictConfig, defaults: Mapping[str, Any]) -> None:
+    """On the official tasks, a system's ``official_params`` (the release's protocol for it: the backbone also
+    answers the naive query, naive_rag is the single-shot control) unless the user set them; written into the
+    config, so they are in the result identity, the MLflow params and ``config.yaml``."""
+    from omegaconf import open_dict
+
+    with open_dict(cfg):
+        if cfg.system.get("params") is None:
+            cfg.system.params = {}
+        with open_dict(cfg.system.params):
+            for key, value in defaults.items():
+                if key not in cfg.system.params:
+                    cfg.system.params[key] = value
 
 
 def _release_prompts(cfg: DictConfig) -> tuple[dict[str, Judge], PaperPrompt | None]:
