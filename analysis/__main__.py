@@ -28,6 +28,7 @@ from analysis.load import LoadError, RunSet, load_experiment, load_sweep_dir  # 
 from analysis.rejudge import RejudgeError  # noqa: E402
 from analysis.stats import N_BOOT  # noqa: E402
 from inmind_exp.data.errors import DataError  # noqa: E402
+from inmind_exp.data.release import ReleaseError  # noqa: E402
 from inmind_exp.errors import EndpointError  # noqa: E402
 
 DEFAULT_URI = os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")
@@ -146,6 +147,7 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
     """Re-judge the stored answers of the chosen runs (all config runs by default) under one judge setting."""
     import tempfile
 
+    from inmind_exp.data.sources import logged_tasks
     from inmind_exp.data.tasks import load_tasks
     from inmind_exp.llm import CallCache
 
@@ -161,7 +163,7 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
                               api_key_env=args.api_key_env, temperature=args.temperature, workers=args.workers)
         path = str(args.tasks) if args.tasks else task_path(run)
         if path not in task_sets:
-            task_sets[path] = {t.id: t for t in load_tasks(path)}
+            task_sets[path] = {t.id: t for t in (load_tasks(path) if args.tasks else logged_tasks(run.params))}
         cache_dir = args.cache_dir or run.params.get("run.cache_dir") or DEFAULT_CACHE_DIR
         plans.append((run, tasks_for(run, task_sets[path]), setting, CallCache(cache_dir)))
     if args.dry_run:
@@ -289,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (LoadError, LabelError, RejudgeError, EndpointError, DataError, FileNotFoundError) as e:
+    except (LoadError, LabelError, RejudgeError, EndpointError, DataError, ReleaseError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -164,8 +164,8 @@ def tasks_for(run: Run, tasks: Mapping[str, Task]) -> dict[str, Task]:
 
 
 def task_path(run: Run) -> str | None:
-    """The task file the run read (``dataset.path``; None: the bundled set)."""
-    return _param(run.params, "dataset.path")
+    """Which tasks the run read: ``official`` (the release's) or its ``dataset.path`` (None: the bundled set)."""
+    return "official" if _param(run.params, "dataset.name") == "official" else _param(run.params, "dataset.path")
 
 
 def _judges_for(record: TaskRecord, judges: Mapping[str, Judge]) -> list[tuple[Judge, Any]]:

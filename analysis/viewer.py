@@ -43,17 +43,21 @@ def load_task_texts(runs: Sequence[Run], tasks_path: Path | str | None = None) -
     """Task texts by id, from ``tasks_path`` or else from each run's ``dataset.path`` (none: the bundled set);
     and a warning for each source that could not be read (its tasks are shown by id only)."""
     from inmind_exp.data import load_tasks
+    from inmind_exp.data.sources import logged_tasks
 
-    paths: list[str | None] = [str(tasks_path)] if tasks_path is not None else sorted(
-        {_none(r.params.get("dataset.path")) for r in runs}, key=lambda p: p or "")
     tasks: dict[str, Task] = {}
     problems: list[str] = []
-    for p in paths:
+    keys = ("dataset.name", "dataset.path", "dataset.release_dir")
+    sources: dict[tuple, dict] = {("--tasks", str(tasks_path)): {}} if tasks_path is not None else {
+        tuple(r.params.get(k) for k in keys): dict(r.params) for r in runs}
+    for key, params in sorted(sources.items(), key=lambda kv: [str(x) for x in kv[0]]):
         try:
-            for t in load_tasks(p):
+            for t in (load_tasks(tasks_path) if tasks_path is not None else logged_tasks(params)):
                 tasks.setdefault(t.id, t)
         except Exception as e:  # noqa: BLE001  (a missing or moved dataset: show the records without task text)
-            problems.append(f"task texts not read from {p or 'the bundled set'}: {type(e).__name__}: "
+            where = tasks_path or _none(params.get("dataset.path")) or (
+                "the official release" if params.get("dataset.name") == "official" else "the bundled set")
+            problems.append(f"task texts not read from {where}: {type(e).__name__}: "
                             f"{str(e).splitlines()[0] if str(e) else ''}; give --tasks FILE")
     missing = sorted({r.task_id for run in runs for r in run.records} - set(tasks))
     if missing:

@@ -73,3 +73,18 @@ def load_background(trace: Any) -> Background:
         return Background(load_official_trace(release), path, sha256_file(path))
     path = Path(trace.path) if trace.path else BUNDLED_TRACE
     return Background(load_trace(trace.path, index=trace.index), path, sha256_file(path))
+
+
+def logged_tasks(params: Any) -> list[Task]:
+    """The tasks a finished run read, from its flattened params (``dataset.name``, ``dataset.path``,
+    ``dataset.release_dir``): the release's for ``dataset=official``, else the run's task file (none: the bundled
+    set). For the analysis commands that show or re-judge stored answers."""
+    def value(key: str) -> str | None:
+        v = params.get(key)
+        return None if v in (None, "None", "null", "") else str(v)
+
+    if value("dataset.name") == OFFICIAL:
+        from inmind_exp.data.official import load_official_tasks
+
+        return load_official_tasks(find_release(value("dataset.release_dir"), where="the run's dataset=official"))
+    return load_tasks(value("dataset.path"))

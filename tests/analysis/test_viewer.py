@@ -187,3 +187,15 @@ def test_viewer_in_headless_chromium(tmp_path):
     assert f"{sum(split.values())} of {len(tasks())} tasks" in dump_dom(page, "?disagree=1", tmp_path)
     n_fin = sum(v for t, v in split.items() if tasks()[t].domain == "financial")
     assert f"{n_fin} of {len(tasks())} tasks" in dump_dom(page, "?disagree=1&domain=financial", tmp_path)
+
+
+def test_the_viewer_reads_an_official_runs_task_texts_from_the_release(release):
+    """A run of dataset=official logs no dataset.path: its task texts come from the release (hash-checked)."""
+    from types import SimpleNamespace
+
+    from analysis.viewer import load_task_texts
+
+    run = SimpleNamespace(params={"dataset.name": "official", "dataset.path": "None"},
+                          records=[SimpleNamespace(task_id="0"), SimpleNamespace(task_id="155")])
+    tasks, problems = load_task_texts([run])
+    assert problems == [] and tasks["155"].extra["task_id"] == 155 and tasks["0"].user_message
