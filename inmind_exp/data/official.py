@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from inmind_exp.data.errors import DataError, Problem
 from inmind_exp.data.release import BACKGROUND, TASKS, Release
-from inmind_exp.data.text import (MAX_FIELD_BYTES, MAX_LINE_BYTES, decode, invalid_utf8, parse_date, read_lines,
-                                  strings, utf8_len)
+from inmind_exp.data.tasks import apply_limit, check_text, json_objects
+from inmind_exp.data.text import parse_date
 from inmind_exp.records import ACCEPTED_DOMAINS, Session, Task, Trace, Turn
 
 #: the official fields that become the ``Task``'s own text fields
@@ -55,11 +55,7 @@ def load_official_tasks(release: Release, limit: int | None = None) -> list[Task
         problems.append(Problem(str(path), None, None, "no tasks in file"))
     if problems:
         raise DataError(problems)
-    if limit is not None:
-        if limit < 1:
-            raise DataError([Problem(str(path), None, "dataset.limit", f"must be >= 1 or null, got {limit}")])
-        tasks = tasks[:limit]
-    return tasks
+    return apply_limit(tasks, limit, path)
 
 
 def official_task(obj: dict[str, Any]) -> Task:
@@ -68,33 +64,15 @@ def official_task(obj: dict[str, Any]) -> Task:
     return Task(id=str(obj["task_id"]), domain=obj["domain"], **{k: obj[k] for k in TEXT_FIELDS}, extra=extra)
 
 
-def _objects(path: Path, problems: list[Problem]):
-    """``(line number, JSON object)`` of every non-blank line; bad lines become problems (size, UTF-8, JSON)."""
-    with open(path, "rb") as f:
-        for lineno, raw, length in read_lines(f):
-            if length > MAX_LINE_BYTES:
-                problems.append(Problem(str(path), lineno, None, f"line is {length} bytes; the limit is {MAX_LINE_BYTES}"))
-                continue
-            line = decode(raw)
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                problems.append(Problem(str(path), lineno, None,
-                                        invalid_utf8(line) or f"invalid JSON: {e.msg} (column {e.colno})"))
-                continue
-            if not isinstance(obj, dict):
-                problems.append(Problem(str(path), lineno, None, f"expected a JSON object, got {type(obj).__name__}"))
-                continue
-            bad = [Problem(str(path), lineno, key, invalid_utf8(text) or "") for key, text in strings(obj)
-                   if invalid_utf8(text)]
-            bad += [Problem(str(path), lineno, key, f"field is {utf8_len(text)} bytes; the limit is {MAX_FIELD_BYTES}")
-                    for key, text in strings(obj) if not invalid_utf8(text) and utf8_len(text) > MAX_FIELD_BYTES]
-            if bad:
-                problems.extend(bad)
-                continue
-            yield lineno, obj
+def _objects(path: Path, problems: list[Problem]) -> Iterator[tuple[int, dict]]:
+    """``(line number, JSON object)`` of every line whose text is valid (``tasks.json_objects``, then the per-field
+    UTF-8 and size check); bad lines become problems."""
+    for lineno, obj in json_objects(path, problems):
+        bad = check_text(obj, str(path), lineno)
+        if bad:
+            problems.extend(bad)
+            continue
+        yield lineno, obj
 
 
 def _check_task(obj: dict[str, Any], path: str, lineno: int) -> list[Problem]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Iterator
 
 from inmind_exp.data.errors import DataError, Problem
 from inmind_exp.data.text import MAX_FIELD_BYTES, MAX_LINE_BYTES, decode, invalid_utf8, read_lines, strings, utf8_len
@@ -25,6 +26,27 @@ def load_tasks(path: str | Path | None = None, limit: int | None = None) -> list
     problems: list[Problem] = []
     tasks: list[Task] = []
     seen: dict[str, int] = {}
+    for lineno, obj in json_objects(path, problems):
+        line_problems = check_text(obj, str(path), lineno) or _check_task(obj, str(path), lineno)
+        tid = obj.get("id")
+        if isinstance(tid, str) and tid.strip():
+            if tid in seen:
+                line_problems.append(Problem(str(path), lineno, "id", f"duplicate id {tid!r} (first on line {seen[tid]})"))
+            else:
+                seen[tid] = lineno
+        problems.extend(line_problems)
+        if not line_problems:
+            tasks.append(Task.from_dict(obj))
+    if not problems and not tasks:
+        problems.append(Problem(str(path), None, None, "no tasks in file"))
+    if problems:
+        raise DataError(problems)
+    return apply_limit(tasks, limit, path)
+
+
+def json_objects(path: Path, problems: list[Problem]) -> Iterator[tuple[int, dict]]:
+    """``(line number, JSON object)`` of every non-blank line of a JSONL file; a line that is too long, not JSON or
+    not an object becomes a problem instead (shared by the bundled and the official task loaders)."""
     with open(path, "rb") as f:
         for lineno, raw, length in read_lines(f):
             if length > MAX_LINE_BYTES:
@@ -42,20 +64,11 @@ def load_tasks(path: str | Path | None = None, limit: int | None = None) -> list
             if not isinstance(obj, dict):
                 problems.append(Problem(str(path), lineno, None, f"expected a JSON object, got {type(obj).__name__}"))
                 continue
-            line_problems = _check_text(obj, str(path), lineno) or _check_task(obj, str(path), lineno)
-            tid = obj.get("id")
-            if isinstance(tid, str) and tid.strip():
-                if tid in seen:
-                    line_problems.append(Problem(str(path), lineno, "id", f"duplicate id {tid!r} (first on line {seen[tid]})"))
-                else:
-                    seen[tid] = lineno
-            problems.extend(line_problems)
-            if not line_problems:
-                tasks.append(Task.from_dict(obj))
-    if not problems and not tasks:
-        problems.append(Problem(str(path), None, None, "no tasks in file"))
-    if problems:
-        raise DataError(problems)
+            yield lineno, obj
+
+
+def apply_limit(tasks: list[Task], limit: int | None, path: Path) -> list[Task]:
+    """The first ``limit`` tasks (all for None); a limit below 1 is a ``dataset.limit`` problem."""
     if limit is not None:
         if limit < 1:
             raise DataError([Problem(str(path), None, "dataset.limit", f"must be >= 1 or null, got {limit}")])
@@ -63,7 +76,7 @@ def load_tasks(path: str | Path | None = None, limit: int | None = None) -> list
     return tasks
 
 
-def _check_text(obj: dict, path: str, lineno: int) -> list[Problem]:
+def check_text(obj: dict, path: str, lineno: int) -> list[Problem]:
     """Invalid UTF-8 and oversize fields, named by key; checked first, since the other checks read the text."""
     problems = []
     for key, text in strings(obj):
