@@ -37,19 +37,12 @@ def test_every_system_preset_is_in_range(path):
 
 
 def _plan(tmp_path: Path, *overrides: str):
-    from hydra import compose, initialize_config_dir
-
-    from inmind_exp.config import register_configs
+    """A plan of ``tests.test_runner_ray.compose``'s small data with "embedding=bm25" and ``overrides``."""
     from inmind_exp.run.plan import plan_config
+    from tests.test_runner_ray import compose
 
-    tasks, trace = write_small_data(tmp_path / "data")
-    register_configs()
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[
-            "llm=vllm", "llm.base_url=http://127.0.0.1:9/v1", "llm.model=m", f"dataset.path={tasks}",
-            f"trace.path={trace}", "injection.user_turn=5", "embedding=bm25", f"run.cache_dir={tmp_path / 'c'}",
-            *overrides])
-    return plan_config(cfg, tmp_path / "root", tmp_path / "job")
+    return plan_config(compose(tmp_path, "http://127.0.0.1:9/v1", "embedding=bm25", *overrides), tmp_path / "root",
+                       tmp_path / "job")
 
 
 BAD = [

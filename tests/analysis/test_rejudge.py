@@ -20,20 +20,10 @@ JUDGE_SYSTEMS = {j.system for j in JUDGES.values()}
 
 
 def compose(tmp_path, base_url: str):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    """One naive_rag/bm25 configuration on one worker (``tests.test_runner_ray.compose``'s small data)."""
+    from tests.test_runner_ray import compose as compose_run
 
-    from inmind_exp.config import register_configs
-    from tests.launch_helpers import REPO, write_small_data
-
-    tasks, trace = write_small_data(tmp_path / "data")
-    register_configs()
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return hydra_compose("config", overrides=[
-            "llm=vllm", f"llm.base_url={base_url}", "llm.model=fake-model", f"dataset.path={tasks}",
-            "dataset.limit=null", f"trace.path={trace}", "injection.user_turn=5", f"run.cache_dir={tmp_path / 'cache'}",
-            f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", "tracking.experiment=test", "cluster.workers=1",
-            "run.progress_every_s=0", "system=naive_rag", "embedding=bm25"])
+    return compose_run(tmp_path, base_url, "cluster.workers=1", "system=naive_rag", "embedding=bm25")
 
 
 @pytest.fixture(scope="module")
