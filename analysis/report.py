@@ -306,12 +306,19 @@ def _html(runset: RunSet, sections: list[Section], rep: Report, n_boot: int, see
 def publish(runset: RunSet, out: Path | str) -> list[str]:
     """Log the report directory to every MLflow parent (sweep) run of the run set, under ``analysis/``.
     Returns the run ids written to (none for a sweep directory or runs without a parent)."""
+    return log_to_parents(runset, Path(out), "inmind.report", "report.html")
+
+
+def log_to_parents(runset: RunSet, path: Path, tag: str, tagged: str) -> list[str]:
+    """Log ``path`` (a directory's files, or one file) under ``analysis/`` to every MLflow parent run of the run set
+    and tag each with ``tag`` = ``analysis/<tagged>``; the run ids written to."""
     if not runset.tracking_uri or not runset.parent_run_ids:
         return []
     from inmind_exp import tracking
 
     client = tracking.MlflowClient(tracking_uri=runset.tracking_uri)
+    log = client.log_artifacts if path.is_dir() else client.log_artifact
     for rid in runset.parent_run_ids:
-        client.log_artifacts(rid, str(out), artifact_path=ARTIFACT_DIR)
-        client.set_tag(rid, "inmind.report", f"{ARTIFACT_DIR}/report.html")
+        log(rid, str(path), artifact_path=ARTIFACT_DIR)
+        client.set_tag(rid, tag, f"{ARTIFACT_DIR}/{tagged}")
     return list(runset.parent_run_ids)

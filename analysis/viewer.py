@@ -299,17 +299,9 @@ def write_viewer(runset: RunSet, out: Path | str, tasks_path: Path | str | None 
 
 def publish_viewer(runset: RunSet, path: Path) -> list[str]:
     """Log ``viewer.html`` to every MLflow parent (sweep) run of the run set under ``analysis/``."""
-    if not runset.tracking_uri or not runset.parent_run_ids:
-        return []
-    from inmind_exp import tracking
+    from analysis.report import log_to_parents
 
-    from analysis.report import ARTIFACT_DIR
-
-    client = tracking.MlflowClient(tracking_uri=runset.tracking_uri)
-    for rid in runset.parent_run_ids:
-        client.log_artifact(rid, str(path), artifact_path=ARTIFACT_DIR)
-        client.set_tag(rid, "inmind.viewer", f"{ARTIFACT_DIR}/{path.name}")
-    return list(runset.parent_run_ids)
+    return log_to_parents(runset, Path(path), "inmind.viewer", Path(path).name)
 
 
 _CSS = """
