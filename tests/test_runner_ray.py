@@ -9,7 +9,8 @@ from pathlib import Path
 
 from inmind_exp.llm import CallCache, LLMClient
 from inmind_exp.records import msgs
-from inmind_exp.run.executor import LimiterActor, RayExecutor, RayLimiterClient
+from inmind_exp.llm.services import LimiterActor, RayLimiterClient
+from inmind_exp.run.executor import RayExecutor
 from inmind_exp.run.worker import TaskWorker
 from tests.conftest import fake_endpoints
 from tests.fake_openai import FakeOpenAI
@@ -153,7 +154,7 @@ class CachedCaller:
     """An LLM client whose cache is the cluster cache service, as a worker on a node without the shared path."""
 
     def __init__(self, base_url: str, cache_actor, cache_dir: str) -> None:
-        from inmind_exp.run.executor import RayCacheClient
+        from inmind_exp.llm.services import RayCacheClient
 
         ep = fake_endpoints(base_url)["answerer"]
         self.client = LLMClient(ep, cache=RayCacheClient(cache_actor, cache_dir))
@@ -164,7 +165,7 @@ class CachedCaller:
 
 def test_cluster_cache_pays_each_call_once_across_actors(ray_session, tmp_path):
     ray = ray_session
-    from inmind_exp.run.executor import CacheActor
+    from inmind_exp.llm.services import CacheActor
 
     cache_dir = str(tmp_path / "head-cache")
     with FakeOpenAI() as fake:
@@ -180,7 +181,7 @@ def test_cluster_cache_pays_each_call_once_across_actors(ray_session, tmp_path):
 
 SHIP_PROBE = """
 import json, sys, ray
-from inmind_exp.run.executor import code_runtime_env
+from inmind_exp.run.shipping import code_runtime_env
 
 rt = code_runtime_env()
 shown = json.loads(json.dumps(rt))  # ray.init consumes the dict

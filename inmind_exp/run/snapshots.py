@@ -4,8 +4,16 @@ as one object and be kept on disk (``Plan.prefix_path``) for every later run wit
 from __future__ import annotations
 
 import io
+import logging
 import tarfile
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from inmind_exp.run.plan import Plan
+
+log = logging.getLogger(__name__)
 
 
 def pack(directory: Path) -> bytes:
@@ -30,3 +38,25 @@ def save(path: Path, blob: bytes) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_bytes(blob)
     tmp.replace(path)
+
+
+def saved_prefix(plan: Plan) -> bytes | None:
+    """The plan's prefix snapshot if a run with the same prefix identity built it before."""
+    return plan.prefix_path.read_bytes() if plan.prefix_path.is_file() else None
+
+
+def save_prefix(plan: Plan, blob: bytes, seconds: float) -> None:
+    save(plan.prefix_path, blob)
+    log.info(f"[inmind] {plan.name}: prefix snapshot ready ({len(blob) / 1024:.0f} KiB, {seconds:.1f}s)")
+
+
+def prefix_blob(plan: Plan, build: Callable[[], bytes]) -> bytes:
+    """The prefix snapshot: from ``plan.prefix_path`` if built before, else built now and saved."""
+    blob = saved_prefix(plan)
+    if blob is not None:
+        return blob
+    t = time.perf_counter()
+    log.info(f"[inmind] {plan.name}: ingesting the {plan.session_index} prefix session(s) once ...")
+    blob = build()
+    save_prefix(plan, blob, time.perf_counter() - t)
+    return blob

@@ -67,7 +67,7 @@ class SharedExecutor:
         self.ray_executor = ray_executor
 
     def run(self, plan: Plan, tasks: list[Task], report: Callable, progress: Any) -> None:
-        from inmind_exp.run.executor import Job
+        from inmind_exp.run.interface import Job
 
         job = Job(plan, list(tasks), report, progress)
         self.ray_executor.submit(job)

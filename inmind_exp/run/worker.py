@@ -143,7 +143,7 @@ class TaskWorker:
         key = f"{spec.cache}:{spec.cache_dir}"
         if key not in self._caches:
             if spec.cache == "cluster" and self.shared_cache is not None:
-                from inmind_exp.run.executor import RayCacheClient
+                from inmind_exp.llm.services import RayCacheClient
 
                 self._caches[key] = RayCacheClient(self.shared_cache, spec.cache_dir)
             else:
