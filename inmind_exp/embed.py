@@ -102,23 +102,67 @@ class MiniLMProvider:
         return None
 
 
+class _Request:
+    """One caller's texts waiting in a ``MiniLMEncoder``'s queue, and what the batch that served them gave."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self.done = threading.Event()
+        self.vectors: np.ndarray | None = None
+        self.error: BaseException | None = None
+
+
 class MiniLMEncoder(Encoder):
     """all-MiniLM-L6-v2 on the CPU, one torch thread, vectors cached per text (and kept in memory) by the model
-    wrapper; every text this process has not seen goes to the model in one call."""
+    wrapper; every text this process has not seen goes to the model in one call.
+
+    Tasks running at once in one worker share this encoder through a queue: one caller at a time runs the model
+    (the CPU is the limit) and takes every request queued meanwhile into the same batch, so many tasks' small
+    encode calls become few model calls instead of a line of them (``batches`` counts the model calls)."""
 
     name = "minilm"
     dim = 384
 
     def __init__(self, cache: CallCache | None = None, batch_size: int = 64):
         self.model = Model(MiniLMProvider(batch_size), CallPolicy(), role="embedding", cache=cache, memo=True)
-        # tasks running at once in one worker share this model: one encode call at a time (the CPU is the limit)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held by the caller running the model
+        self._queue_lock = threading.Lock()
+        self._queue: list[_Request] = []
+        self.batches = 0
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
-            return _normalise(self.model.embed(list(texts), batch_size=None))
+        req = _Request(list(texts))
+        with self._queue_lock:
+            self._queue.append(req)
+        while not req.done.is_set():
+            with self._lock:  # whoever holds it serves every queued request, this one included if still queued
+                if not req.done.is_set():
+                    self._serve()
+        if req.error is not None:
+            raise req.error
+        assert req.vectors is not None
+        return req.vectors
+
+    def _serve(self) -> None:
+        """Encode every queued request in one model call (under ``_lock``); each gets its rows or the error."""
+        with self._queue_lock:
+            batch, self._queue = self._queue, []
+        if not batch:
+            return
+        try:
+            vecs = _normalise(self.model.embed([t for r in batch for t in r.texts], batch_size=None))
+            self.batches += 1
+            at = 0
+            for r in batch:
+                r.vectors, at = vecs[at:at + len(r.texts)].copy(), at + len(r.texts)  # no rows shared
+        except BaseException as e:  # noqa: BLE001 - handed to each caller of the batch, raised in its thread
+            for r in batch:
+                r.error = e
+        finally:
+            for r in batch:
+                r.done.set()
 
 
 class APIEncoder(Encoder):
