@@ -5,7 +5,8 @@ environment always win (``os.environ.setdefault``)."""
 from __future__ import annotations
 
 import os
-from typing import Mapping, MutableMapping
+from contextlib import contextmanager
+from typing import Iterator, Mapping, MutableMapping
 
 #: Ray without a dashboard login, usage reporting or the Windows/macOS cluster warning.
 RAY: dict[str, str] = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
@@ -27,3 +28,19 @@ def apply(defaults: Mapping[str, str], environ: MutableMapping[str, str] | None 
     env = os.environ if environ is None else environ
     for k, v in defaults.items():
         env.setdefault(k, v)
+
+
+@contextmanager
+def overriding(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` set in ``os.environ`` (over what it holds) while the block runs, then the environment restored:
+    for processes started inside the block (a local Ray's daemons and their workers inherit them)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

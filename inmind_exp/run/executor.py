@@ -98,10 +98,14 @@ class RayExecutor:
     # -- start-up ---------------------------------------------------------------------------------------------
 
     def start(self, cluster: ClusterSettings) -> Any:
-        """The ray module, initialised: join ``cluster.address`` or start a local Ray sized for the workers."""
+        """The ray module, initialised: join ``cluster.address`` or start a local Ray sized for the workers; the
+        pool's workers start right away (while the driver still plans and opens its MLflow runs), up to
+        ``cluster.workers`` and what the cluster holds."""
         with self._start_lock:
             if self.ray is None:
                 self._start(cluster)
+                while len(self.workers) < self.capacity():
+                    self.spawn()
             return self.ray
 
     def _start(self, cluster: ClusterSettings) -> None:
@@ -113,8 +117,14 @@ class RayExecutor:
         env.apply(env.RAY)
         if not ray.is_initialized():
             runtime_env = code_runtime_env(dict(cluster.runtime_env)) if cluster.ship_code else dict(cluster.runtime_env)
-            runtime_env["env_vars"] = {**dict(runtime_env.get("env_vars") or {}), **env.WORKER}
-            kwargs: dict[str, Any] = {"include_dashboard": False, "runtime_env": runtime_env, "log_to_driver": True}
+            # a local Ray's processes inherit this process's environment, so there the workers' defaults go into
+            # it for ray.init only, not into a runtime env: the idle workers Ray starts with itself (one per CPU)
+            # then match the job and host the task actors, instead of new processes started after them
+            inherit = not cluster.address and not runtime_env
+            if not inherit:
+                runtime_env["env_vars"] = {**dict(runtime_env.get("env_vars") or {}), **env.WORKER}
+            kwargs: dict[str, Any] = {"include_dashboard": False, "runtime_env": runtime_env or None,
+                                      "log_to_driver": True}
             if cluster.address:
                 try:
                     ray.init(address=cluster.address, **kwargs)
@@ -124,8 +134,9 @@ class RayExecutor:
                         f"`ray start --head` or use cluster=local"
                     ) from None
             else:
-                ray.init(address="local", num_cpus=cluster.num_cpus or max(2, cluster.workers),
-                         object_store_memory=cluster.object_store_memory, **kwargs)
+                with env.overriding(env.WORKER if inherit else {}):
+                    ray.init(address="local", num_cpus=cluster.num_cpus or max(2, cluster.workers),
+                             object_store_memory=cluster.object_store_memory, **kwargs)
         stop.install()  # ray.init replaced the SIGTERM handler with one that kills Ray under the driver
         # the limiter and the cache service live on the head node (Ray's "node:__internal_head__" resource; the
         # driver's node if a cluster has none): losing a worker node never takes them down. They hold no CPU, so
@@ -151,9 +162,14 @@ class RayExecutor:
         return ray
 
     def close(self, timeout_s: float = 30.0) -> None:
-        """Let every live worker remove its temp dir (Ray kills actor processes without running atexit)."""
+        """Let every live worker remove its temp dir (Ray kills actor processes without running atexit); one still
+        starting (nothing ran on it: e.g. a rerun with every task done) is ended without waiting for it."""
         if self.ray is None or not self.workers or not self.ray.is_initialized():
             return
+        pending = [w.ready_ref for w in self.workers if w.ready_ref is not None]
+        started = set(self.ray.wait(pending, num_returns=len(pending), timeout=0)[0]) if pending else set()
+        for w in [w for w in self.workers if w.ready_ref is not None and w.ready_ref not in started]:
+            self.drop(w)
         try:
             self.ray.get([getattr(w, 'actor', w).close.remote() for w in self.workers], timeout=timeout_s)
         except Exception as e:  # a dead worker's dir is removed by the next worker's start
