@@ -28,25 +28,15 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from inmind_exp.config import register_configs  # noqa: E402
-from inmind_exp.console import EXIT_TASK_ERRORS, error_line, retry_summary, route_project_logs  # noqa: E402
+from inmind_exp.console import EXIT_TASK_ERRORS, error_line, route_project_logs  # noqa: E402
 from inmind_exp.errors import InmindError  # noqa: E402
-from inmind_exp import headline  # noqa: E402
-from inmind_exp.run import plan_config, print_estimate, run_plan  # noqa: E402
-from inmind_exp.run import stop, sweep  # noqa: E402
-from inmind_exp.run.driver import protocol_note  # noqa: E402
-from inmind_exp.run.dedupe import same_results_key, skip_message  # noqa: E402
+from inmind_exp.run import run_plan  # noqa: E402
+from inmind_exp.run import stop  # noqa: E402
+from inmind_exp.run.session import Session, hydra_job_plan  # noqa: E402
 from inmind_exp.secrets import scrub  # noqa: E402
 
 register_configs()
 stop.install()  # SIGTERM stops like Ctrl-C (installed again once Ray has started: inmind_exp.run.stop)
-_ROWS: list = []
-#: each configuration's protocol-fidelity lines, printed under the table (inmind_exp.run.driver.protocol_note)
-_NOTES: list[str] = []
-#: (configuration, tasks errored, tasks) of every configuration run, and configurations that failed while running
-_ERRORED: list[tuple[str, int, int]] = []
-_FAILED: list[tuple[str, str]] = []
-#: plans this process ran in a basic-launcher sweep, by what makes results equal, with the job's value
-_RAN: dict = {}
 
 
 def sweep_label_keys(root: Path) -> list[str]:
@@ -68,60 +58,51 @@ def configure_logging() -> None:
     route_project_logs(*(h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)))
 
 
-@hydra.main(config_path="conf", config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> float | None:
+def run_job(cfg: DictConfig, session: Session) -> float | None:
+    """Plan this Hydra job and run it (or, with ``dry_run=true``, estimate it); its value is its application rate.
+    A ``-m`` sweep under the inmind launcher never comes here (the launcher plans and runs every job itself): this
+    is a single run, or one job of a sweep under Hydra's basic launcher, whose results ``session`` collects."""
     configure_logging()
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     root = Path(hc.sweep.dir if multirun else hc.run.dir).resolve()
     job_dir = Path(hc.runtime.output_dir)
-    collector = sweep.current()  # set while the inmind launcher plans a -m sweep: plan only, it runs them all
-    label_keys = collector.label_keys if collector is not None else (sweep_label_keys(root) if multirun else [])
     try:
-        plan = plan_config(cfg, root, job_dir, label_keys, [str(o) for o in hc.overrides.task])
+        plan = hydra_job_plan(cfg, sweep_label_keys(root) if multirun else [])
     except InmindError as e:
-        if collector is not None:
-            collector.fail(scrub(str(e)))  # every job is planned; the launcher reports all failures together
-            return None
         print(f"error: {scrub(str(e))}", file=sys.stderr, flush=True)
         sys.exit(2)
-    key = same_results_key(plan)
-    # a job repeating one already run or estimated (e.g. backbone under another embedding): say so, run nothing;
-    # outside a dry run the inmind launcher de-duplicates the plans it collects itself
-    if multirun and (cfg.dry_run or collector is None) and key in _RAN:
-        kept, value = _RAN[key]
-        logging.getLogger("inmind_exp.run.dedupe").info(skip_message(plan, kept))
-        return value
+    # a job repeating one already run or estimated (e.g. backbone under another embedding): say so, run nothing
+    if multirun and (seen := session.repeat_of(plan)) is not None:
+        return seen[1]
     if cfg.dry_run:
-        _RAN[key] = (plan, None)
-        print_estimate(plan)
-        return None
-    if collector is not None:
-        collector.add(plan)
+        session.estimate(plan)
         return None
     try:
-        result = run_plan(plan, parent_key=f"sweep:{root}" if multirun else None, parent_name=f"sweep {root.name}")
+        parent_key = None
+        if multirun:
+            from inmind_exp.tracking import sweep_run_key
+
+            parent_key = sweep_run_key(root, [str(o) for o in hc.overrides.task])
+        result = run_plan(plan, parent_key=parent_key, parent_name=f"sweep {root.name}",
+                          resources=session.resources)
     except KeyboardInterrupt:
         stop.stopped()  # the driver has said what is saved; exit 130 (SIGINT) or 143 (SIGTERM)
     except InmindError as e:
         msg = error_line(e)
-        if not _ROWS and not _FAILED and not multirun:
+        if not session.rows and not session.failed and not multirun:
             print(f"error: {plan.name}: {msg}", file=sys.stderr, flush=True)
             sys.exit(2 if is_input_error(e) else EXIT_TASK_ERRORS)
         # in a sweep, one configuration's failure (e.g. an endpoint error while its shared prefix is built) ends
         # that configuration with a clear message and the others still run
         print(f"error: {plan.name}: {msg}", file=sys.stderr, flush=True)
-        _FAILED.append((plan.name, msg))
+        session.fail(plan.name, msg)
         return None
-    _RAN[key] = (plan, result.metrics.rates["application"].pct)
-    _ROWS.append((result.plan.name, result.metrics))
-    _ERRORED.append((result.plan.name, result.metrics.n_errors, result.metrics.n_tasks))
-    _NOTES.append(protocol_note(result))
-    print("\n" + headline.terminal(_ROWS, full=str(job_dir / "results.md")) + "\n\n" + "\n".join(_NOTES) + "\n",
-          flush=True)
+    value = session.add(result)
+    print(session.table(full=str(job_dir / "results.md")), flush=True)
     print(f"records: {job_dir / 'records.jsonl'}  |  MLflow run {result.run_id} in {plan.tracking.uri} "
           f"(experiment {plan.tracking.experiment})", flush=True)
-    return result.metrics.rates["application"].pct
+    return value
 
 
 def is_input_error(e: BaseException) -> bool:
@@ -131,15 +112,21 @@ def is_input_error(e: BaseException) -> bool:
     return isinstance(e, INPUT_ERRORS)
 
 
-def exit_code() -> int:
-    """0 when every task of every configuration finished; 3 (with a summary saying how to retry) otherwise."""
-    summary = retry_summary(_ERRORED, [name for name, _ in _FAILED])
-    if summary is None:
-        return 0
-    print(summary, file=sys.stderr, flush=True)
-    return EXIT_TASK_ERRORS
+def main() -> int:
+    """Run Hydra over ``run_job`` with one ``Session`` for the whole launch; the launch's exit code."""
+    session = Session()
+
+    @hydra.main(config_path="conf", config_name="config", version_base="1.3")
+    def task(cfg: DictConfig) -> float | None:
+        return run_job(cfg, session)
+
+    try:
+        task()
+    except KeyboardInterrupt:  # before a configuration started (composing, planning): nothing ran
+        stop.stopped()
+    session.print_total()  # a basic-launcher dry run of two or more configurations: their total
+    return session.exit_code()
 
 
 if __name__ == "__main__":
-    main()
-    sys.exit(exit_code())
+    sys.exit(main())

@@ -274,6 +274,27 @@ def check_store(tracking_uri: str) -> None:
                             f"{hint}")
 
 
+def once_per_configuration(items: list[dict[str, Any]], skipped: list[str]) -> list[dict[str, Any]]:
+    """One run per configuration (config hash and task set): two sweeps of one store that both hold it would
+    otherwise list it twice and compare it with itself. The latest run stands (``items`` are in start order); each
+    other is named in ``skipped``."""
+    latest: dict[tuple[str, tuple[str, ...]], int] = {}
+    for i, it in enumerate(items):
+        key = (it["config"].config_hash, tuple(sorted(r.task_id for r in it["records"])))
+        if it["config"].config_hash:
+            latest[key] = i
+    kept = []
+    for i, it in enumerate(items):
+        key = (it["config"].config_hash, tuple(sorted(r.task_id for r in it["records"])))
+        j = latest.get(key, i)
+        if j != i:
+            skipped.append(f"run {it['run_id']} ({it['name']}): same configuration (config {key[0]}) as the later "
+                           f"run {items[j]['run_id']} of another sweep, listed once")
+            continue
+        kept.append(it)
+    return kept
+
+
 def load_experiment(experiment: str, tracking_uri: str, parent_run_id: str | None = None) -> RunSet:
     """Every config run of an MLflow experiment (of one sweep: ``parent_run_id``) with its ``records.jsonl``
     artifact and flattened-config params. The store must exist (``check_store``); nothing is created."""
@@ -316,6 +337,7 @@ def load_experiment(experiment: str, tracking_uri: str, parent_run_id: str | Non
     if not items:
         raise LoadError(f"experiment {experiment!r} in {tracking_uri} has no config run with records"
                         + (f" ({'; '.join(skipped)})" if skipped else ""))
+    items = once_per_configuration(items, skipped)
     built = make_runs(items)
     parents = tuple(sorted({r.parent_run_id for r in built if r.parent_run_id}))
     return RunSet(runs=built, origin=f"MLflow experiment {experiment!r} at {tracking_uri}", tracking_uri=tracking_uri,

@@ -14,14 +14,25 @@ paper and the leaderboard. The substituted block is recorded as ``Answer.visible
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
-from inmind_exp.records import Answer, Message
+from inmind_exp.records import Answer, ContextItem, Message
 
 if TYPE_CHECKING:
     from inmind_exp.data.release import Release
     from inmind_exp.llm import LLMClient
-    from inmind_exp.memory import Recall
+
+
+class Recall(Protocol):
+    """What an answerer reads of a system's recall (``inmind_exp.memory.Recall`` has this shape): stated here, so
+    this module does not import ``memory``, which imports it (no import circle)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def items(self) -> tuple[ContextItem, ...]: ...
+    @property
+    def meta(self) -> dict[str, Any]: ...
 
 SHARED_ANSWER_VERSION = "shared-answer-v1"
 SHARED_ANSWER_SYSTEM = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Sequence
 
 EXIT_TASK_ERRORS = 3
 
@@ -55,9 +56,14 @@ def error_line(e: BaseException) -> str:
 FILE_ONLY = {"file_only": True}
 
 
-def retry_summary(errored: list[tuple[str, int, int]], failed: list[str]) -> str | None:
+def retry_summary(errored: list[tuple[str, int, int]], failed: list[str], retry_errors: bool = True,
+                  messages: Sequence[str] = ()) -> str | None:
     """The closing line when ``errored`` (configuration, tasks errored, tasks) holds errors or configurations
-    ``failed``; None when every task finished."""
+    ``failed`` (with their error ``messages``); None when every task finished. It says to rerun, with the exact
+    command, only when a rerun can help: errored tasks while ``run.retry_errors`` is on, or a configuration that
+    failed for a reason that can pass (not a non-retryable endpoint error such as an HTTP 400)."""
+    from inmind_exp.run.stop import resume_command
+
     n_err = sum(e for _, e, _ in errored)
     if not n_err and not failed:
         return None
@@ -67,5 +73,16 @@ def retry_summary(errored: list[tuple[str, int, int]], failed: list[str]) -> str
                      f"{sum(1 for _, e, _ in errored if e)} configuration(s)")
     if failed:
         parts.append(f"{len(failed)} configuration(s) failed: {', '.join(failed)}")
-    return (f"[inmind] {'; '.join(parts)}. Rerun the same command to retry them (finished tasks are kept; errored "
-            f"ones are retried while run.retry_errors=true).")
+    transient = len(messages) < len(failed) or any(not permanent(m) for m in messages)
+    if (n_err and retry_errors) or transient:
+        return (f"[inmind] {'; '.join(parts)}. Rerun the same command to retry them (finished tasks are kept; errored "
+                f"ones are retried while run.retry_errors=true):\n  {resume_command()}")
+    if n_err:
+        return (f"[inmind] {'; '.join(parts)}. run.retry_errors=false keeps errored tasks as they are; to retry them:"
+                f"\n  {resume_command()} run.retry_errors=true")
+    return f"[inmind] {'; '.join(parts)}. A rerun fails the same way: fix the cause named above first."
+
+
+def permanent(message: str) -> bool:
+    """Whether a configuration's error cannot pass by itself (the provider names a non-retryable error)."""
+    return "non-retryable" in message

@@ -20,6 +20,8 @@ from omegaconf import DictConfig, OmegaConf
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 EXIT_BAD_INPUT = 2
+#: the project's launcher, which plans every job of a sweep before any runs
+INMIND_LAUNCHER = "hydra_plugins.inmind_launcher.inmind_launcher.InmindLauncher"
 
 
 def expand_overrides(overrides: Sequence[str], params: Mapping[str, Any] | None = None) -> list[list[str]]:
@@ -119,7 +121,8 @@ def _load(dotted: str) -> Callable[[DictConfig], Any]:
 class CheckSweep(Callback):
     """Hydra callback: compose and check every job in ``on_multirun_start``; on any problem print them all and exit
     with code 2 before the first job starts. ``check`` names an extra ``module:function`` run on each job's config
-    that raises on a problem (e.g. the runner's planning step)."""
+    that raises on a problem (e.g. the runner's planning step); under the inmind launcher it is not run, since the
+    launcher plans every job itself before any runs (each job is planned once)."""
 
     def __init__(self, check: str | None = None) -> None:
         self.check = check
@@ -132,7 +135,9 @@ class CheckSweep(Callback):
         params = OmegaConf.to_container(params) if params is not None else None
         jobs = expand_overrides(overrides, params)
         configs = expand_sweep(overrides, config_name=kwargs.get("config_name") or "config", params=params)
-        problems = check_sweep(configs, [redact_overrides(j) for j in swept(jobs)], _load(self.check) if self.check else None)
+        plans_itself = OmegaConf.select(config, "hydra.launcher._target_") == INMIND_LAUNCHER
+        extra = _load(self.check) if self.check and not plans_itself else None
+        problems = check_sweep(configs, [redact_overrides(j) for j in swept(jobs)], extra)
         if problems:
             print(f"error: {len(problems)} problem(s) in {len(jobs)} job(s) of the sweep; nothing was run:\n"
                   + "\n".join(f"  - {p}" for p in problems), file=sys.stderr, flush=True)

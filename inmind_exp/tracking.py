@@ -194,6 +194,23 @@ def sweep_name(root: Path, overrides: Iterable[str]) -> str:
     return f"sweep {Path(root).name}" + (f": {' '.join(shown)}" if shown else "")
 
 
+#: Overrides that do not make another sweep: where and how it runs, not what it computes.
+SWEEP_KEY_SKIP = ("hydra.", "tracking.", "cluster", "dry_run", "run.progress_every_s", "run.wait_for_lock",
+                  "run.keep_workdirs", "run.cache_dir", "run.cache", "run.retry_errors")
+
+
+def sweep_run_key(root: Path, overrides: Iterable[str]) -> str:
+    """The ``inmind.key`` of a sweep's parent run: its directory and the overrides that say what it computes, so a
+    rerun of one sweep finds its parent again while another sweep in the same directory (other overrides) gets a
+    parent of its own instead of renaming this one. A sweep without such overrides keeps ``sweep:<dir>``."""
+    import hashlib
+
+    kept = sorted(o for o in overrides if not split_override(o)[0].lstrip("+~").startswith(SWEEP_KEY_SKIP))
+    if not kept:
+        return f"sweep:{Path(root)}"
+    return f"sweep:{Path(root)}:{hashlib.sha256(json.dumps(kept).encode()).hexdigest()[:12]}"
+
+
 def display_metrics(flat: Mapping[str, float]) -> dict[str, float]:
     """Metric values as the runs table should show them: percentages to two decimals, cost to four."""
     out = {}

@@ -8,13 +8,14 @@ import logging
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
-from inmind_exp import sweep_report
+from analysis import sweep_report
 from tests.analysis.fixtures import log_to_mlflow
 
 
-def _config(tmp_path, uri: str, on: bool = True, experiment: str = "fixture"):
+def _config(tmp_path, uri: str, on: bool = True, experiment: str = "fixture", launcher: str = sweep_report.INMIND_LAUNCHER):
     return OmegaConf.create({"tracking": {"uri": uri, "experiment": experiment, "report_at_end": on},
-                             "dry_run": False, "hydra": {"sweep": {"dir": str(tmp_path / "sweep")}}})
+                             "dry_run": False, "hydra": {"sweep": {"dir": str(tmp_path / "sweep")},
+                                                         "launcher": {"_target_": launcher}}})
 
 
 def test_report_of_one_sweep_is_logged_to_its_parent(tmp_path, caplog):
@@ -49,10 +50,14 @@ def test_report_of_one_sweep_is_logged_to_its_parent(tmp_path, caplog):
     assert f"({N_BOOT} resamples of tasks" in (root / "analysis" / "report.md").read_text()
     assert parser().parse_args(["report", "--sweep-dir", "x", "--out", "y"]).n_boot == N_BOOT
 
-    # once per sweep: the launcher and the Hydra callback both call it
+    # once per sweep: the inmind launcher reports itself, so Hydra's end callback does not report again; under
+    # Hydra's basic launcher the callback is what reports
     html.unlink()
     sweep_report.ReportAtEnd().on_multirun_end(_config(tmp_path, uri))
     assert not html.exists()
+    basic = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+    sweep_report.ReportAtEnd().on_multirun_end(_config(tmp_path, uri, launcher=basic))
+    assert html.is_file()
 
 
 def test_report_off_and_failures_never_raise(tmp_path, caplog, monkeypatch):
@@ -68,7 +73,6 @@ def test_report_off_and_failures_never_raise(tmp_path, caplog, monkeypatch):
         raise RuntimeError("plotting failed")
 
     monkeypatch.setattr(analysis.report, "build", broken)
-    sweep_report._reported.clear()
     with caplog.at_level(logging.WARNING, logger="inmind_exp.sweep_report"):
         sweep_report.report_at_end(_config(tmp_path, uri))  # returns: the sweep's exit code is not its business
     assert "end-of-sweep analysis report failed (RuntimeError: plotting failed)" in caplog.text

@@ -1,17 +1,19 @@
 """``hydra/launcher=inmind`` (the project's default): a ``-m`` sweep is first planned in full, then run as one schedule.
 
 Pass 1 runs Hydra's ``run_job`` for every job (job directories, ``.hydra/`` files and per-job logging as with the
-basic launcher) with ``inmind_exp.run.sweep.collecting`` active, so ``launch.py`` only *plans* its configuration:
-every job is validated before anything runs or any MLflow run is created, and if any fails, all failures are
-reported and the process exits 2. Pass 2 runs every plan through ``inmind_exp.run.sweep.run_plans`` over one pool of
-workers (one MLflow parent run, one child per configuration, each logged as its tasks finish) and returns each job's
-value (its application rate) in its ``JobReturn``.
+basic launcher) around the launcher's own task function, which *plans* the job (each job is planned once, here;
+``launch.main`` is not called): every job is validated before anything runs or any MLflow run is created, and if
+any fails, all failures are reported and the process exits 2. Then every endpoint the plans call is checked (keys,
+servers, tool support: what a single run checks) before Ray starts, exit 2 on a problem. Pass 2 runs every plan
+through ``inmind_exp.run.sweep.run_plans`` over one pool of workers (one MLflow parent run per sweep identity, one
+child per configuration, each logged as its tasks finish) and returns each job's value (its application rate) in
+its ``JobReturn``. One ``inmind_exp.run.session.Session`` holds the rows, failures, de-duplication and exit code.
+A dry run prints each estimate and the total and writes nothing to MLflow.
 """
 
 
 import logging
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
@@ -22,7 +24,7 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
-from inmind_exp.console import EXIT_TASK_ERRORS, error_line, retry_summary, route_project_logs
+from inmind_exp.console import error_line, route_project_logs
 from inmind_exp.secrets import scrub
 
 log = logging.getLogger(__name__)
@@ -56,30 +58,38 @@ class InmindLauncher(Launcher):
         self.hydra_context = hydra_context
         self.task_function = task_function
 
-    def _plan_job(self, collector: Any, idx: int, overrides: Sequence[str]) -> JobReturn:
-        """Hydra's job set-up (directory, .hydra files, logging) around launch.py's task function, which only plans."""
-        collector.job, collector.overrides = idx, " ".join(filter_overrides(overrides))
-        log.info(f"\t#{idx} : {collector.overrides}")
+    def _plan_job(self, planning: "_Planning", idx: int, overrides: Sequence[str]) -> JobReturn:
+        """Hydra's job set-up (directory, .hydra files, logging) around the planning of one job: its plan is
+        made once, here, and run in pass 2 (a dry run prints its estimate instead)."""
+        shown = " ".join(filter_overrides(overrides))
+        log.info(f"\t#{idx} : {shown}")
         sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
         with open_dict(sweep_config):
             sweep_config.hydra.job.id = idx
             sweep_config.hydra.job.num = idx
-        ret = run_job(hydra_context=self.hydra_context, task_function=self.task_function, config=sweep_config,
-                      job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        ret = run_job(hydra_context=self.hydra_context, task_function=lambda cfg: planning.plan(idx, shown, cfg),
+                      config=sweep_config, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
         if ret.status == JobStatus.FAILED:
-            collector.fail(scrub(f"{type(ret._return_value).__name__}: {ret._return_value}"))
+            planning.errors.append((idx, shown, scrub(f"{type(ret._return_value).__name__}: {ret._return_value}")))
         return ret
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from inmind_exp.run import stop
+
+        try:
+            return self._launch(job_overrides, initial_job_idx)
+        except KeyboardInterrupt:  # while planning, checking or starting Ray: nothing ran; say how to rerun
+            stop.stopped()
+            raise  # not reached: stopped() exits
+
+    def _launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from analysis.sweep_report import report_at_end
         from inmind_exp.console import INPUT_ERRORS
         from inmind_exp.errors import InmindError
-        from inmind_exp import headline
-        from inmind_exp.run.dedupe import skip_message, split_duplicates
-        from inmind_exp.run.driver import protocol_note
         from inmind_exp.run import stop
         from inmind_exp.run.labels import varying_keys
-        from inmind_exp.run.sweep import PlanCollector, collecting, run_plans, start_cluster, warm_up
-        from inmind_exp.sweep_report import report_at_end
+        from inmind_exp.run.session import Session
+        from inmind_exp.run.sweep import preflight, run_plans, start_cluster, warm_up
 
         setup_globals()
         assert self.hydra_context is not None and self.config is not None and self.task_function is not None
@@ -88,59 +98,50 @@ class InmindLauncher(Launcher):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         log.info(f"Planning {len(job_overrides)} jobs, then running them as one schedule")
 
-        warm = warm_up(self.config)
-        collector = PlanCollector(label_keys=varying_keys([filter_overrides(o) for o in job_overrides]))
-        runs: List[JobReturn] = []
-        planned: List[BaseException] = []
-
-        def plan_all() -> None:
-            try:
-                with collecting(collector):
-                    for i, overrides in enumerate(job_overrides):
-                        runs.append(self._plan_job(collector, initial_job_idx + i, overrides))
-            except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
-                planned.append(e)
-
-        # plan in a helper thread while this (long-lived) thread starts Ray: both take seconds
-        planner = threading.Thread(target=plan_all, name="inmind-planner", daemon=True)
-        planner.start()
-        cluster_error = start_cluster(self.config) if len(job_overrides) else None
-        while planner.is_alive():
-            planner.join(0.2)
-        warm.join()
-        if planned:
-            raise planned[0]
-        if collector.errors:
-            for idx, overrides, message in collector.errors:
+        session = Session()
+        dry_run = bool(self.config.get("dry_run"))
+        planning = _Planning(session, varying_keys([filter_overrides(o) for o in job_overrides]), dry_run)
+        runs: List[JobReturn] = [self._plan_job(planning, initial_job_idx + i, overrides)
+                                 for i, overrides in enumerate(job_overrides)]
+        if planning.errors:
+            for idx, overrides, message in planning.errors:
                 print(f"error: job #{idx} ({overrides or 'defaults'}): {message}", file=sys.stderr, flush=True)
-            print(f"error: {len(collector.errors)} of {len(job_overrides)} configuration(s) cannot run; nothing was "
+            print(f"error: {len(planning.errors)} of {len(job_overrides)} configuration(s) cannot run; nothing was "
                   f"run", file=sys.stderr, flush=True)
             sys.exit(2)
-        if not collector.plans:  # a dry run: the estimates are printed, then their total
-            from inmind_exp.run.estimate import print_sweep_total
-
-            print_sweep_total()
+        if dry_run:  # the estimates are printed, then their total
+            session.print_total()
             return runs
 
+        _sweep_logging(sweep_dir)
+        order = sorted(planning.plans)
+        plans = [planning.plans[i] for i in order]
+        keep, repeats = session.split(plans)  # e.g. backbone under every embedding: run once
+        # every check a single run makes before work (keys, endpoints, tool support), before Ray starts
+        bad = preflight([plans[k] for k in keep], session.resources)
+        if bad:
+            for plan, e in bad:
+                print(f"error: {plan.name}: {scrub(str(e))}", file=sys.stderr, flush=True)
+            print(f"error: {len(bad)} of {len(keep)} configuration(s) cannot run; nothing was run", file=sys.stderr,
+                  flush=True)
+            sys.exit(2)
+        # the MLflow store opens (a new SQLite store takes seconds) while Ray starts; nothing is written to MLflow
+        # before every check has passed, and never in a dry run
+        warm = warm_up(self.config, session.resources)
+        cluster_error = start_cluster(self.config, session.resources) if keep else None
+        warm.join()
         if cluster_error is not None:
             print(f"error: {scrub(str(cluster_error))}", file=sys.stderr, flush=True)
             sys.exit(2)
-        order = sorted(collector.plans)
-        plans = [collector.plans[i] for i in order]
         root = plans[0].root
-        _sweep_logging(sweep_dir)
-        keep, repeats = split_duplicates(plans)  # e.g. backbone under every embedding: run once
-        for i, j in repeats.items():
-            logging.getLogger("inmind_exp.run.dedupe").info(skip_message(plans[i], plans[j]))
         try:
-            outcomes = run_plans([plans[k] for k in keep], parent_key=f"sweep:{root}", parent_name=f"sweep {root.name}")
+            outcomes = run_plans([plans[k] for k in keep], parent_key=sweep_key(self.config, root),
+                                 parent_name=f"sweep {root.name}", resources=session.resources)
         except KeyboardInterrupt:
             stop.stopped()  # each driver has said what is saved; exit 130 (SIGINT) or 143 (SIGTERM)
         except InmindError as e:
             print(f"error: {scrub(str(e))}", file=sys.stderr, flush=True)
             sys.exit(2)
-        rows: list[Any] = []
-        notes: list[str] = []
         failures: list[tuple[str, BaseException]] = []
         by_job: dict[int, Any] = {order[k]: out for k, out in zip(keep, outcomes)}
         stands_for = {order[i]: order[j] for i, j in repeats.items()}
@@ -155,29 +156,62 @@ class InmindLauncher(Launcher):
             if out is None:
                 continue
             if isinstance(out, BaseException):
-                failures.append((collector.plans[initial_job_idx + i].name, out))
+                failures.append((planning.plans[job].name, out))
                 ret.status, ret._return_value = JobStatus.FAILED, out
                 continue
-            rows.append((out.plan.name, out.metrics))
-            notes.append(protocol_note(out))
-            ret.return_value = out.metrics.rates["application"].pct
-        if rows:
-            print("\n" + headline.terminal(rows, full=f"results.md in each job directory under {sweep_dir}, and "
-                                                      "on the sweep's MLflow parent run") + "\n\n" + "\n".join(notes)
-                  + "\n", flush=True)
+            ret.return_value = session.add(out)
+        if session.rows:
+            print(session.table(full=f"results.md in each job directory under {sweep_dir}, and on the sweep's "
+                                     "MLflow parent run"), flush=True)
             print(f"records: {sweep_dir}/<job>/records.jsonl  |  MLflow: {plans[0].tracking.uri} "
                   f"(experiment {plans[0].tracking.experiment}, parent run 'sweep {root.name}')", flush=True)
         if any(isinstance(e, KeyboardInterrupt) for _, e in failures):
             stop.stopped()
-        if failures and not rows and all(isinstance(e, INPUT_ERRORS) for _, e in failures):
+        if failures and not session.rows and all(isinstance(e, INPUT_ERRORS) for _, e in failures):
             for name, e in failures:  # every configuration stopped at its preflight: bad input, nothing ran (exit 2)
                 print(f"error: {name}: {error_line(e)}", file=sys.stderr, flush=True)
             sys.exit(2)
-        report_at_end(self.config)  # here, not only in the callback: a nonzero exit below skips Hydra's end callbacks
+        report_at_end(self.config)  # here, not in Hydra's end callback: a nonzero exit below would skip it
         for name, e in failures:
             print(f"error: {name}: {error_line(e)}", file=sys.stderr, flush=True)
-        summary = retry_summary([(name, m.n_errors, m.n_tasks) for name, m in rows], [n for n, _ in failures])
-        if summary is not None:
-            print(summary, file=sys.stderr, flush=True)
-            sys.exit(EXIT_TASK_ERRORS)
+            session.fail(name, error_line(e))
+        code = session.exit_code()
+        if code:
+            sys.exit(code)
         return runs
+
+
+def sweep_key(config: DictConfig, root: Path) -> str:
+    """The ``inmind.key`` of the sweep's MLflow parent run (``tracking.sweep_run_key``)."""
+    from inmind_exp.tracking import sweep_run_key
+
+    return sweep_run_key(root, [str(o) for o in config.hydra.overrides.task])
+
+
+class _Planning:
+    """Pass 1's results: each job's plan by job index (or, in a dry run, its estimate printed), and the errors."""
+
+    def __init__(self, session: Any, label_keys: list[str], dry_run: bool) -> None:
+        self.session = session
+        self.label_keys = label_keys
+        self.dry_run = dry_run
+        self.plans: dict[int, Any] = {}
+        self.errors: list[tuple[int, str, str]] = []
+
+    def plan(self, idx: int, overrides: str, cfg: DictConfig) -> None:
+        """The task function of one job in pass 1 (inside Hydra's ``run_job``)."""
+        from inmind_exp.errors import InmindError
+        from inmind_exp.run.session import hydra_job_plan
+
+        route_project_logs(*(h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)))
+        try:
+            plan = hydra_job_plan(cfg, self.label_keys)
+        except InmindError as e:
+            self.errors.append((idx, overrides, scrub(str(e))))
+            return None
+        if self.dry_run:
+            if self.session.repeat_of(plan) is None:
+                self.session.estimate(plan)
+            return None
+        self.plans[idx] = plan
+        return None

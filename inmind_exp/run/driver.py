@@ -37,10 +37,10 @@ class RunResult:
 def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "sweep", executor: Any = None,
              resources: Resources | None = None, sweep: SweepProgress | None = None) -> RunResult:
     """(Re)run what is missing of ``plan``, log to MLflow, write artifacts; returns the metrics of this configuration.
-    ``executor`` defaults to the process's Ray executor; ``sweep`` is the sweep's progress this configuration is
+    ``executor`` defaults to ``resources``' Ray executor (fresh resources when none are given); ``sweep`` is the sweep's progress this configuration is
     part of (its own summary then leaves the retry hint to the sweep's)."""
     t0 = time.perf_counter()
-    res = resources or Resources.get()
+    res = resources if resources is not None else Resources()
     remaining = plan.remaining()
     log.info(f"[inmind] {plan.name}: config {plan.config_hash}, {len(plan.tasks)} tasks "
              f"({len(plan.tasks) - len(remaining)} already done), fact injected into session "
@@ -50,7 +50,9 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
         plan = prepare(plan, res)
     tracker = res.tracker(plan.tracking)
     parent_id = tracker.open_sweep_run(parent_key, plan.root) if parent_key else None  # MLflow layout: tracking.py
-    run_key = C.identity_hash({"root": str(plan.root.resolve()), "config": plan.config_hash})
+    # a configuration run per sweep identity: another sweep in the same directory holding it has its own child
+    run_key = C.identity_hash({"root": str(plan.root.resolve()), "config": plan.config_hash,
+                               **({"sweep": parent_key} if parent_key else {})})
     run_id = tracker.open_config_run(plan, dict(plan.params), run_key, parent_id, _dataset_path(plan))
     status = "FINISHED"
     records: dict[str, TaskRecord] = {t.id: plan.done[t.id] for t in plan.tasks if t.id in plan.done}
@@ -85,7 +87,8 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
             tracker.add_to_sweep(parent_id, run_id, shown)
             tracker.finish(parent_id, status)
     log.info(progress.summary())
-    hint = retry_summary([(plan.name, progress.errors, progress.total)], []) if sweep is None else None
+    hint = (retry_summary([(plan.name, progress.errors, progress.total)], [], retry_errors=plan.run.retry_errors)
+            if sweep is None else None)
     if hint:
         log.info(hint, extra=FILE_ONLY)  # the terminal gets it as launch.py's closing line
     return RunResult(plan, ordered, metrics, run_id, time.perf_counter() - t0)

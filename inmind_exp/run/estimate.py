@@ -162,25 +162,22 @@ def _figures(est: dict[str, float], cost: float | None, unpriced: list[str]) -> 
             f"tokens{money}")
 
 
-#: the dry run's total over the configurations of this process's sweep
-SWEEP_TOTAL = SweepTotal()
-
-
-def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None) -> dict[str, float]:
+def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None,
+                   total: SweepTotal | None = None) -> dict[str, float]:
     """Print the estimate as the dry run's output: calls per role, prompt and completion tokens, and the cost with
     each role's tokens at its own model's prices (completions estimated from the system's ``CallProfile``; a
-    reasoning model's hidden reasoning tokens are not included). Adds it to ``SWEEP_TOTAL``."""
+    reasoning model's hidden reasoning tokens are not included). Adds it to ``total``, the sweep's, if given."""
     est = estimate(plan, retry_errors)
     cost, unpriced = price(plan, est)
-    SWEEP_TOTAL.add(est, cost, unpriced, plan.run.latency_s)
+    if total is not None:
+        total.add(est, cost, unpriced, plan.run.latency_s)
     print(f"[dry run] {plan.name} (config {plan.config_hash}): {est['tasks_to_run']:.0f}/{est['tasks_total']:.0f} tasks to run; "
           f"{_figures(est, cost, unpriced)} (upper bound: cache hits not subtracted); "
           f"{_wall(est['wall_s'], plan.run.latency_s, est['slots'])} (run.latency_s)", file=out or sys.stdout, flush=True)
     return est
 
 
-def print_sweep_total(out: Any = None) -> None:
-    """Print ``SWEEP_TOTAL`` (after a dry run of two or more configurations) and start a new total."""
-    if SWEEP_TOTAL.configs > 1:
-        print(SWEEP_TOTAL.line(), file=out or sys.stdout, flush=True)
-    SWEEP_TOTAL.reset()
+def print_sweep_total(total: SweepTotal, out: Any = None) -> None:
+    """Print ``total`` when it sums two or more configurations (a dry run's sweep)."""
+    if total.configs > 1:
+        print(total.line(), file=out or sys.stdout, flush=True)

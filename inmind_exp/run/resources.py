@@ -19,9 +19,8 @@ log = logging.getLogger(__name__)
 
 
 class Resources:
-    """Process-wide resources started on first use (the local server stops at exit)."""
-
-    _instance: "Resources | None" = None
+    """A launch's resources, started on first use (the local server stops at exit); the entry point makes one
+    (``run.session.Session``) and hands it to every configuration it runs."""
 
     def __init__(self) -> None:
         self.local_server: Any = None
@@ -30,12 +29,6 @@ class Resources:
         self.systems_checked: set[tuple[str, ...]] = set()
         self._executor: Any = None
         self._lock = threading.RLock()
-
-    @classmethod
-    def get(cls) -> "Resources":
-        if cls._instance is None:
-            cls._instance = cls()
-        return cls._instance
 
     @property
     def executor(self) -> Any:

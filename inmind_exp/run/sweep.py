@@ -1,6 +1,6 @@
-"""The whole sweep as one schedule. The launcher (hydra_plugins/inmind_launcher) first has every job of a ``-m``
-sweep only *planned* (``collecting()``: ``launch.py`` hands its plan to the collector instead of running it), so
-every configuration is validated before anything runs; then ``run_plans`` runs all plans together: each plan's
+"""The whole sweep as one schedule. The launcher (hydra_plugins/inmind_launcher) first plans every job of a ``-m``
+sweep (each once), so every configuration is validated before anything runs, and checks every endpoint the plans
+call (``preflight``) before Ray starts; then ``run_plans`` runs all plans together: each plan's
 driver (MLflow run, ledger, outputs) runs in its own thread and gives its tasks to one shared ``RayExecutor``
 schedule, so prefixes are built as soon as a worker is free and no worker idles while any task of the sweep waits.
 """
@@ -11,7 +11,6 @@ import logging
 import re
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from inmind_exp.console import FILE_ONLY, retry_summary
@@ -22,42 +21,6 @@ from inmind_exp.run.progress import SweepProgress
 from inmind_exp.run.resources import Resources
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class PlanCollector:
-    """What the planning pass found: each job's plan (by job index), or the error that stopped it."""
-
-    plans: dict[int, Plan] = field(default_factory=dict)
-    errors: list[tuple[int, str, str]] = field(default_factory=list)  # (job index, overrides, message)
-    job: int = 0
-    overrides: str = ""
-    #: keys the sweep varies besides those a label shows (``inmind_exp.run.labels.varying_keys``)
-    label_keys: list[str] = field(default_factory=list)
-
-    def add(self, plan: Plan) -> None:
-        self.plans[self.job] = plan
-
-    def fail(self, message: str) -> None:
-        self.errors.append((self.job, self.overrides, message))
-
-
-_collector: PlanCollector | None = None
-
-
-def current() -> PlanCollector | None:
-    """The collector while a launcher is planning a sweep, else None (run the plan now)."""
-    return _collector
-
-
-@contextmanager
-def collecting(collector: PlanCollector) -> Iterator[PlanCollector]:
-    global _collector
-    _collector = collector
-    try:
-        yield collector
-    finally:
-        _collector = None
 
 
 class SharedExecutor:
@@ -77,14 +40,14 @@ class SharedExecutor:
             raise job.error
 
 
-def warm_up(cfg: Any) -> threading.Thread:
+def warm_up(cfg: Any, res: Resources) -> threading.Thread:
     """Open the MLflow store (creating a new SQLite store takes seconds) in the background while the sweep is
     planned from ``cfg``, its base config. A failure is not reported here: it recurs, with context, when plans run."""
     from inmind_exp.run.plan import TrackingSettings
 
     def work() -> None:
         try:
-            Resources.get().tracker(TrackingSettings(uri=str(cfg.tracking.uri), experiment=str(cfg.tracking.experiment)))
+            res.tracker(TrackingSettings(uri=str(cfg.tracking.uri), experiment=str(cfg.tracking.experiment)))
         except Exception as e:  # noqa: BLE001
             log.debug(f"warm-up: {type(e).__name__}: {e}")
 
@@ -93,7 +56,7 @@ def warm_up(cfg: Any) -> threading.Thread:
     return t
 
 
-def start_cluster(cfg: Any) -> BaseException | None:
+def start_cluster(cfg: Any, res: Resources) -> BaseException | None:
     """Start (or join) Ray for the sweep of base config ``cfg``, in the calling thread: it must be a thread that
     lives as long as Ray (Ray's local daemons die with the thread that started them). Returns the error, if any."""
     from inmind_exp.run.plan import cluster_settings
@@ -101,7 +64,7 @@ def start_cluster(cfg: Any) -> BaseException | None:
     if cfg.dry_run:
         return None
     try:
-        Resources.get().executor.start(cluster_settings(cfg))
+        res.executor.start(cluster_settings(cfg))
     except Exception as e:  # noqa: BLE001 - reported after the plans, if they are all valid
         return e
     return None
@@ -141,13 +104,13 @@ def job_logs(plans: list[Plan]) -> Iterator[None]:
             h.close()
 
 
-def run_plans(plans: list[Plan], parent_key: str | None, parent_name: str,
+def run_plans(plans: list[Plan], parent_key: str | None, parent_name: str, resources: Resources,
               executor: Any = None) -> list[RunResult | BaseException]:
     """Run every plan over one pool; each plan's result, or the exception that ended it, in the given order.
     An interrupt or a stuck cluster (raised by the schedule) is re-raised after every driver has saved its work.
     Every ``run.progress_every_s`` (the first plan's) the sweep logs ``configuration k of N done``, and at the end
     its totals and, when a task errored, the retry hint."""
-    res = Resources.get()
+    res = resources
     ray_executor = executor or res.executor
     shared = SharedExecutor(ray_executor)
     results: list[RunResult | BaseException | None] = [None] * len(plans)
@@ -167,7 +130,9 @@ def run_plans(plans: list[Plan], parent_key: str | None, parent_name: str,
     with job_logs(plans):
         _drive_all(plans, threads, ray_executor, progress)
     failed = [p.name for p, r in zip(plans, results) if isinstance(r, BaseException)]
-    hint = retry_summary([(p.plan.name, p.errors, p.total) for p in progress.plans], failed)
+    hint = retry_summary([(p.plan.name, p.errors, p.total) for p in progress.plans], failed,
+                         retry_errors=all(p.run.retry_errors for p in plans),
+                         messages=[_message(r) for r in results if isinstance(r, BaseException)])
     if hint:
         log.info(hint, extra=FILE_ONLY)  # the terminal gets it as the launcher's closing line
     return [r if r is not None else RuntimeError("plan did not run") for r in results]
@@ -184,4 +149,28 @@ def _drive_all(plans: list[Plan], threads: list[threading.Thread], ray_executor:
     finally:
         for t in threads:
             t.join()
-    log.info(progress.summary())
+    if progress.plans:  # a sweep whose every configuration stopped before its first task never started
+        log.info(progress.summary())
+
+
+def _message(e: BaseException) -> str:
+    from inmind_exp.console import error_line
+
+    return error_line(e)
+
+
+def preflight(plans: list[Plan], res: Resources) -> list[tuple[Plan, BaseException]]:
+    """Every check a single run makes before work, for every plan with tasks left that calls a remote endpoint:
+    the keys are set, the servers answer, the system's own needs (``MemorySystem.preflight``, e.g. tool calls).
+    Run before Ray starts; each failing plan with its error (a plan on the embedded local server is checked
+    when its driver starts the server)."""
+    failures = []
+    for plan in plans:
+        if plan.local is not None or not plan.remaining():
+            continue
+        try:
+            res.preflight(plan.endpoints.values(), plan.embedding)
+            res.system_preflight(plan)
+        except Exception as e:  # noqa: BLE001 - each configuration's problem is reported, then the launch exits 2
+            failures.append((plan, e))
+    return failures

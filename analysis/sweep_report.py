@@ -1,10 +1,11 @@
 """The analysis report of a sweep, written when the sweep ends and logged to its MLflow parent run, so the parent
 shows the tables, plots and ``report.html`` of ``python -m analysis report`` without running it by hand.
 
-On by default; ``tracking.report_at_end=false`` turns it off. The ``ReportAtEnd`` Hydra callback writes it in
-``on_multirun_end``; the inmind launcher calls ``report_at_end`` itself before it exits (an exit code other than 0
-skips Hydra's end callbacks), and a sweep is reported once. A report that fails is a warning: it never changes the
-sweep's exit code. It reads only this sweep's configuration runs (children of its parent run).
+On by default; ``tracking.report_at_end=false`` turns it off. The inmind launcher calls ``report_at_end`` itself
+before it exits (an exit code other than 0 skips Hydra's end callbacks); under Hydra's basic launcher the
+``ReportAtEnd`` callback writes it in ``on_multirun_end``, so a sweep is reported once either way. A report that
+fails is a warning: it never changes the sweep's exit code. It reads only this sweep's configuration runs (children
+of its parent run). It lives in ``analysis/`` (the core never imports analysis); the launcher and Hydra call it.
 """
 
 from __future__ import annotations
@@ -16,24 +17,27 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+#: an inmind_exp logger, so its lines reach the console and launch.log (``inmind_exp.console.route_project_logs``)
 log = logging.getLogger("inmind_exp.sweep_report")
 
 #: The report's directory inside the sweep directory (also the artifact directory on the parent run).
 REPORT_DIR = "analysis"
-_reported: set[str] = set()
+INMIND_LAUNCHER = "hydra_plugins.inmind_launcher.inmind_launcher.InmindLauncher"
 
 
-def report_sweep(tracking_uri: str, experiment: str, root: Path, n_boot: int | None = None) -> Path | None:
-    """Build the report of the sweep rooted at ``root`` into ``<root>/analysis`` and log it to the sweep's parent
-    run; the report's HTML path, or None when the sweep logged no configuration run (nothing ran). ``n_boot``
-    defaults to ``analysis.stats.N_BOOT``, the setting of ``python -m analysis report`` too."""
+def report_sweep(tracking_uri: str, experiment: str, root: Path, n_boot: int | None = None,
+                 parent_key: str | None = None) -> Path | None:
+    """Build the report of the sweep rooted at ``root`` (its parent run's ``inmind.key`` is ``parent_key``,
+    ``sweep:<root>`` when not given) into ``<root>/analysis`` and log it to the sweep's parent run; the report's
+    HTML path, or None when the sweep logged no configuration run (nothing ran). ``n_boot`` defaults to
+    ``analysis.stats.N_BOOT``, the setting of ``python -m analysis report`` too."""
     from analysis.load import load_experiment
     from analysis.report import build, publish
     from analysis.stats import N_BOOT
     from inmind_exp.tracking import Tracker
 
     tracker = Tracker(tracking_uri, experiment)
-    parent = tracker.find_run(f"sweep:{root}")
+    parent = tracker.find_run(parent_key or f"sweep:{root}")
     if parent is None:
         return None
     runset = load_experiment(experiment, tracking_uri, parent_run_id=parent)
@@ -52,16 +56,17 @@ def report_sweep(tracking_uri: str, experiment: str, root: Path, n_boot: int | N
 
 
 def report_at_end(config: DictConfig) -> None:
-    """``report_sweep`` for the sweep of ``config`` (its base config), once, unless ``tracking.report_at_end`` is
-    false or it is a dry run; any failure is logged as a warning and swallowed."""
+    """``report_sweep`` for the sweep of ``config`` (its base config), unless ``tracking.report_at_end`` is false
+    or it is a dry run; any failure is logged as a warning and swallowed."""
+    from inmind_exp.tracking import sweep_run_key
+
     if not OmegaConf.select(config, "tracking.report_at_end", default=True) or OmegaConf.select(config, "dry_run"):
         return
     root = Path(str(OmegaConf.select(config, "hydra.sweep.dir"))).resolve()
-    if str(root) in _reported:
-        return
-    _reported.add(str(root))
+    overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=[]) or []]
     try:
-        html = report_sweep(str(config.tracking.uri), str(config.tracking.experiment), root)
+        html = report_sweep(str(config.tracking.uri), str(config.tracking.experiment), root,
+                            parent_key=sweep_run_key(root, overrides))
     except Exception as e:  # noqa: BLE001  (the sweep's results are saved; a report is never worth failing it)
         log.warning(f"[inmind] WARNING: the end-of-sweep analysis report failed ({type(e).__name__}: {e}); "
                     f"the results are saved: run `python -m analysis report --experiment "
@@ -75,12 +80,10 @@ def report_at_end(config: DictConfig) -> None:
 
 
 class ReportAtEnd(Callback):
-    """Hydra callback: ``report_at_end`` when a ``-m`` sweep ends."""
+    """Hydra callback: ``report_at_end`` when a ``-m`` sweep under Hydra's basic launcher ends (the inmind
+    launcher reports its sweep itself)."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        if OmegaConf.select(config, "dry_run"):  # the basic launcher's dry run: the sweep's total estimate
-            from inmind_exp.run.estimate import print_sweep_total
-
-            print_sweep_total()
+        if OmegaConf.select(config, "hydra.launcher._target_") == INMIND_LAUNCHER:
             return
         report_at_end(config)
