@@ -77,6 +77,9 @@ class MemorySystem(abc.ABC):
     #: False for systems that never call the encoder (backbone, always_in_state): their results are the same for
     #: every embedding, so the embedding is no part of their result identity and a sweep over embeddings runs them once
     uses_embedding: ClassVar[bool] = True
+    #: "" for a memory system; for a control, which one (``inmind_exp.traits.CONTROLS``): analysis groups and orders
+    #: runs by it, read from the records and MLflow params (``inmind_exp.traits``), never by a system's name
+    control: ClassVar[str] = ""
     cost: ClassVar[CallProfile] = CallProfile()
     #: the implementation's version, part of every result identity (``inmind_exp.identity``): bump it when a code
     #: change can change results (tests/systems/test_system_versions.py fails until you decide)
@@ -179,7 +182,9 @@ class MemorySystem(abc.ABC):
         """Load the state written by ``snapshot``."""
 
 
-SYSTEMS: Registry[MemorySystem] = Registry("memory system", MemorySystem, discover="systems")
+#: built-ins in ``systems/``, plug-ins from the entry-point group ``inmind_exp.systems`` or a ``pkg.mod:Class`` name
+SYSTEMS: Registry[MemorySystem] = Registry("memory system", MemorySystem, discover="systems",
+                                           entry_points="inmind_exp.systems")
 
 
 # -- helpers shared by systems ----------------------------------------------------------------------------------
