@@ -154,7 +154,7 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         """Every built-in and installed plug-in name (plug-ins are listed without being imported)."""
         self._ensure()
-        return sorted({*self._items, *self.entry_points()})
+        return sorted(n for n in {*self._items, *self.entry_points()} if not is_reference(n))
 
     def builtin(self, cls: type) -> bool:
         """Whether ``cls`` is one of the built-in modules' classes (not a plug-in)."""
