@@ -22,6 +22,8 @@ CONTROL_ORDER: dict[str, int] = {"in_context": 0, "naive_retrieval": 1, "": 50, 
 
 #: MLflow param keys (beside ``inmind.config_hash``): not config keys, so no config or result identity changes.
 PARAM_PREFIX = "inmind.traits."
+#: ``inmind.traits.control`` of a memory system (no control)
+NO_CONTROL = "none"
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,9 @@ class Traits:
                    uses_embedding=bool(d.get("uses_embedding", True)), asks_naive=bool(d.get("asks_naive", True)))
 
     def params(self) -> dict[str, str]:
-        """The MLflow params (strings, as MLflow keeps them)."""
-        return {f"{PARAM_PREFIX}{k}": str(v) for k, v in self.to_dict().items()}
+        """The MLflow params (strings, as MLflow keeps them; a memory system's control is ``NO_CONTROL``, since an
+        empty param is not logged)."""
+        return {f"{PARAM_PREFIX}{k}": str(v) for k, v in {**self.to_dict(), "control": self.control or NO_CONTROL}.items()}
 
     @classmethod
     def from_params(cls, params: Mapping[str, str]) -> "Traits | None":
@@ -65,7 +68,7 @@ class Traits:
         keys = {k[len(PARAM_PREFIX):]: v for k, v in params.items() if k.startswith(PARAM_PREFIX)}
         if "control" not in keys:
             return None
-        return cls(control=keys.get("control") or "", retrieval=keys.get("retrieval", "True") == "True",
+        return cls(control="" if keys["control"] == NO_CONTROL else keys["control"], retrieval=keys.get("retrieval", "True") == "True",
                    uses_embedding=keys.get("uses_embedding", "True") == "True",
                    asks_naive=keys.get("asks_naive", "True") == "True")
 

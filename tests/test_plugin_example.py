@@ -2,8 +2,9 @@
 fresh virtual environment: its class keeps the systems' contract, it runs in a sweep beside a built-in against the
 fake server, its traits reach MLflow and the records, and the README section's commands work as written.
 
-The fresh environment is ``python -m venv`` plus one ``.pth`` line naming this interpreter's site-packages (a venv made
-from a venv gets the base interpreter's packages with ``--system-site-packages``, not ray or mlflow). The example is
+The fresh environment is ``python -m venv --without-pip`` plus one ``.pth`` line naming this interpreter's
+site-packages (a venv made from a venv gets the base interpreter's packages with ``--system-site-packages``, not ray
+or mlflow), so its pip, setuptools and everything else are this environment's. The example is
 installed from a copy (an editable install writes ``*.egg-info`` beside its sources) with ``--no-build-isolation
 --no-index``: setuptools comes from the environment, nothing from the network.
 """
@@ -39,7 +40,8 @@ def section_commands() -> list[Command]:
 
 def make_venv(root: Path) -> Path:
     """A fresh virtual environment that sees this interpreter's installed packages; its python."""
-    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, capture_output=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, capture_output=True,
+                   timeout=300)
     python = root / "bin" / "python"
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()
@@ -136,7 +138,7 @@ def test_the_example_runs_in_a_sweep_beside_a_built_in(venv, tmp_path):
     assert set(runs) == {"naive_rag", "profile_rag"}
     assert all(r.info.status == "FINISHED" for r in runs.values())
     assert runs["naive_rag"].data.params["inmind.traits.control"] == "naive_retrieval"
-    assert runs["profile_rag"].data.params["inmind.traits.control"] == ""
+    assert runs["profile_rag"].data.params["inmind.traits.control"] == "none"
     assert runs["profile_rag"].data.params["inmind.traits.retrieval"] == "True"
 
     from analysis.load import load_experiment, load_sweep_dir
