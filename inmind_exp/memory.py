@@ -8,8 +8,9 @@ The answerer is a controlled factor (``answer=shared|native|paper``): a system `
 answerer (its own rendering plus the items, with provenance); in ``shared`` mode every system's recall is answered
 by the one neutral prompt of ``inmind_exp.answering``, in ``native`` mode by the system's upstream answer prompt,
 in ``paper`` mode by the official release's answer prompt around the same memory block as ``shared``.
-Systems register in ``systems/`` with ``@SYSTEMS.register("name")``; this core module never imports them except
-through the registry's discovery.
+Systems register in ``systems/`` with ``@SYSTEMS.register("name")``, or are plug-ins outside the repo (the
+entry-point group ``inmind_exp.systems``, or a ``pkg.mod:Class`` name; README "Adding a memory system"); this core
+module never imports them except through the registry's lazy lookup.
 """
 
 from __future__ import annotations

@@ -183,3 +183,26 @@ def test_readme_section_commands_work_as_written(venv, tmp_path):
                                         f"stdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-3000:]}")
         systems = {r.data.params.get("system.name") for r in ws.config_runs()}
     assert {"profile_rag", "naive_rag"} <= systems
+
+
+def test_without_installing_a_yaml_naming_module_class_on_the_search_path(tmp_path):
+    """The other documented path: the package on ``PYTHONPATH``, a system yaml naming ``module:Class`` in a folder
+    given as ``hydra.searchpath``; the sweep check composes it too (no callback warning), and the plan resolves
+    the class by its reference (a dry run plans every configuration, so a bad name would exit 2)."""
+    write_small_data(tmp_path / "data", n_tasks=2)
+    (tmp_path / "my_conf" / "system").mkdir(parents=True)
+    (tmp_path / "my_conf" / "system" / "my_profile.yaml").write_text(
+        "name: profile_memory.hybrid:ProfileRAG\nparams:\n  top_k: 3\n")
+    e = {**env(), "PYTHONPATH": f"{REPO}{os.pathsep}{EXAMPLE}"}
+    cmd = launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "system=naive_rag,my_profile",
+                     f"hydra.searchpath=[file://{tmp_path / 'my_conf'}]", "embedding=bm25", "dry_run=true")
+    p = subprocess.run(cmd, cwd=REPO, env=e, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "[dry run] profile_memory.hybrid:ProfileRAG/bm25/turn5/vllm" in p.stdout
+    assert "[dry run] naive_rag/bm25/turn5/vllm" in p.stdout
+    assert "CheckSweep" not in p.stderr, p.stderr[-3000:]
+    bad = launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "system=naive_rag", "system.name=profile_memory.hybrid:Nope",
+                     "embedding=bm25", "dry_run=true")
+    p = subprocess.run(bad, cwd=REPO, env=e, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 2 and "module 'profile_memory.hybrid' has no attribute 'Nope'" in p.stdout + p.stderr, \
+        p.stdout[-2000:] + p.stderr[-2000:]
