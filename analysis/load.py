@@ -17,18 +17,16 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from inmind_exp import tags as T
-from inmind_exp.memory import SYSTEMS
 from inmind_exp.metrics import RunMetrics, compute
 from inmind_exp.records import TaskRecord
 from inmind_exp.run import ledger
 from inmind_exp.run.labels import injection_label, run_label
+from inmind_exp.traits import CONTROL_ORDER, LEGACY, Traits, logged
 
-# Table order: the in-context control, the single-shot RAG control, memory systems, then the always-in-state probe.
-SYSTEM_ORDER: dict[str, int] = {"backbone": 0, "naive_rag": 1, "always_in_state": 99}
 EMBEDDING_ORDER: dict[str, int] = {"minilm": 0, "emb3": 1, "bm25": 2}
-#: Systems whose results do not depend on the embedding (``MemorySystem.uses_embedding = False``), for runs of a
-#: system no longer registered; tests/analysis checks it against the registry's class attributes.
-EMBEDDING_FREE: frozenset[str] = frozenset({"backbone", "always_in_state"})
+#: Systems whose results do not depend on the embedding, for runs logged before the traits were (``traits.LEGACY``);
+#: tests/analysis checks it against the registry's class attributes.
+EMBEDDING_FREE: frozenset[str] = frozenset(n for n, t in LEGACY.items() if not t.uses_embedding)
 #: The task-record schema that added provenance recall, memory faults and the fact-write flag; older records
 #: did not measure them (shown as "–", never as 0).
 FAULT_SCHEMA = 2
@@ -50,17 +48,21 @@ class RunConfig:
     judge_model: str
     config_hash: str
     answer: str = "shared"
+    #: the system's traits as the run logged them (``inmind_exp.traits``); None: by name (``traits.LEGACY``)
+    traits: Traits | None = None
 
     @classmethod
-    def from_params(cls, params: Mapping[str, str], config_hash: str = "", system: str = "") -> "RunConfig":
+    def from_params(cls, params: Mapping[str, str], config_hash: str = "", system: str = "",
+                    records: Iterable[TaskRecord] = ()) -> "RunConfig":
         def get(key: str) -> str | None:
             v = params.get(key)
             return None if v in (None, "None", "null", "") else str(v)
 
         inj = injection_label(get("injection.name") or "?", get("injection.user_turn"), get("injection.fraction"))
         model = get("llm.model") or "?"
+        name = get("system.name") or system or "?"
         return cls(
-            system=get("system.name") or system or "?",
+            system=name,
             embedding=get("embedding.name") or "?",
             injection=inj,
             llm=get("llm.name") or "?",
@@ -68,6 +70,7 @@ class RunConfig:
             judge_model=get("llm.roles.judge.model") or model,
             config_hash=get(T.CONFIG_HASH) or config_hash,
             answer=get("answer.mode") or "shared",
+            traits=logged(name, params, records),
         )
 
     @property
@@ -75,24 +78,27 @@ class RunConfig:
         return run_label(self.system, self.embedding, self.injection, self.llm, self.answer)
 
     @property
+    def system_traits(self) -> Traits:
+        """As logged; a run logged before the traits were: the built-in controls' by name, else a memory system's."""
+        return self.traits if self.traits is not None else LEGACY.get(self.system, Traits())
+
+    @property
+    def control(self) -> str:
+        """Which control the system is (``inmind_exp.traits.CONTROLS``); "" for a memory system."""
+        return self.system_traits.control
+
+    @property
     def is_retrieval(self) -> bool:
-        """From the system's ``retrieval`` class attribute; a system no longer registered counts as retrieval."""
-        try:
-            return SYSTEMS.get(self.system).retrieval
-        except KeyError:
-            return True
+        """From the system's ``retrieval`` class attribute, as the run logged it."""
+        return self.system_traits.retrieval
 
     @property
     def uses_embedding(self) -> bool:
-        """False for systems whose results cannot depend on the embedding (``MemorySystem.uses_embedding``; a system
-        no longer registered: ``EMBEDDING_FREE``)."""
-        try:
-            return SYSTEMS.get(self.system).uses_embedding
-        except KeyError:
-            return self.system not in EMBEDDING_FREE
+        """False for systems whose results cannot depend on the embedding (``MemorySystem.uses_embedding``)."""
+        return self.system_traits.uses_embedding
 
     def sort_key(self) -> tuple[Any, ...]:
-        return (SYSTEM_ORDER.get(self.system, 50), self.system, EMBEDDING_ORDER.get(self.embedding, 9), self.embedding,
+        return (CONTROL_ORDER.get(self.control, 50), self.system, EMBEDDING_ORDER.get(self.embedding, 9), self.embedding,
                 self.injection, self.llm, self.judge_model)
 
 
@@ -239,7 +245,7 @@ def load_sweep_dir(path: Path | str) -> RunSet:
         cfg_path = rec_path.parent / "config.yaml"
         params = flatten(yaml.safe_load(cfg_path.read_text()) or {}) if cfg_path.is_file() else {}
         seen.add(h)
-        items.append(dict(config=RunConfig.from_params(params, h, records[0].system), records=tuple(records),
+        items.append(dict(config=RunConfig.from_params(params, h, records[0].system, records), records=tuple(records),
                           source=str(rec_path.parent.relative_to(root)) or ".", params=params))
     ledger_dir = root / "ledger"
     for led in sorted(ledger_dir.glob("*.jsonl")) if ledger_dir.is_dir() else []:
@@ -248,7 +254,7 @@ def load_sweep_dir(path: Path | str) -> RunSet:
         records = read_records(led)
         if not records:
             continue
-        cfg = RunConfig.from_params({}, led.stem, records[0].system)
+        cfg = RunConfig.from_params({}, led.stem, records[0].system, records)
         items.append(dict(name=f"{cfg.system}/{led.stem[:8]}", config=cfg, records=tuple(records),
                           source=str(led.relative_to(root)), status="LEDGER_ONLY"))
     if not items:
@@ -330,7 +336,7 @@ def load_experiment(experiment: str, tracking_uri: str, parent_run_id: str | Non
                 skipped.append(f"run {rid} ({run.info.run_name}): records.jsonl is empty")
                 continue
             tags, params = run.data.tags, dict(run.data.params)
-            cfg = RunConfig.from_params(params, tags.get(T.CONFIG_HASH, ""), tags.get(T.SYSTEM, ""))
+            cfg = RunConfig.from_params(params, tags.get(T.CONFIG_HASH, ""), tags.get(T.SYSTEM, ""), records)
             items.append(dict(name=run.info.run_name or cfg.name, config=cfg, records=tuple(records), run_id=rid,
                               parent_run_id=tags.get(T.PARENT_RUN), status=run.info.status,
                               source=f"mlflow run {rid}", params=params))

@@ -16,14 +16,13 @@ from inmind_exp.official_aggregate import official_rates
 from analysis.load import Run
 from analysis.paper import PAPER_FIGURES, PaperFigure
 
-#: Systems that are controls or the probe, not one of the paper's "memory systems".
-CONTROLS = frozenset({"backbone", "naive_rag", "always_in_state"})
-#: Which runs a paper figure is compared with.
+#: Which runs a paper figure is compared with: by the control each run's system logged (``inmind_exp.traits``;
+#: a control or the probe is not one of the paper's "memory systems").
 GROUPS: dict[str, Callable[[Run], bool]] = {
-    "backbone": lambda r: r.config.system == "backbone",
-    "always_in_state": lambda r: r.config.system == "always_in_state",
+    "backbone": lambda r: r.config.control == "in_context",
+    "always_in_state": lambda r: r.config.control == "always_in_state",
     "best_retrieval": lambda r: r.config.is_retrieval,
-    "memory_systems": lambda r: r.config.is_retrieval and r.config.system not in CONTROLS,
+    "memory_systems": lambda r: r.config.is_retrieval and not r.config.control,
 }
 OFFICIAL_METRICS = ("application", "target_recall", "naive")
 

@@ -224,7 +224,7 @@ def _headline(runset: RunSet) -> list[str]:
                          f"Wilson [{a.ci[0]:.1f}, {a.ci[1]:.1f}], n={a.n}); whether it beats the others is in the "
                          "paired comparisons.")
     for r in runs:
-        if r.config.system in ("backbone", "always_in_state"):
+        if r.config.control in ("in_context", "always_in_state"):
             a = r.metrics.rates["application"]
             if a.n:
                 lines.append(f"{r.label}: application {a.pct:.1f}% ({a.successes}/{a.n}).")

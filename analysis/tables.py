@@ -344,7 +344,7 @@ def best_retrieval(runs: Sequence[Run], like: Run | None = None) -> Run | None:
 def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | None:
     """Table 2 (Section 5.2): always-in-state against the best retrieval configuration, with the paired difference,
     its bootstrap interval and exact McNemar p per metric; the backbone as a reference row when present."""
-    states = [r for r in runs if r.config.system == "always_in_state"]
+    states = [r for r in runs if r.config.control == "always_in_state"]
     if not states or best_retrieval(runs) is None:
         return None
     data, display, items = [], [], []
@@ -352,7 +352,7 @@ def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | 
     def rate_row(role: str, run: Run) -> dict[str, str]:
         return {"Row": f"{role}: {run.label}", "n": str(run.metrics.n_tasks), **_rate_cells(run.metrics)}
 
-    for backbone in (r for r in runs if r.config.system == "backbone"):
+    for backbone in (r for r in runs if r.config.control == "in_context"):
         display.append(rate_row("Backbone (in context)", backbone))
     for state in states:
         leaders = retrieval_leaders(runs, like=state)

@@ -8,8 +8,9 @@ The answerer is a controlled factor (``answer=shared|native|paper``): a system `
 answerer (its own rendering plus the items, with provenance); in ``shared`` mode every system's recall is answered
 by the one neutral prompt of ``inmind_exp.answering``, in ``native`` mode by the system's upstream answer prompt,
 in ``paper`` mode by the official release's answer prompt around the same memory block as ``shared``.
-Systems register in ``systems/`` with ``@SYSTEMS.register("name")``; this core module never imports them except
-through the registry's discovery.
+Systems register in ``systems/`` with ``@SYSTEMS.register("name")``, or are plug-ins outside the repo (the
+entry-point group ``inmind_exp.systems``, or a ``pkg.mod:Class`` name; README "Adding a memory system"); this core
+module never imports them except through the registry's lazy lookup.
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ class MemorySystem(abc.ABC):
     #: False for systems that never call the encoder (backbone, always_in_state): their results are the same for
     #: every embedding, so the embedding is no part of their result identity and a sweep over embeddings runs them once
     uses_embedding: ClassVar[bool] = True
+    #: "" for a memory system; for a control, which one (``inmind_exp.traits.CONTROLS``): analysis groups and orders
+    #: runs by it, read from the records and MLflow params (``inmind_exp.traits``), never by a system's name
+    control: ClassVar[str] = ""
     cost: ClassVar[CallProfile] = CallProfile()
     #: the implementation's version, part of every result identity (``inmind_exp.identity``): bump it when a code
     #: change can change results (tests/systems/test_system_versions.py fails until you decide)
@@ -179,7 +183,9 @@ class MemorySystem(abc.ABC):
         """Load the state written by ``snapshot``."""
 
 
-SYSTEMS: Registry[MemorySystem] = Registry("memory system", MemorySystem, discover="systems")
+#: built-ins in ``systems/``, plug-ins from the entry-point group ``inmind_exp.systems`` or a ``pkg.mod:Class`` name
+SYSTEMS: Registry[MemorySystem] = Registry("memory system", MemorySystem, discover="systems",
+                                           entry_points="inmind_exp.systems")
 
 
 # -- helpers shared by systems ----------------------------------------------------------------------------------

@@ -212,6 +212,8 @@ class TaskRecord:
     #: from the injected fact turn, per query; None when no item is, or the system reports no items
     naive_fact_rank: int | None = None
     target_fact_rank: int | None = None
+    #: the system's traits (``inmind_exp.traits.Traits``: control, retrieval, ...), which analysis reads, not names
+    traits: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -252,6 +254,7 @@ class TaskRecord:
             "ran": dict(self.ran),
             "naive_fact_rank": self.naive_fact_rank,
             "target_fact_rank": self.target_fact_rank,
+            "traits": dict(self.traits),
         }
 
     @classmethod
@@ -284,6 +287,7 @@ class TaskRecord:
             ran=dict(d.get("ran", {})),
             naive_fact_rank=d.get("naive_fact_rank"),
             target_fact_rank=d.get("target_fact_rank"),
+            traits=dict(d.get("traits") or {}),
         )
 
 

@@ -134,7 +134,10 @@ class CheckSweep(Callback):
         params = OmegaConf.select(config, "hydra.sweeper.params", default=None)
         params = OmegaConf.to_container(params) if params is not None else None
         jobs = expand_overrides(overrides, params)
-        configs = expand_sweep(overrides, config_name=kwargs.get("config_name") or "config", params=params)
+        search = [str(p) for p in OmegaConf.select(config, "hydra.searchpath", default=[]) or []]
+        composed = overrides + ([f"hydra.searchpath=[{','.join(repr(p) for p in search)}]"] if search else [])
+        configs = expand_sweep(composed, config_name=kwargs.get("config_name") or "config", params=params)  # a
+        # plug-in's config on a hydra.searchpath of the command line (README: Adding a memory system) composes too
         plans_itself = OmegaConf.select(config, "hydra.launcher._target_") == INMIND_LAUNCHER
         extra = _load(self.check) if self.check and not plans_itself else None
         problems = check_sweep(configs, [redact_overrides(j) for j in swept(jobs)], extra)

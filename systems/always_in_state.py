@@ -95,6 +95,7 @@ def _strip_fence(text: str) -> str:
 
 @SYSTEMS.register("always_in_state")
 class AlwaysInState(MemorySystem):
+    control = "always_in_state"
     retrieval = False  # no query-time retrieval: a control, not a retrieval configuration
     embeddings = ("minilm", "emb3", "bm25", "none")
     uses_embedding = False  # no retriever: the encoder is never called

@@ -27,6 +27,7 @@ ANSWER_SYSTEM_PROMPT = "You are a helpful assistant."  # backbone-v1
 
 @SYSTEMS.register("backbone")
 class Backbone(MemorySystem):
+    control = "in_context"
     retrieval = False  # no query-time retrieval: a control, not a retrieval configuration
     embeddings = ("minilm", "emb3", "bm25", "none")
     uses_embedding = False  # no retriever: the encoder is never called

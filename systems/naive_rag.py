@@ -38,6 +38,7 @@ PAIR_SEP = "+"  # joins the injected pair's turn ids into the single-shot chunk'
 
 @SYSTEMS.register("naive_rag")
 class NaiveRAG(MemorySystem):
+    control = "naive_retrieval"
     embeddings = ("minilm", "emb3", "bm25")
     official_params = {"chunking": "single_shot"}  # the release's single-shot control on its own tasks
     cost = CallProfile(answer_calls_per_query=1.0, prompt_tokens_per_answer_call=900)

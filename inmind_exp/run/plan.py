@@ -29,6 +29,7 @@ from inmind_exp.records import Task, TaskRecord, Trace
 from inmind_exp.run.labels import injection_label, label_suffix, run_label, swept_values
 from inmind_exp.run.ledger import Ledger
 from inmind_exp.secrets import redact
+from inmind_exp.traits import Traits
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,8 @@ class WorkerSpec:
     #: the judge prompt set (None: the strict registry, ``JUDGES``) and the release's answer prompt (``answer=paper``)
     judges: Mapping[str, Judge] | None = None
     answer_prompt: PaperPrompt | None = None
+    #: ``module:Class`` of the system, for a worker where a plug-in's entry point is not installed (shipped code)
+    system_ref: str = ""
 
 
 @dataclass(frozen=True)
@@ -188,14 +191,16 @@ class Plan:
             config_hash=self.config_hash, judge_attempts=self.run.judge_attempts, keep_workdirs=self.run.keep_workdirs,
             cache=self.run.cache, judges=None if self.judges == JUDGES else dict(self.judges),
             answer_prompt=self.answer_prompt,
+            system_ref=f"{self.system_cls.__module__}:{self.system_cls.__qualname__}",
         )
 
     def error_record(self, task: Task, error: str, attempts: int) -> TaskRecord:
         """The record of a task that never produced one (its worker died on every attempt)."""
         from inmind_exp.protocol import failed_record
 
-        return failed_record(task, config_hash=self.config_hash, system_name=self.system_name,
-                             session_index=self.session_index, error=error, attempts=attempts)
+        return replace(failed_record(task, config_hash=self.config_hash, system_name=self.system_name,
+                                     session_index=self.session_index, error=error, attempts=attempts),
+                       traits=Traits.of(self.system_cls, self.system_params).to_dict())
 
 
 def _container(node: Any, key: str) -> dict[str, Any]:
@@ -321,11 +326,18 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
         tracking=TrackingSettings(uri=cfg.tracking.uri, experiment=cfg.tracking.experiment),
         local=local,
         prices={k: (float(v.prompt_per_1m), float(v.completion_per_1m)) for k, v in cfg.llm.prices.items()},
-        params={**C.flatten_params(cfg), T.CONFIG_HASH: config_hash},
+        params={**C.flatten_params(cfg), **_traits(system_cls, params).params(), T.CONFIG_HASH: config_hash},
         config_yaml=OmegaConf.to_yaml(OmegaConf.create(redact(OmegaConf.to_container(cfg, resolve=True)))),
         judges=judges, answer_prompt=answer_prompt,
     )
     return replace(plan, done=Ledger(plan.ledger_path).load())
+
+
+def _traits(system_cls: type[MemorySystem], params: Mapping[str, Any]) -> Traits:
+    try:
+        return Traits.of(system_cls, params)
+    except ValueError as e:
+        raise PlanError(str(e)) from None
 
 
 def _apply_official_params(cfg: DictConfig, defaults: Mapping[str, Any]) -> None:

@@ -18,8 +18,11 @@ def code_runtime_env(base: dict[str, Any] | None = None) -> dict[str, Any]:
     workers import the driver's code even on nodes where it is not installed."""
     import importlib
 
+    from inmind_exp.plugin_code import plugin_code_paths
+
     env_ = dict(base or {})
     mods = [str(Path(importlib.import_module(m).__file__).parent) for m in SHIPPED_PACKAGES]  # type: ignore[arg-type]
+    mods += plugin_code_paths()  # the plug-in systems' packages too (inmind_exp.plugin_code)
     env_["py_modules"] = [*mods, *list(env_.get("py_modules") or [])]
     env_["excludes"] = [*SHIP_EXCLUDES, *list(env_.get("excludes") or [])]
     return env_

@@ -26,6 +26,7 @@ from inmind_exp.paths import child_dir
 from inmind_exp.records import Task, TaskRecord, Trace, Usage
 from inmind_exp.run import snapshots
 from inmind_exp.run.plan import WorkerSpec
+from inmind_exp.traits import Traits
 
 
 class Secrets:
@@ -168,7 +169,7 @@ class TaskWorker:
         # an API encoder meters into the unit's usage, so it is the unit's own
         encoder = build_encoder(spec.embedding, cache, models.meter, self.limiter) if spec.embedding.kind == "api" \
             else shared
-        return _Configured(models, encoder, SYSTEMS.get(spec.system))
+        return _Configured(models, encoder, SYSTEMS.resolve(spec.system, spec.system_ref))
 
     @staticmethod
     def _maker(spec: WorkerSpec, state: _Configured) -> Any:
@@ -235,4 +236,4 @@ class TaskWorker:
             )
         finally:
             phase.done()
-        return dataclasses.replace(rec, attempts=attempt)
+        return dataclasses.replace(rec, attempts=attempt, traits=Traits.of(state.system_cls, spec.params).to_dict())

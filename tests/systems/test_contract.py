@@ -43,7 +43,8 @@ def test_snapshot_restore_answers_identically(name, models, tmp_path):
 def test_registered_under_its_config_name(name, repo_root):
     cls = SYSTEMS.get(name)
     assert cls.name == name
-    assert (repo_root / "conf" / "system" / f"{name}.yaml").is_file()
+    if SYSTEMS.builtin(cls):  # an installed plug-in's yaml is in its own config package (README: Adding a memory system)
+        assert (repo_root / "conf" / "system" / f"{name}.yaml").is_file()
     doc = sys.modules[cls.__module__].__doc__ or ""
     assert len(doc) > 100 and re.search(r"et al\.|paper", doc, re.I), "the module docstring must name its paper"
 

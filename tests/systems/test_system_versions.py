@@ -18,12 +18,12 @@ from inmind_exp.memory import SYSTEMS
 RECORDED = {
     "a_mem": ("1", "4979ed172333d30bac266535cc5f23c312588af030416d7e47897a526b11c0d9"),
     "a_rag": ("1", "6171e06377275cfe22e3785b86a5ce49eb8e9537df709718dbe5b910744f392b"),
-    "always_in_state": ("1", "9259ec9881d98ab3b3d05197483a2c66a00db521882b69c2f981fc9421f8ca53"),
-    "backbone": ("1", "137b4583315edcb172dc3a23979e78ae988a4d53b3de77a821a7e0ba03204ab6"),
+    "always_in_state": ("1", "ee1a044377a2c8058bba35e7165acb5d8c2473cfe7faf33e2272a4db48bba218"),
+    "backbone": ("1", "3ac78c46d4522ceb891c16dfb142868289cc689dff19c26dd4580cf475f79034"),
     "hipporag2": ("1", "51094ccd9a9f9b0f13c6dd1c22695603ae9c712c2cd1809edbda764175c3e928"),
     "mem0": ("1", "8651ce38b4a44ad2fd19de79f97c31797c5b0261e54894f921695e8a20648273"),
     "memoryos": ("1", "899da7c6f964b0e9d263f9dd3a9c52e9f6010b5211a38a4edf2b85c7d0cbb311"),
-    "naive_rag": ("1", "c01dd92a3ead0c9cfb5debd56baa575864ae2f7deaaa8bdafb0aa578e9c26f8c"),
+    "naive_rag": ("1", "a81679e196c092378d931d33386872716e2fa75fd0a497edfa8c59d8925e544a"),
     "xmemory": ("1", "cdfc78cf5c5c2c8e5e2c56f8e0fd74d130e2d48cae796ccf34568d5f7767bc7b"),
 }
 BUILT_IN = Path(__file__).resolve().parents[2] / "systems"

@@ -1,0 +1,1 @@
+"""inmind-exp's Hydra search-path plug-in: installed memory-system plug-ins' config packages (see inmind_searchpath.py)."""
