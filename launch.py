@@ -141,5 +141,8 @@ def exit_code() -> int:
 
 
 if __name__ == "__main__":
+    from inmind_exp.override_names import check_argv
+
+    check_argv(Path(__file__).parent / "conf")  # "did you mean" for a near-miss group or key (exit 2)
     main()
     sys.exit(exit_code())
