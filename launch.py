@@ -9,7 +9,8 @@ all run as one schedule over one pool of workers.
 Exit codes: 0 every task finished without error; 1 a crash (a bug: traceback); 2 bad input (config, data, missing
 key, unreachable endpoint), found before anything ran or was logged; 3 the launch ran but some task ended in error or
 a configuration failed while the others ran (rerun the same command to retry them); 75 another driver holds this
-sweep; 130 interrupted, 143 terminated by SIGTERM (finished work is kept: rerun the same command, printed).
+sweep; 4 stopped at the spend cap run.max_usd / run.max_tokens before every task ran (rerun with a higher cap
+to finish; nothing finished is paid again); 130 interrupted, 143 terminated by SIGTERM (finished work is kept: rerun the same command, printed).
 """
 
 from __future__ import annotations
@@ -133,6 +134,11 @@ def is_input_error(e: BaseException) -> bool:
 
 def exit_code() -> int:
     """0 when every task of every configuration finished; 3 (with a summary saying how to retry) otherwise."""
+    from inmind_exp.run import spend_cap
+
+    if (capped := spend_cap.closing_line()) is not None:
+        print(capped, file=sys.stderr, flush=True)
+        return spend_cap.EXIT_SPEND_CAP
     summary = retry_summary(_ERRORED, [name for name, _ in _FAILED])
     if summary is None:
         return 0

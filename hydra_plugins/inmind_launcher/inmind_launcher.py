@@ -176,6 +176,11 @@ class InmindLauncher(Launcher):
         report_at_end(self.config)  # here, not only in the callback: a nonzero exit below skips Hydra's end callbacks
         for name, e in failures:
             print(f"error: {name}: {error_line(e)}", file=sys.stderr, flush=True)
+        from inmind_exp.run import spend_cap
+
+        if (capped := spend_cap.closing_line()) is not None:
+            print(capped, file=sys.stderr, flush=True)
+            sys.exit(spend_cap.EXIT_SPEND_CAP)
         summary = retry_summary([(name, m.n_errors, m.n_tasks) for name, m in rows], [n for n, _ in failures])
         if summary is not None:
             print(summary, file=sys.stderr, flush=True)

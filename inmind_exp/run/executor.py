@@ -29,6 +29,7 @@ from inmind_exp.records import Task, TaskRecord, Usage
 from inmind_exp.run import snapshots
 from inmind_exp.run.plan import ClusterSettings, Plan
 from inmind_exp.run.progress import STARTING, PhaseBoard, unit_key
+from inmind_exp.run.spend_cap import SpendCap, spends
 from inmind_exp.run.worker import Secrets, TaskWorker, collect_secrets, plan_endpoints
 
 log = logging.getLogger(__name__)
@@ -134,8 +135,11 @@ class InProcessExecutor:
 
             blob = _prefix_blob(plan, build)
             queue = [(t, 1) for t in tasks]
+            cap = SpendCap()
             while queue:
                 task, attempt = queue.pop(0)
+                if not cap.allows(plan, spends([progress]), []):
+                    break  # the spend cap: the rest are not started (run.spend_cap)
                 rec = self.worker.run_task(spec, task, plan.trace, plan.session_index, plan.prefix_hash, blob, attempt)
                 if _retry_or_report(plan, task, rec, attempt, report):
                     queue.append((task, attempt + 1))
@@ -513,6 +517,7 @@ class _Schedule:
         self.building: set[str] = set()
         self.inflight: dict[Any, tuple[str, Job, Task | None, int, _Worker, float]] = {}
         self.stalled_since: float | None = None
+        self.cap = SpendCap()
 
     # -- intake ----------------------------------------------------------------------------------------------
 
@@ -598,6 +603,8 @@ class _Schedule:
                 self.inflight[ref] = ("prefix", job, None, 1, w, time.perf_counter())
             elif self.ready_tasks:
                 job, task, attempt = self.ready_tasks.popleft()
+                if not self._within_cap(job):
+                    return True  # not started; the next unit is looked at
                 p = job.plan
                 ref = w.actor.run_task.remote(job.spec_ref, task, job.trace_ref, p.session_index, p.prefix_hash,
                                               job.prefix_ref, attempt)
@@ -606,6 +613,15 @@ class _Schedule:
                 return False
             w.running += 1
             return True
+        return False
+
+    def _within_cap(self, job: Job) -> bool:
+        """True while the spend cap lets one more task of ``job`` start; a task it stops counts as done (not run:
+        rerunning resumes it)."""
+        running = [j.plan for kind, j, *_ in self.inflight.values() if kind == "task"]
+        if self.cap.allows(job.plan, spends(j.progress for j in self.jobs), running):
+            return True
+        self._count_done(job)
         return False
 
     # -- results ---------------------------------------------------------------------------------------------
