@@ -123,8 +123,9 @@ class InProcessExecutor:
 
     def run(self, plan: Plan, tasks: list[Task], report: Report, progress: Progress) -> None:
         spec = plan.worker_spec()
+        self.board.forget(plan.config_hash)
         stop = threading.Event()
-        ticker = threading.Thread(target=self._tick, args=(plan.run.progress_every_s, progress, stop),
+        ticker = threading.Thread(target=self._tick, args=(plan.run.progress_every_s, progress, stop, plan.config_hash),
                                   name="inmind-progress", daemon=True)
         ticker.start()
         try:
@@ -146,11 +147,20 @@ class InProcessExecutor:
         finally:
             stop.set()
             ticker.join()
+            _display_safely("live spend", lambda: _feed_usage(progress, self.board.usage().get(plan.config_hash)))
 
-    def _tick(self, every_s: float, progress: Progress, stop: threading.Event) -> None:
+    def _tick(self, every_s: float, progress: Progress, stop: threading.Event, plan_hash: str = "") -> None:
         """Every ``every_s`` (0: never) until ``stop``: the progress line, with the one running unit's phase."""
         while every_s > 0 and not stop.wait(every_s):
+            _display_safely("live spend", lambda: _feed_usage(progress, self.board.usage().get(plan_hash)))
             _display_safely("progress display", lambda: progress(list(self.board.snapshot().values()) or [STARTING]))
+
+
+def _feed_usage(progress: Any, usage: dict[str, Usage] | None) -> None:
+    """Hand the board's count of a configuration's completed calls to its progress (``PlanProgress.live``)."""
+    feed = getattr(progress, "live", None)
+    if feed is not None:
+        feed(usage)
 
 
 def _display_safely(what: str, show: Callable[[], None]) -> None:
@@ -527,6 +537,8 @@ class _Schedule:
         spec = job.plan.worker_spec()
         ex.add_secrets(collect_secrets(plan_endpoints(job.plan)))
         job.spec_ref = ray.put(spec)
+        if ex.board is not None:
+            ex.board.forget.remote(job.plan.config_hash)  # the live spend counts this run's calls
         job.trace_ref = ray.put(job.plan.trace)
         job.outstanding = len(job.tasks)
         job.last_progress = time.perf_counter()
@@ -686,6 +698,7 @@ class _Schedule:
     def _count_done(self, job: Job) -> None:
         job.outstanding -= 1
         if job.outstanding == 0:
+            self._feed_usage([job])  # the closing line counts every call the board saw
             job.finish()
 
     def _display(self) -> None:
@@ -696,6 +709,7 @@ class _Schedule:
                and now - j.last_progress >= j.plan.run.progress_every_s]
         if due:
             phases = self._phases()
+            self._feed_usage(due)
             running: dict[int, list[str]] = {id(j): [] for j in due}
             for kind, job, task, attempt, _, _ in self.inflight.values():
                 if id(job) in running:
@@ -707,6 +721,19 @@ class _Schedule:
                 j.last_progress = now
                 _display_safely("progress display", lambda: j.progress(running[id(j)], idle))
         _display_safely("sweep progress", self.tick)
+
+    def _feed_usage(self, jobs: list[Job]) -> None:
+        """Give ``jobs``' progress the calls the board saw complete (the spend counted as calls complete)."""
+        board = self.ex.board
+        if board is None or not jobs:
+            return
+        try:
+            usage = self.ex.ray.get(board.usage.remote(), timeout=5)
+        except Exception as e:  # noqa: BLE001 - the display is best effort
+            log.debug(f"phase board usage: {type(e).__name__}: {e}")
+            return
+        for j in jobs:
+            _display_safely("live spend", lambda: _feed_usage(j.progress, usage.get(j.plan.config_hash)))
 
     def _phases(self) -> dict[str, str]:
         """The board's phases by unit; empty if it does not answer in time (the lines then say ``starting``)."""
