@@ -120,8 +120,9 @@ def main(cfg: DictConfig) -> float | None:
     _NOTES.append(protocol_note(result))
     print("\n" + headline.terminal(_ROWS, full=str(job_dir / "results.md")) + "\n\n" + "\n".join(_NOTES) + "\n",
           flush=True)
-    print(f"records: {job_dir / 'records.jsonl'}  |  MLflow run {result.run_id} in {plan.tracking.uri} "
-          f"(experiment {plan.tracking.experiment})", flush=True)
+    from inmind_exp.run.end_screen import view_line
+
+    print(f"records: {job_dir / 'records.jsonl'}  |  MLflow run {result.run_id}\n{view_line(plan)}", flush=True)
     return result.metrics.rates["application"].pct
 
 

@@ -54,9 +54,13 @@ def check_overrides(argv: Sequence[str], conf_dir: Path) -> str | None:
 
 
 def check_argv(conf_dir: Path) -> None:
-    """``check_overrides`` on ``sys.argv``; a bad name exits 2 with the message (launch.py calls it first)."""
+    """``check_overrides`` on ``sys.argv``; a bad name exits 2 with the message (launch.py calls it first).
+    ``--quiet`` / ``-q`` becomes ``run.progress=off`` here, before Hydra reads the command line."""
     import sys
 
+    from inmind_exp.run.live import quiet_argv
+
+    sys.argv[1:] = quiet_argv(sys.argv[1:])
     problem = check_overrides(sys.argv[1:], conf_dir)
     if problem:
         print(f"error: {problem}", file=sys.stderr, flush=True)

@@ -83,9 +83,16 @@ def test_a_capped_sweep_exits_4_and_resumes_with_a_higher_cap(tmp_path):
         done = [int(n) for n in re.findall(r"finished: (\d+)/4 tasks", p.stdout)]
         assert asked > 0 and 0 < sum(done) < 8
         q = run(launch_cmd(tmp_path, fake.base_url, "system=backbone,naive_rag", "embedding=bm25",
-                           "run.max_tokens=1000000"), timeout=600)
+                           "run.max_tokens=1000000", "--quiet"), timeout=600)
         assert q.returncode == 0, q.stderr[-3000:]
         resumed = len(fake.chat_requests()) - asked
+    # the end screen (#25 item 3): real paths, the saved view's address, no library chatter
+    everything = q.stdout + q.stderr
+    assert "<job>" not in everything and "Downloading artifacts" not in everything
+    assert "fontManager" not in everything and "[progress]" not in q.stdout
+    assert re.search(r"MLflow view: http://127\.0\.0\.1:5000/#/experiments/\d+/runs\?viewStateShareKey=", q.stdout)
+    assert re.search(r"records: \S+/records\.jsonl and 1 more job directory", q.stdout)
+    assert "analysis report: " in q.stdout
     kept = [int(n) for n in re.findall(r"4 tasks \((\d+) already done\)", q.stdout)]
     assert sorted(kept) == sorted(done) and "8/8 tasks, 0 errors" in q.stdout
     # the spend line counts every request the rerun sent, and the rerun sent only the tasks the cap had not started
