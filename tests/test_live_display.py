@@ -96,3 +96,52 @@ def test_the_block_summarises_queued_configurations_and_ends_with_the_sweep():
 
 def test_quiet_flag_is_progress_off():
     assert quiet_argv(["-m", "--quiet", "system=backbone"]) == ["-m", "run.progress=off", "system=backbone"]
+
+
+def _progress(n_tasks: int):
+    import types
+
+    from inmind_exp.run.progress import PlanProgress
+
+    plan = types.SimpleNamespace(tasks=[object()] * n_tasks, endpoints={}, embedding=None, prices={}, name="p")
+    return PlanProgress(plan, {})
+
+
+def _finish(p, k: int) -> None:
+    import dataclasses
+    import types
+
+    for i in range(k):
+        rec = types.SimpleNamespace(task_id=f"t{i}", error=None, attempts=1, usage={})
+        p.records[rec.task_id] = rec
+        p.new.append(rec)
+
+
+def test_eta_counts_from_when_tasks_began_running_not_from_start_up():
+    from inmind_exp.run.progress import SweepProgress
+
+    p = _progress(10)
+    p.started -= 600  # ten minutes of Ray and prefix start-up
+    p(["prefix ingesting 1/2"])
+    assert p.running_since is None  # a prefix build is not task time
+    p(["answering indirect"])
+    p.running_since -= 20  # tasks have run for 20 s ...
+    _finish(p, 2)  # ... and two finished: 0.1 task/s, 8 left
+    assert abs(p.eta() - 80) < 2  # not (600 + 20) / 2 * 8
+    q = _progress(10)
+    q(["judging"])
+    q.running_since -= 20
+    _finish(q, 2)
+    sweep = SweepProgress(2, 0)
+    sweep.register(p)
+    sweep.register(q)
+    assert abs(sweep.eta() - 16 / 0.2) < 2  # 16 tasks left at the two configurations' summed rates
+
+
+def test_spend_counts_calls_as_they_complete_and_never_fewer_than_the_records():
+    from inmind_exp.records import Usage
+
+    p = _progress(2)
+    assert p.spend().paid_calls == 0
+    p.live({"answerer": Usage(calls=3, prompt_tokens=30, completion_tokens=3)})
+    assert p.spend().paid_calls == 3  # no task has finished: the board's count shows
