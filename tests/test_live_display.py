@@ -145,3 +145,11 @@ def test_spend_counts_calls_as_they_complete_and_never_fewer_than_the_records():
     assert p.spend().paid_calls == 0
     p.live({"answerer": Usage(calls=3, prompt_tokens=30, completion_tokens=3)})
     assert p.spend().paid_calls == 3  # no task has finished: the board's count shows
+
+
+def test_the_saved_mlflow_view_shows_the_headline_rates_with_their_bounds_first():
+    from inmind_exp.tracking import runs_view_state
+
+    cols = runs_view_state()["selectedColumns"]
+    assert cols[:6] == [f"metrics.`{m}`" for m in ("application", "application_ci_low", "application_ci_high",
+                                                  "target_recall", "target_recall_ci_low", "target_recall_ci_high")]
