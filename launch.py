@@ -9,7 +9,8 @@ all run as one schedule over one pool of workers.
 Exit codes: 0 every task finished without error; 1 a crash (a bug: traceback); 2 bad input (config, data, missing
 key, unreachable endpoint), found before anything ran or was logged; 3 the launch ran but some task ended in error or
 a configuration failed while the others ran (rerun the same command to retry them); 75 another driver holds this
-sweep; 130 interrupted, 143 terminated by SIGTERM (finished work is kept: rerun the same command, printed).
+sweep; 4 stopped at the spend cap run.max_usd / run.max_tokens before every task ran (rerun with a higher cap
+to finish; nothing finished is paid again); 130 interrupted, 143 terminated by SIGTERM (finished work is kept: rerun the same command, printed).
 """
 
 from __future__ import annotations
@@ -100,8 +101,9 @@ def run_job(cfg: DictConfig, session: Session) -> float | None:
         return None
     value = session.add(result)
     print(session.table(full=str(job_dir / "results.md")), flush=True)
-    print(f"records: {job_dir / 'records.jsonl'}  |  MLflow run {result.run_id} in {plan.tracking.uri} "
-          f"(experiment {plan.tracking.experiment})", flush=True)
+    from inmind_exp.run.end_screen import view_line
+
+    print(f"records: {job_dir / 'records.jsonl'}  |  MLflow run {result.run_id}\n{view_line(plan)}", flush=True)
     return value
 
 
@@ -129,4 +131,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from inmind_exp.override_names import check_argv
+
+    check_argv(Path(__file__).parent / "conf")  # "did you mean" for a near-miss group or key (exit 2)
     sys.exit(main())

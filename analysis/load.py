@@ -154,7 +154,8 @@ class RunSet:
 
 
 def find_run(runs: Iterable[Run], ref: str) -> Run:
-    """A run by label, MLflow run id or config hash, or by a unique prefix of an id or hash."""
+    """A run by label, MLflow run id or config hash, or by a prefix of any of them that only one run has (``always_in``
+    for ``always_in_state/minilm/middle/openai``); an ambiguous prefix is refused with its candidates listed."""
     runs = list(runs)
     for attr in ("label", "run_id"):
         hits = [r for r in runs if getattr(r, attr) == ref]
@@ -163,13 +164,15 @@ def find_run(runs: Iterable[Run], ref: str) -> Run:
     hits = [r for r in runs if r.config.config_hash == ref]
     if len(hits) == 1:
         return hits[0]
-    hits = [r for r in runs if ref and ((r.run_id or "").startswith(ref) or r.config.config_hash.startswith(ref))]
+    hits = [r for r in runs if ref and (r.label.startswith(ref) or (r.run_id or "").startswith(ref)
+                                        or r.config.config_hash.startswith(ref))]
     if len(hits) == 1:
         return hits[0]
     labels = ", ".join(r.label for r in runs)
     if not hits:
         raise LoadError(f"no run matches {ref!r}; known runs: {labels}")
-    raise LoadError(f"{ref!r} is ambiguous: matches {', '.join(r.label for r in hits)}")
+    listed = "\n".join(f"  {r.label}  (config {r.config.config_hash[:8]})" for r in hits)
+    raise LoadError(f"{ref!r} is ambiguous: it begins {len(hits)} runs; give more of one:\n{listed}")
 
 
 def make_runs(items: Iterable[dict[str, Any]]) -> tuple[Run, ...]:

@@ -200,6 +200,12 @@ class RunConf:
     #: seconds one LLM call is assumed to take in the dry run's wall-time estimate (state your endpoint's figure:
     #: a reasoning model is 5-20 s, the embedded 1.5B model 10-30 s per reply)
     latency_s: float = 10.0
+    #: stop dispatching new tasks once this launch's paid spend plus the estimate of what is in flight would pass
+    #: the cap (dollars at llm.prices; paid tokens): the sweep stays resumable (inmind_exp.run.spend_cap)
+    max_usd: Optional[float] = None
+    max_tokens: Optional[int] = None
+    #: the live display: auto (in place on a terminal, plain lines otherwise), live, plain, or off (--quiet)
+    progress: str = "auto"
 
 
 @dataclass

@@ -18,7 +18,7 @@ def _input_errors() -> tuple[type[BaseException], ...]:
 
 #: errors found before any task ran (a bad config, data, key or endpoint): exit 2
 INPUT_ERRORS = _input_errors()
-NOISY_LOGGERS = ("httpx", "httpx2", "openai", "urllib3", "filelock")
+NOISY_LOGGERS = ("httpx", "httpx2", "openai", "urllib3", "filelock", "matplotlib")  # matplotlib: "generated new fontManager"
 
 
 def route_project_logs(*file_handlers: logging.Handler) -> None:

@@ -13,7 +13,8 @@ RAY: dict[str, str] = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "
                        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 #: MLflow without telemetry (any process that imports it); the entry point also silences its INFO chatter.
 MLFLOW: dict[str, str] = {"MLFLOW_DISABLE_TELEMETRY": "true"}
-QUIET_MLFLOW: dict[str, str] = {"MLFLOW_LOGGING_LEVEL": "WARNING"}
+#: (and without the "Downloading artifacts" bars the end-of-sweep report's reads would print after the table)
+QUIET_MLFLOW: dict[str, str] = {"MLFLOW_LOGGING_LEVEL": "WARNING", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
 #: Hugging Face: never download at run time (MiniLM ships as a package), no tokenizer thread pools, no bars.
 HF: dict[str, str] = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 #: A task actor owns one CPU: one BLAS/OpenMP thread.

@@ -58,7 +58,9 @@ COST_DECIMALS = 4
 #: sorted by application. Open it with ``#/experiments/<id>/runs?viewStateShareKey=inmind-table``.
 VIEW_KEY = "inmind-table"
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
-VIEW_METRICS = ("application", "target_recall", "naive", "answer_only", "target_recall_exact", "delta_application_recall",
+#: the headline rates each followed by its Wilson interval's bounds, first (#25 item 6), then the rest of Table 1
+VIEW_METRICS = ("application", "application_ci_low", "application_ci_high", "target_recall", "target_recall_ci_low",
+                "target_recall_ci_high", "naive", "answer_only", "target_recall_exact", "delta_application_recall",
                 "n_tasks", "n_errors", "cost_usd")
 #: the chart view of the saved view shows Table 1's rates and deltas first (a regex over metric names; the search box
 #: shows it, clear it for every metric)

@@ -163,8 +163,10 @@ class InmindLauncher(Launcher):
         if session.rows:
             print(session.table(full=f"results.md in each job directory under {sweep_dir}, and on the sweep's "
                                      "MLflow parent run"), flush=True)
-            print(f"records: {sweep_dir}/<job>/records.jsonl  |  MLflow: {plans[0].tracking.uri} "
-                  f"(experiment {plans[0].tracking.experiment}, parent run 'sweep {root.name}')", flush=True)
+            from inmind_exp.run.end_screen import records_line, view_line
+
+            print(f"{records_line(plans, sweep_dir)}  |  parent run 'sweep {root.name}'\n{view_line(plans[0])}",
+                  flush=True)
         if any(isinstance(e, KeyboardInterrupt) for _, e in failures):
             stop.stopped()
         if failures and not session.rows and all(isinstance(e, INPUT_ERRORS) for _, e in failures):

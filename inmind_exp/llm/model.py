@@ -25,6 +25,9 @@ from inmind_exp.records import Message
 
 log = logging.getLogger(__name__)
 
+#: cache directories whose failed write this process has logged (once each: every task would say it again)
+_WARNED_CACHE_WRITE: set[str] = set()
+
 
 @dataclass(frozen=True)
 class CallPolicy:
@@ -57,6 +60,7 @@ class Model:
         self.limiter = limiter
         self.meter = meter or UsageMeter()
         self.http_calls = 0
+        self.cache_write_failures = 0
         self._memo: dict[str, np.ndarray] | None = {} if memo else None
 
     # -- chat -------------------------------------------------------------------------------------------------
@@ -73,10 +77,9 @@ class Model:
                 self.meter.finished(self.role, hit.get("finish_reason"), _prompt_text(wire))
                 return Completion.from_cache(hit, key)
         completion = self._call(lambda: self.provider.chat(wire, params), self.provider.estimate_tokens(wire, params))
-        if self.cache is not None:
-            self.cache.put("chat", key, completion.to_cache())
-        self.meter.add(self.role, completion.prompt_tokens, completion.completion_tokens, cached=False)
+        self.meter.add(self.role, completion.prompt_tokens, completion.completion_tokens, cached=False)  # paid: counted
         self.meter.finished(self.role, completion.finish_reason, _prompt_text(wire))
+        self._store("chat", key, completion.to_cache())
         return completion
 
     def chat_json(self, messages: Sequence[Message], *, attempts: int = 3,
@@ -125,12 +128,27 @@ class Model:
             batch = [texts[i] for i in idx]
             vectors, tokens = self._call(lambda: self.provider.embed(batch, dimensions), sum(len(t) // 4 for t in batch))
             per = tokens // max(1, len(batch))
+            self.meter.add(self.role, tokens, 0, cached=False)
             for i, v in zip(idx, vectors):
                 out[i] = self._remember(keys[i], v)
-                if self.cache is not None:
-                    self.cache.put("embed", keys[i], {"vector": v.tolist(), "tokens": per})
-            self.meter.add(self.role, tokens, 0, cached=False)
+                self._store("embed", keys[i], {"vector": v.tolist(), "tokens": per})
         return np.vstack(out).astype(np.float32) if texts else np.zeros((0, dimensions or 0), dtype=np.float32)
+
+    def _store(self, kind: str, key: str, value: Any) -> None:
+        """Write a paid reply to the cache. A failed write (a full disk, a lost cache service) only costs a later
+        cache hit: the reply is kept for its caller and already counted, since the call was paid. The first failure
+        of a cache directory in this process is logged with its cause; ``cache_write_failures`` counts them all."""
+        if self.cache is None:
+            return
+        try:
+            self.cache.put(kind, key, value)
+        except Exception as e:  # noqa: BLE001 - the cache is an optimisation; the paid result must not be lost
+            self.cache_write_failures += 1
+            where = getattr(self.cache, "dir", None) or "the cluster cache"
+            if str(where) not in _WARNED_CACHE_WRITE:
+                _WARNED_CACHE_WRITE.add(str(where))
+                log.warning("role %s: cache write to %s failed (%s: %s); the reply is used but not cached",
+                            self.role, where, type(e).__name__, e)
 
     def _remember(self, key: str, v: np.ndarray) -> np.ndarray:
         if self._memo is not None:

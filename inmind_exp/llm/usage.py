@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 
@@ -19,6 +19,8 @@ class UsageMeter:
         # per role, each reply cut at the token limit: its prompt's text and the trace turns its caller declared
         self._cut: dict[str, list[tuple[str, tuple[str, ...] | None]]] = {}
         self._about = threading.local()
+        #: called with (role, Usage of one call) after each call is counted: the live spend (``progress.PhaseReporter``)
+        self.listener: Callable[[str, Usage], None] | None = None
 
     def add(self, role: str, prompt_tokens: int, completion_tokens: int, cached: bool) -> None:
         u = Usage(
@@ -31,6 +33,11 @@ class UsageMeter:
         )
         with self._lock:
             self._by_role[role] = self._by_role.get(role, Usage()) + u
+        if self.listener is not None:
+            try:
+                self.listener(role, u)
+            except Exception:  # noqa: BLE001 - a live display never fails a call
+                self.listener = None
 
     @contextmanager
     def about(self, turns: list[str] | tuple[str, ...]) -> Iterator[None]:

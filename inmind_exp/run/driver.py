@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from inmind_exp.fidelity import Fidelity, fidelity
 from inmind_exp.metrics import RunMetrics, compute, cost_usd, results_table
 from inmind_exp.official_aggregate import official_line, official_metrics
 from inmind_exp.records import Task, TaskRecord, write_jsonl
+from inmind_exp.run import live
 from inmind_exp.run.ledger import Ledger
 from inmind_exp.run.plan import Plan
 from inmind_exp.run.progress import PlanProgress, SweepProgress
@@ -61,7 +63,8 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
         sweep.register(progress)
     try:
         if remaining:
-            _execute(plan, remaining, records, progress, executor or res.executor)
+            with live.display(plan.run.progress) if sweep is None else nullcontext():  # a sweep has its own
+                _execute(plan, remaining, records, progress, executor or res.executor)
     except KeyboardInterrupt:
         status = "KILLED"
         log.info(f"\n[inmind] interrupted: {len(records)} results are in the ledger {plan.ledger_path}; "

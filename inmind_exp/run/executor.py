@@ -30,8 +30,9 @@ from inmind_exp.run.interface import (ClusterError, Executor, Job, Progress, Rep
                                       retry_or_report)
 from inmind_exp.run.plan import ClusterSettings, Plan
 from inmind_exp.run.progress import STARTING, PhaseBoard
-from inmind_exp.run.schedule import PoolWorker, Schedule
+from inmind_exp.run.schedule import PoolWorker, Schedule, feed_usage
 from inmind_exp.run.shipping import code_runtime_env
+from inmind_exp.run.spend_cap import SpendCap, spends
 from inmind_exp.run.worker import Secrets, TaskWorker, collect_secrets, plan_endpoints
 
 log = logging.getLogger(__name__)
@@ -48,8 +49,9 @@ class InProcessExecutor:
 
     def run(self, plan: Plan, tasks: list[Task], report: Report, progress: Progress) -> None:
         spec = plan.worker_spec()
+        self.board.forget(plan.config_hash)
         stop = threading.Event()
-        ticker = threading.Thread(target=self._tick, args=(plan.run.progress_every_s, progress, stop),
+        ticker = threading.Thread(target=self._tick, args=(plan.run.progress_every_s, progress, stop, plan.config_hash),
                                   name="inmind-progress", daemon=True)
         ticker.start()
         try:
@@ -60,18 +62,23 @@ class InProcessExecutor:
 
             blob = snapshots.prefix_blob(plan, build)
             queue = [(t, 1) for t in tasks]
+            cap = SpendCap()
             while queue:
                 task, attempt = queue.pop(0)
+                if not cap.allows(plan, spends([progress]), []):
+                    break  # the spend cap: the rest are not started (run.spend_cap)
                 rec = self.worker.run_task(spec, task, plan.trace, plan.session_index, plan.prefix_hash, blob, attempt)
                 if retry_or_report(plan, task, rec, attempt, report):
                     queue.append((task, attempt + 1))
         finally:
             stop.set()
             ticker.join()
+            display_safely("live spend", lambda: feed_usage(progress, self.board.usage().get(plan.config_hash)))
 
-    def _tick(self, every_s: float, progress: Progress, stop: threading.Event) -> None:
+    def _tick(self, every_s: float, progress: Progress, stop: threading.Event, plan_hash: str = "") -> None:
         """Every ``every_s`` (0: never) until ``stop``: the progress line, with the one running unit's phase."""
         while every_s > 0 and not stop.wait(every_s):
+            display_safely("live spend", lambda: feed_usage(progress, self.board.usage().get(plan_hash)))
             display_safely("progress display", lambda: progress(list(self.board.snapshot().values()) or [STARTING]))
 
 

@@ -46,6 +46,10 @@ class RunSettings:
     progress_every_s: float = 10.0
     #: the per-call latency the dry run's wall-time estimate assumes (seconds)
     latency_s: float = 10.0
+    #: the spend cap of the launch (``run.spend_cap``) and the live display mode (``run.live``)
+    max_usd: float | None = None
+    max_tokens: int | None = None
+    progress: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -300,6 +304,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
     if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not latency > 0:
         raise PlanError(f"run.latency_s={latency}: must be a number of seconds > 0")
     _check_ranges(cfg, system_cls, params)
+    _check_run_extras(cfg.run)
     _check_tracking_uri(str(cfg.tracking.uri))
     judges, answer_prompt = _release_prompts(cfg)
     identity = C.result_identity(cfg, endpoints, dataset.digest, background.digest, system_cls.uses_embedding,
@@ -321,6 +326,9 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
             max_task_attempts=max(1, int(run.max_task_attempts)), judge_attempts=int(run.judge_attempts),
             keep_workdirs=bool(run.keep_workdirs), progress_every_s=float(run.progress_every_s),
             latency_s=float(run.get("latency_s", 10.0)),
+            max_usd=None if run.get("max_usd") is None else float(run.max_usd),
+            max_tokens=None if run.get("max_tokens") is None else int(run.max_tokens),
+            progress=str(run.get("progress", "auto")),
         ),
         cluster=cluster_settings(cfg),
         tracking=TrackingSettings(uri=cfg.tracking.uri, experiment=cfg.tracking.experiment),
@@ -432,3 +440,18 @@ def _check_params(system_cls: type[MemorySystem], name: str, params: dict[str, A
             raise PlanError(f"system.params for {name}: {e}") from None
         except Exception:
             pass  # constructors that need a live client or encoder are checked by their first task
+
+
+#: ``run.progress``: in place on a terminal and plain lines otherwise, always in place, always plain, or none
+PROGRESS_MODES = ("auto", "live", "plain", "off")
+
+
+def _check_run_extras(run: Any) -> None:
+    """``run.max_usd`` > 0, ``run.max_tokens`` >= 1 (or null) and a known ``run.progress``, before anything starts."""
+    usd, tokens, mode = run.get("max_usd"), run.get("max_tokens"), run.get("progress", "auto")
+    if usd is not None and (isinstance(usd, bool) or not isinstance(usd, (int, float)) or not usd > 0):
+        raise PlanError(f"run.max_usd={usd}: must be a number of dollars > 0, or null for no cap")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
+        raise PlanError(f"run.max_tokens={tokens}: must be a whole number of tokens >= 1, or null for no cap")
+    if str(mode) not in PROGRESS_MODES:
+        raise PlanError(f"run.progress={mode}: expected one of {', '.join(PROGRESS_MODES)}")

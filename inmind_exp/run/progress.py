@@ -35,6 +35,7 @@ class PhaseBoard:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._phases: dict[str, str] = {}
+        self._usage: dict[str, dict[str, Usage]] = {}
 
     def set(self, key: str, phase: str) -> None:
         with self._lock:
@@ -47,6 +48,24 @@ class PhaseBoard:
     def snapshot(self) -> dict[str, str]:
         with self._lock:
             return dict(self._phases)
+
+    def spent(self, key: str, role: str, usage: Usage) -> None:
+        """One completed call of the unit ``key``: added to its configuration's running total (a task attempt that
+        is retried keeps its calls here; its record never reaches the driver)."""
+        config = key.split("/", 1)[0]
+        with self._lock:
+            by_role = self._usage.setdefault(config, {})
+            by_role[role] = by_role.get(role, Usage()) + usage
+
+    def forget(self, config: str) -> None:
+        """Start a configuration's count afresh (a run of it begins: its spend is this run's)."""
+        with self._lock:
+            self._usage.pop(config, None)
+
+    def usage(self) -> dict[str, dict[str, Usage]]:
+        """Every call completed so far, by configuration hash and role."""
+        with self._lock:
+            return {c: dict(u) for c, u in self._usage.items()}
 
 
 class PhaseReporter:
@@ -72,6 +91,10 @@ class PhaseReporter:
 
     def done(self) -> None:
         self._send("clear")
+
+    def spent(self, role: str, usage: Usage) -> None:
+        """A call of this unit completed (``UsageMeter.listener``): the spend line counts it now, not at the end."""
+        self._send("spent", role, usage)
 
 
 _POSITION = re.compile(r"^(.*?)\s*(\d+/\d+)$")
@@ -154,10 +177,23 @@ class PlanProgress:
         if getattr(plan.embedding, "endpoint", None) is not None:  # an embeddings API meters as role "embedding"
             self.models["embedding"] = plan.embedding.endpoint.model
         self._lock = threading.Lock()
+        #: when this run's tasks began running (the first display that saw a task assigned): the ETA's clock, so
+        #: Ray's and the prefix's start-up do not count as task time
+        self.running_since: float | None = None
+        #: every call completed so far as the phase board counts them (``live``), None before it has reported
+        self.live_usage: dict[str, Usage] | None = None
 
     def add(self, rec: TaskRecord) -> None:
         with self._lock:
             self.new.append(rec)
+            if self.running_since is None:  # finished before any display saw it run
+                self.running_since = self.started
+
+    def live(self, usage: dict[str, Usage] | None) -> None:
+        """The board's count of this configuration's completed calls (the executor's display step)."""
+        if usage is not None:
+            with self._lock:
+                self.live_usage = dict(usage)
 
     def prefix_spent(self, usage: dict[str, Usage]) -> None:
         with self._lock:
@@ -165,6 +201,8 @@ class PlanProgress:
 
     def __call__(self, running: list[str], idle: str = "queued") -> None:
         """The executor's periodic call: log the line."""
+        if self.running_since is None and any(not p.startswith("prefix") for p in running):
+            self.running_since = time.perf_counter()
         log.info(self.line(running, idle))
 
     @property
@@ -186,18 +224,30 @@ class PlanProgress:
         return f", {n} retried" if n else ""
 
     def spend(self) -> Spend:
+        """This run's spend: the calls the board saw complete (every request answered, retried attempts included)
+        or, when the records hold more (a board report still on its way, or no board), the records' and prefix's."""
         with self._lock:
             usages = [r.usage for r in self.new] + list(self.prefix_usage)
-        return Spend.of(usages, dict(self.plan.prices), self.models)
+            live = self.live_usage
+        recorded = Spend.of(usages, dict(self.plan.prices), self.models)
+        if live is None:
+            return recorded
+        seen = Spend.of([live], dict(self.plan.prices), self.models)
+        more = seen.paid_calls + seen.cached_calls > recorded.paid_calls + recorded.cached_calls
+        return seen if more else recorded
+
+    def rate(self, now: float | None = None) -> float | None:
+        """Tasks finished per second since this run's tasks began running; None before one has finished."""
+        with self._lock:
+            finished, since = len(self.new), self.running_since
+        if not finished or since is None:
+            return None
+        return finished / max(1e-6, (now or time.perf_counter()) - since)
 
     def eta(self, now: float | None = None) -> float | None:
-        """Seconds left at this run's completion rate; None before a task of this run has finished."""
-        with self._lock:
-            finished = len(self.new)
-        if not finished:
-            return None
-        elapsed = (now or time.perf_counter()) - self.started
-        return elapsed / finished * max(0, self.total - self.done)
+        """Seconds left at this configuration's completion rate (``rate``); None before a task has finished."""
+        rate = self.rate(now)
+        return None if rate is None else max(0, self.total - self.done) / rate
 
     def line(self, running: Sequence[str], idle: str = "queued") -> str:
         """The periodic line: tasks, errors, what the running units are doing (``idle`` when none), elapsed, ETA,
@@ -250,10 +300,20 @@ class SweepProgress:
         return (sum(p.done for p in plans), sum(p.total for p in plans), sum(len(p.new) for p in plans),
                 sum(p.errors for p in plans))
 
+    def eta(self, now: float | None = None) -> float | None:
+        """Seconds left for every task of the sweep at the sum of its configurations' completion rates (they share
+        one pool); None before any configuration has a rate."""
+        with self._lock:
+            plans = list(self.plans)
+        rates = [r for r in (p.rate(now) for p in plans) if r]
+        done, total, _, _ = self._tasks()
+        return None if not rates else max(0, total - done) / sum(rates)
+
     def line(self) -> str:
         done, total, new, errors = self._tasks()
         elapsed = time.perf_counter() - self.started
-        eta = f"ETA {duration(elapsed / new * (total - done))}" if new else "ETA —"
+        left = self.eta()
+        eta = f"ETA {duration(left)}" if left is not None else "ETA —"
         return (f"[progress] sweep: configuration {self.finished} of {self.n} done, {done}/{total} tasks "
                 f"({errors} errors); {duration(elapsed)} elapsed, {eta}; {self.spend().text()}")
 

@@ -22,6 +22,7 @@ from inmind_exp.run import snapshots
 from inmind_exp.run.interface import ClusterError, Job, display_safely, first_line, retry_or_report
 from inmind_exp.run.plan import ClusterSettings, Plan
 from inmind_exp.run.progress import STARTING, unit_key
+from inmind_exp.run.spend_cap import SpendCap, spends
 from inmind_exp.run.worker import collect_secrets, plan_endpoints
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ class Schedule:
         self.building: set[str] = set()
         self.inflight: dict[Any, tuple[str, Job, Task | None, int, PoolWorker, float]] = {}
         self.stalled_since: float | None = None
+        self.cap = SpendCap()
 
     # -- intake ----------------------------------------------------------------------------------------------
 
@@ -80,6 +82,8 @@ class Schedule:
         spec = job.plan.worker_spec()
         ex.add_secrets(collect_secrets(plan_endpoints(job.plan)))
         job.spec_ref = ray.put(spec)
+        if ex.board is not None:
+            ex.board.forget.remote(job.plan.config_hash)  # the live spend counts this run's calls
         job.trace_ref = ray.put(job.plan.trace)
         job.outstanding = len(job.tasks)
         job.last_progress = time.perf_counter()
@@ -156,6 +160,8 @@ class Schedule:
                 self.inflight[ref] = ("prefix", job, None, 1, w, time.perf_counter())
             elif self.ready_tasks:
                 job, task, attempt = self.ready_tasks.popleft()
+                if not self._within_cap(job):
+                    return True  # not started; the next unit is looked at
                 p = job.plan
                 ref = w.actor.run_task.remote(job.spec_ref, task, job.trace_ref, p.session_index, p.prefix_hash,
                                               job.prefix_ref, attempt)
@@ -164,6 +170,15 @@ class Schedule:
                 return False
             w.running += 1
             return True
+        return False
+
+    def _within_cap(self, job: Job) -> bool:
+        """True while the spend cap lets one more task of ``job`` start; a task it stops counts as done (not run:
+        rerunning resumes it)."""
+        running = [j.plan for kind, j, *_ in self.inflight.values() if kind == "task"]
+        if self.cap.allows(job.plan, spends(j.progress for j in self.jobs), running):
+            return True
+        self._count_done(job)
         return False
 
     # -- results ---------------------------------------------------------------------------------------------
@@ -228,6 +243,7 @@ class Schedule:
     def _count_done(self, job: Job) -> None:
         job.outstanding -= 1
         if job.outstanding == 0:
+            self._feed_usage([job])  # the closing line counts every call the board saw
             job.finish()
 
     def _display(self) -> None:
@@ -238,6 +254,7 @@ class Schedule:
                and now - j.last_progress >= j.plan.run.progress_every_s]
         if due:
             phases = self._phases()
+            self._feed_usage(due)
             running: dict[int, list[str]] = {id(j): [] for j in due}
             for kind, job, task, attempt, _, _ in self.inflight.values():
                 if id(job) in running:
@@ -249,6 +266,19 @@ class Schedule:
                 j.last_progress = now
                 display_safely("progress display", lambda: j.progress(running[id(j)], idle))
         display_safely("sweep progress", self.tick)
+
+    def _feed_usage(self, jobs: list[Job]) -> None:
+        """Give ``jobs``' progress the calls the board saw complete (the spend counted as calls complete)."""
+        board = self.ex.board
+        if board is None or not jobs:
+            return
+        try:
+            usage = self.ex.ray.get(board.usage.remote(), timeout=5)
+        except Exception as e:  # noqa: BLE001 - the display is best effort
+            log.debug(f"phase board usage: {type(e).__name__}: {e}")
+            return
+        for j in jobs:
+            display_safely("live spend", lambda: feed_usage(j.progress, usage.get(j.plan.config_hash)))
 
     def _phases(self) -> dict[str, str]:
         """The board's phases by unit; empty if it does not answer in time (the lines then say ``starting``)."""
@@ -338,3 +368,10 @@ def _placement(plan: Plan, task: Task, attempt: int, where: dict[str, Any]) -> N
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps({"task_id": task.id, "config": plan.config_hash, "attempt": attempt, **where},
                            sort_keys=True) + "\n")
+
+
+def feed_usage(progress: Any, usage: Any) -> None:
+    """Hand the board's count of a configuration's completed calls to its progress (``PlanProgress.live``)."""
+    feed = getattr(progress, "live", None)
+    if feed is not None:
+        feed(usage)

@@ -98,7 +98,13 @@ class Session:
                              messages=[m for _, m in self.failed])
 
     def exit_code(self, out: TextIO | None = None) -> int:
-        """0 when every task of every configuration finished; else the summary is printed and the code is 3."""
+        """0 when every task of every configuration finished; 4 (``run.spend_cap``) when the spend cap stopped
+        dispatch; else the summary is printed and the code is 3."""
+        from inmind_exp.run import spend_cap
+
+        if (capped := spend_cap.closing_line()) is not None:
+            print(capped, file=out or sys.stderr, flush=True)
+            return spend_cap.EXIT_SPEND_CAP
         summary = self.summary()
         if summary is None:
             return 0

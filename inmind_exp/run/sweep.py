@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 
 from inmind_exp.console import FILE_ONLY, retry_summary
 from inmind_exp.records import Task
+from inmind_exp.run import live
 from inmind_exp.run.driver import RunResult, run_plan
 from inmind_exp.run.plan import Plan
 from inmind_exp.run.progress import SweepProgress
@@ -127,7 +128,7 @@ def run_plans(plans: list[Plan], parent_key: str | None, parent_name: str, resou
 
     threads = [threading.Thread(target=drive, args=(i, p), name=f"inmind-plan-{i}", daemon=True)
                for i, p in enumerate(plans)]
-    with job_logs(plans):
+    with job_logs(plans), live.display(plans[0].run.progress if plans else "auto"):
         _drive_all(plans, threads, ray_executor, progress)
     failed = [p.name for p, r in zip(plans, results) if isinstance(r, BaseException)]
     hint = retry_summary([(p.plan.name, p.errors, p.total) for p in progress.plans], failed,

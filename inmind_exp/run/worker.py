@@ -199,6 +199,7 @@ class TaskWorker:
         phase = PhaseReporter(self.board, unit_key(spec.config_hash))
         phase("prefix starting")
         state = self._use(spec)
+        state.models.meter.listener = phase.spent
         work = child_dir(self.tmp, "prefix-build", spec.config_hash)
         snap = child_dir(self.tmp, "prefix-snapshot", spec.config_hash)
         shutil.rmtree(work, ignore_errors=True)
@@ -223,6 +224,7 @@ class TaskWorker:
         phase = PhaseReporter(self.board, unit_key(spec.config_hash, task.id, attempt))
         phase("starting")
         state = self._use(spec)
+        state.models.meter.listener = phase.spent  # the spend line counts each call as it completes
         prefix_dir = self._prefix_dir(prefix_hash, prefix_blob)
         # one directory per configuration, task and attempt: two configurations' runs of a task may run at once
         workdir = child_dir(self.tmp, "task", f"{spec.config_hash}/{task.id}/{attempt}")

@@ -104,3 +104,14 @@ def test_view_and_export_from_an_mlflow_experiment(store, tmp_path, capsys):
 
     df = pd.read_csv(tmp_path / "e" / "tasks.csv")
     assert df.run_id.notna().all() and df.run_id.nunique() == 4  # MLflow run ids of the four configurations
+
+
+def test_compare_takes_a_label_prefix_and_refuses_an_ambiguous_one_listing_candidates(tmp_path, capsys):
+    sweep = write_sweep(tmp_path / "sweep")
+    assert main(["compare", "--sweep-dir", str(sweep), "--a", "always_in", "--b", "backbone",
+                 "--metric", "application", "--n-boot", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "A = always_in_state/minilm/middle/openai" in out and "B = backbone/minilm/middle/openai" in out
+    assert main(["compare", "--sweep-dir", str(sweep), "--a", "mem0", "--b", "backbone", "--n-boot", "200"]) == 2
+    err = capsys.readouterr().err
+    assert "'mem0' is ambiguous" in err and "mem0/minilm/middle/openai" in err and "mem0/emb3/middle/openai" in err

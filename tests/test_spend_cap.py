@@ -1,0 +1,99 @@
+"""``run.max_usd`` / ``run.max_tokens`` stop the dispatch of new tasks once the spend so far plus the in-flight
+estimate would pass the cap, say so, exit 4, and leave a resumable sweep: rerunning with a higher cap runs only the
+tasks not started and pays nothing again (#25 item 5). Against the fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from inmind_exp.errors import PlanError
+from inmind_exp.run import plan_config, run_plan
+from inmind_exp.run import spend_cap
+from inmind_exp.run.executor import InProcessExecutor
+from inmind_exp.run.resources import Resources
+from inmind_exp.run.spend_cap import EXIT_SPEND_CAP, task_estimate
+from tests.fake_openai import FakeOpenAI
+from tests.launch_helpers import launch_cmd, run, write_small_data
+from tests.test_runner_ray import compose
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cap_state(monkeypatch):
+    monkeypatch.setattr(spend_cap, "_REACHED", {})
+
+
+def test_a_token_cap_stops_dispatch_and_a_rerun_resumes_paying_only_the_rest(tmp_path, caplog):
+    with FakeOpenAI() as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        est = task_estimate(plan).tokens
+        # the first task fits (0 + one estimate); a task only starts while spent + its estimate stays under the cap
+        capped = plan_config(compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25",
+                                     f"run.max_tokens={int(est) + 600}"), tmp_path / "root", tmp_path / "job")
+        first = run_plan(capped, executor=InProcessExecutor(), resources=Resources())
+        asked_first = len(fake.chat_requests())
+        done = len(first.records)
+        assert 0 < done < len(plan.tasks) and not any(r.error for r in first.records)
+        assert capped.name in spend_cap.reached()
+        said = [r.getMessage() for r in caplog.records if "spend cap" in r.getMessage()]
+        assert len(said) == 1 and f"run.max_tokens={int(est) + 600}" in said[0] and "rerun with a higher cap" in said[0]
+        assert "spend cap" in spend_cap.closing_line()
+
+        again = plan_config(compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25",
+                                    f"run.max_tokens={int(est) * 100}"), tmp_path / "root", tmp_path / "job")
+        assert len(again.remaining()) == len(plan.tasks) - done  # the ledger kept what finished
+        second = run_plan(again, executor=InProcessExecutor(), resources=Resources())
+        asked_second = len(fake.chat_requests()) - asked_first
+    assert len(second.records) == len(plan.tasks) and not any(r.error for r in second.records)
+    new = [r for r in second.records if r.task_id not in {f.task_id for f in first.records}]
+    assert asked_second == sum(u.calls - u.cached_calls for r in new for u in r.usage.values())  # nothing repaid
+    assert {r.task_id: r.usage for r in first.records} == {r.task_id: r.usage for r in second.records
+                                                             if r.task_id in {f.task_id for f in first.records}}
+
+
+def test_a_dollar_cap_without_prices_stops_before_the_first_task(tmp_path):
+    with FakeOpenAI() as fake:
+        plan = plan_config(compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "run.max_usd=5"),
+                           tmp_path / "root", tmp_path / "job")
+        result = run_plan(plan, executor=InProcessExecutor(), resources=Resources())
+        assert result.records == [] and fake.chat_requests() == []
+    assert "has no price in llm.prices" in spend_cap.reached()[plan.name]
+
+
+@pytest.mark.parametrize("override, message", [("run.max_usd=0", "run.max_usd=0(.0)?: must be"),
+                                               ("run.max_tokens=-3", "run.max_tokens=-3: must be"),
+                                               ("run.progress=loud", "run.progress=loud: expected one of")])
+def test_bad_caps_and_modes_are_plan_errors(tmp_path, override, message):
+    with pytest.raises(PlanError, match=message):
+        plan_config(compose(tmp_path, "http://127.0.0.1:9/v1", "system=backbone", "embedding=bm25", override),
+                    tmp_path / "root", tmp_path / "job")
+
+
+def test_a_capped_sweep_exits_4_and_resumes_with_a_higher_cap(tmp_path):
+    write_small_data(tmp_path / "data")
+    with FakeOpenAI() as fake:
+        p = run(launch_cmd(tmp_path, fake.base_url, "system=backbone,naive_rag", "embedding=bm25",
+                           "run.max_tokens=6000"), timeout=600)
+        assert p.returncode == EXIT_SPEND_CAP, p.stderr[-3000:]
+        assert "stopped at the spend cap" in p.stderr and "Rerun the same command with a higher cap" in p.stderr
+        assert "stopped dispatching at the spend cap" in p.stdout
+        asked = len(fake.chat_requests())
+        done = [int(n) for n in re.findall(r"finished: (\d+)/4 tasks", p.stdout)]
+        assert asked > 0 and 0 < sum(done) < 8
+        q = run(launch_cmd(tmp_path, fake.base_url, "system=backbone,naive_rag", "embedding=bm25",
+                           "run.max_tokens=1000000", "--quiet"), timeout=600)
+        assert q.returncode == 0, q.stderr[-3000:]
+        resumed = len(fake.chat_requests()) - asked
+    # the end screen (#25 item 3): real paths, the saved view's address, no library chatter
+    everything = q.stdout + q.stderr
+    assert "<job>" not in everything and "Downloading artifacts" not in everything
+    assert "fontManager" not in everything and "[progress]" not in q.stdout
+    assert re.search(r"MLflow view: http://127\.0\.0\.1:5000/#/experiments/\d+/runs\?viewStateShareKey=", q.stdout)
+    assert re.search(r"records: \S+/records\.jsonl and 1 more job directory", q.stdout)
+    assert "analysis report: " in q.stdout
+    kept = [int(n) for n in re.findall(r"4 tasks \((\d+) already done\)", q.stdout)]
+    assert sorted(kept) == sorted(done) and "8/8 tasks, 0 errors" in q.stdout
+    # the spend line counts every request the rerun sent, and the rerun sent only the tasks the cap had not started
+    assert re.search(rf"sweep finished: .*this run: {resumed} paid calls", q.stdout), q.stdout[-2000:]
