@@ -119,7 +119,7 @@ def self_audit(sources: Sequence[Run], rejudged: Sequence[Run]) -> Table:
         data.append({"configuration": "(all configurations)", "setting": name, "samples": len(rows),
                      "audited": checked, "false_positives_total": fp, "false_negatives_total": fn})
         display.append({"Configuration": "(all configurations)", "Judge setting": name, "samples": str(len(rows)),
-                        "audited": str(checked),
+                        "audited": str(checked), "Target recall %": "", "Application %": "",
                         "certain FP": f"{fp} ({100.0 * fp / checked:.1f}%)" if checked else "–",
                         "certain FN": f"{fn} ({100.0 * fn / checked:.1f}%)" if checked else "–"})
     return Table(
