@@ -188,8 +188,8 @@ def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None
     SWEEP_TOTAL.answers.setdefault(answers_key(plan), []).extend(t.id for t in plan.remaining(retry_errors))
     reused = (f"; {est['answers_cached_tasks']:.0f} of them only re-judged (same configuration but the judge: their "
               "memory and answer calls come from the call cache)" if est["answers_cached_tasks"] else "")
-    print(f"[dry run] {plan.name} (config {plan.config_hash}): {est['tasks_to_run']:.0f}/{est['tasks_total']:.0f} tasks to run"
-          f"{reused}; {_figures(est, cost, unpriced)} (upper bound: cache hits not subtracted); "
+    print(f"[dry run] {plan.name} (config {plan.config_hash}): {est['tasks_to_run']:.0f}/{est['tasks_total']:.0f} "
+          f"tasks to run{reused}; {_figures(est, cost, unpriced)} (upper bound: cache hits not subtracted); "
           f"{_wall(est['wall_s'], plan.run.latency_s, est['slots'])} (run.latency_s)", file=out or sys.stdout, flush=True)
     return est
 
