@@ -7,11 +7,13 @@ verdicts are the original ones. Sample ``s`` of a setting is keyed with ``sample
 is the original call and samples 1..N-1 are new ones (never the cached sample returned N times).
 
 Each (source run, judge setting, sample) becomes one rejudged run: the source's records with the new verdicts (same
-answers, contexts and judge-free bounds). From an MLflow experiment each is an MLflow run of kind ``rejudge``
-tagged with the source run's id (``inmind.rejudge_of``) and nested under its sweep; from a sweep directory each is
-``<sweep>/rejudge/<setting>/<config hash>/sample<s>/rejudged.jsonl`` with ``rejudge.json`` beside it.
-``panel`` turns them into the report's judge-robustness table: flip rate and Cohen's κ against the original
-verdicts, mean ± spread over samples, and each judge's label-free self-audit.
+answers, contexts and judge-free bounds). In an MLflow experiment each (source run, judge setting) is one MLflow run
+of kind ``rejudge`` tagged with the source run's id (``inmind.rejudge_of``) and nested under its sweep, holding its
+samples (``records.sample<s>.jsonl``, metrics at step ``s``) and their mean ± SD, flip rate and κ; from a sweep
+directory each sample is ``<sweep>/rejudge/<setting>/<config hash>/sample<s>/rejudged.jsonl`` with
+``rejudge.json`` beside it. ``panel`` (and ``judge_panel``) turn them into the report's judge-robustness tables:
+flip rate and Cohen's κ against the original verdicts and between settings, mean ± spread over samples, and each
+judge's label-free self-audit.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import statistics
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -48,6 +51,8 @@ REJUDGE_OF = "inmind.rejudge_of"
 P_SOURCE, P_SET, P_MODEL, P_SAMPLE, P_SETTING = ("rejudge.source", "rejudge.judges", "rejudge.judge_model",
                                                  "rejudge.sample", "rejudge.setting")
 RECORDS_FILE = "rejudged.jsonl"
+#: A sample's records in a setting's MLflow run (``sample_file``).
+_SAMPLE_RECORDS = re.compile(r"records\.sample(\d+)\.jsonl")
 META_FILE = "rejudge.json"
 #: The conf default of ``run.cache_dir`` (conf/config.yaml) when the source does not say.
 DEFAULT_CACHE_DIR = os.environ.get("INMIND_CACHE_DIR", ".inmind_cache")
@@ -254,31 +259,65 @@ def _metrics(r: Rejudged) -> dict[str, float]:
     return flat
 
 
+def sample_file(name: str, sample: int) -> str:
+    """A sample's artifact in a setting's MLflow run: ``records.jsonl`` → ``records.sample2.jsonl``."""
+    stem, dot, ext = name.partition(".")
+    return f"{stem}.sample{sample}{dot}{ext}"
+
+
+def _setting_metrics(group: Sequence[Rejudged]) -> dict[str, float]:
+    """A setting's summary over its samples: each panel judge's rate as mean and SD, and, against the source's own
+    verdicts (sample 0), the flip rate and Cohen's κ; the number of samples."""
+    out: dict[str, float] = {"rejudge_samples": float(len(group))}
+    first = group[0]
+    runs = [_as_run(r.source, r.meta, list(r.records), "", None) for r in group]
+    for jname in PANEL_JUDGES:
+        rates = [x.metrics.rates[jname] for x in runs]
+        if not any(x.n for x in rates):
+            continue
+        mean, sd = _mean_sd([x.pct if x.n else math.nan for x in rates])
+        ag = agreement(first.source, runs[0], jname)
+        out.update({f"{jname}_mean": mean, f"{jname}_sd": sd, f"{jname}_flip_rate": ag.flip_rate,
+                    f"{jname}_kappa": ag.kappa})
+    return {k: v for k, v in out.items() if not math.isnan(v)}
+
+
 def write_mlflow(results: Sequence[Rejudged], tracking_uri: str, experiment: str, work: Path) -> list[str]:
-    """One MLflow run per (source, setting, sample), tagged with its source run and nested under the source's sweep;
-    a rerun of the same rejudge reopens the same run (found by its key). Returns the run ids."""
+    """One MLflow run per (source, judge setting), tagged with its source run (``inmind.rejudge_of``) and nested
+    under the source's sweep: each sample's records and metadata as ``records.sample<s>.jsonl`` and
+    ``rejudge.sample<s>.json``, its metrics at step ``s``, and the setting's mean ± SD, flip rate and κ over the
+    samples. A rerun of the same setting reopens the same run (found by its key), more samples adding steps.
+    Returns the run ids."""
     from inmind_exp import tracking
     from inmind_exp.config import identity_hash
 
     tracker = tracking.Tracker(tracking_uri, experiment)
-    ids = []
+    groups: dict[tuple[str, str, str], list[Rejudged]] = {}
     for r in results:
-        meta = r.meta
-        key = identity_hash({"rejudge": meta[P_SOURCE], "setting": r.setting.name, "base_url": meta["rejudge.base_url"],
-                             "sample": r.sample})
-        name = f"{r.source.label} ⟂ judge {r.setting.name} #{r.sample}"
-        tags = {T.KIND: KIND, REJUDGE_OF: meta[P_SOURCE], T.CONFIG_HASH: r.source.config.config_hash,
-                T.SYSTEM: r.source.config.system, "inmind.judge_model": r.setting.endpoint.model,
-                "inmind.judge_set": r.setting.judges, "inmind.judge_sample": str(r.sample)}
-        rid, _ = tracker.get_or_create_run(key, name, tags, parent_id=r.source.parent_run_id)
-        tracker.log_params(rid, {**{k: v for k, v in r.source.params.items()
+        groups.setdefault((r.meta[P_SOURCE], r.setting.name, r.meta["rejudge.base_url"]), []).append(r)
+    ids = []
+    for (source_ref, setting, base_url), group in groups.items():
+        group = sorted(group, key=lambda r: r.sample)
+        first = group[0]
+        key = identity_hash({"rejudge": source_ref, "setting": setting, "base_url": base_url})
+        name = f"{first.source.label} ⟂ judge {setting}"
+        tags = {T.KIND: KIND, REJUDGE_OF: source_ref, T.CONFIG_HASH: first.source.config.config_hash,
+                T.SYSTEM: first.source.config.system, "inmind.judge_model": first.setting.endpoint.model,
+                "inmind.judge_set": first.setting.judges}
+        rid, _ = tracker.get_or_create_run(key, name, tags, parent_id=first.source.parent_run_id)
+        tracker.log_params(rid, {**{k: v for k, v in first.source.params.items()
                                     if not k.startswith("llm.roles.judge.model")},
-                                 "llm.roles.judge.model": r.setting.endpoint.model, **meta})
+                                 "llm.roles.judge.model": first.setting.endpoint.model,
+                                 **{k: v for k, v in first.meta.items() if k != P_SAMPLE}})
         d = work / rid
-        write_jsonl(d / "records.jsonl", (x.to_dict() for x in r.records))
-        (d / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        tracker.log_metrics(rid, _metrics(r))
-        tracker.log_artifacts(rid, [d / "records.jsonl", d / META_FILE])
+        files = []
+        for r in group:
+            files += [d / sample_file("records.jsonl", r.sample), d / sample_file(META_FILE, r.sample)]
+            write_jsonl(files[-2], (x.to_dict() for x in r.records))
+            files[-1].write_text(json.dumps(r.meta, indent=2, sort_keys=True) + "\n")
+            tracker.log_metrics(rid, _metrics(r), step=r.sample)
+        tracker.log_metrics(rid, _setting_metrics(group))
+        tracker.log_artifacts(rid, files)
         tracker.finish(rid)
         ids.append(rid)
     return ids
@@ -326,12 +365,23 @@ def load_rejudged(runset: RunSet) -> tuple[Run, ...]:
                 source = _source_of(runs, params)
                 if source is None:
                     continue
+                rid = mr.info.run_id
                 try:
-                    local = client.download_artifacts(mr.info.run_id, "records.jsonl", str(Path(tmp) / mr.info.run_id))
-                except Exception:  # noqa: BLE001  (a rejudge interrupted before it wrote its records)
+                    names = [f.path for f in client.list_artifacts(rid)]
+                except Exception:  # noqa: BLE001  (a store without the run's artifacts)
                     continue
-                out.append(_as_run(source, params, read_records(Path(local)), f"mlflow run {mr.info.run_id}",
-                                   mr.info.run_id))
+                samples = sorted(int(m.group(1)) for n in names if (m := _SAMPLE_RECORDS.fullmatch(n)))
+                legacy = not samples and "records.jsonl" in names  # an earlier layout: one MLflow run per sample
+                if legacy:
+                    samples = [int(params.get(P_SAMPLE, "0"))]
+                for s in samples:
+                    art = "records.jsonl" if legacy else sample_file("records.jsonl", s)
+                    try:
+                        local = client.download_artifacts(rid, art, str(Path(tmp) / rid))
+                    except Exception:  # noqa: BLE001  (a rejudge interrupted before it wrote its records)
+                        continue
+                    out.append(_as_run(source, {**params, P_SAMPLE: str(s)}, read_records(Path(local)),
+                                       f"mlflow run {rid} sample {s}", rid))
     root = _sweep_root(runset)
     if root is not None:
         for path in sorted((root / "rejudge").rglob(RECORDS_FILE)) if (root / "rejudge").is_dir() else []:
@@ -387,23 +437,28 @@ def _fmt(v: float, digits: int = 1) -> str:
     return "–" if math.isnan(v) else f"{v:.{digits}f}"
 
 
+def settings_of(source: Run, rejudged: Sequence[Run]) -> dict[str, list[Run]]:
+    """``source``'s rejudged runs by judge setting name (sorted), each setting's samples in order. One setting name
+    at two endpoints (same model name, another server) is two settings, named ``<setting> @ <base url>``."""
+    names: dict[str, set[str]] = {}
+    for r in rejudged:
+        names.setdefault(r.params.get(P_SETTING, "?"), set()).add(r.params.get("rejudge.base_url", ""))
+    by_id = [r for r in rejudged if source.run_id and r.params.get(P_SOURCE) == source.run_id]
+    mine = by_id or [r for r in rejudged if r.params.get(P_SOURCE) == source.config.config_hash]
+    out: dict[str, list[Run]] = {}
+    for r in mine:
+        name, url = r.params.get(P_SETTING, "?"), r.params.get("rejudge.base_url", "")
+        out.setdefault(name if len(names[name]) == 1 else f"{name} @ {url}", []).append(r)
+    return {k: sorted(v, key=lambda r: int(r.params.get(P_SAMPLE, "0"))) for k, v in sorted(out.items())}
+
+
 def panel(sources: Sequence[Run], rejudged: Sequence[Run]) -> Table:
     """Per source configuration, judge setting and judge: the original rate, the rejudged rate as mean ± SD over
     samples, the verdict flip rate and Cohen's κ against the original verdicts (sample 0), the flip rate between
     repeated samples, and the target-recall judge's certain errors against the judge-free bounds."""
     data, display = [], []
-    by_source: dict[str, dict[str, list[Run]]] = {}
-    names: dict[str, set[str]] = {}
-    for r in rejudged:
-        names.setdefault(r.params.get(P_SETTING, "?"), set()).add(r.params.get("rejudge.base_url", ""))
-    for r in rejudged:  # one setting name at two endpoints (same model name, other server) is two settings
-        name, url = r.params.get(P_SETTING, "?"), r.params.get("rejudge.base_url", "")
-        key = name if len(names[name]) == 1 else f"{name} @ {url}"
-        by_source.setdefault(r.params.get(P_SOURCE, ""), {}).setdefault(key, []).append(r)
     for source in sources:
-        settings = by_source.get(source.run_id or "") or by_source.get(source.config.config_hash) or {}
-        for setting, members in sorted(settings.items()):
-            members = sorted(members, key=lambda r: int(r.params.get(P_SAMPLE, "0")))
+        for setting, members in settings_of(source, rejudged).items():
             for jname in PANEL_JUDGES:
                 orig = source.metrics.rates[jname]
                 rates = [m.metrics.rates[jname] for m in members]

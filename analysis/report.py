@@ -107,10 +107,11 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
                                                           "differing only in the judge model.")))
 
     if runset.rejudged:
+        from analysis import judge_panel
         from analysis.rejudge import panel
 
         sections.append(Section("Judge robustness: stored answers re-judged (python -m analysis rejudge)",
-                                (panel(runs, runset.rejudged),)))
+                                (panel(runs, runset.rejudged), *judge_panel.tables(runs, runset.rejudged))))
 
     for sec in sections:
         for t in sec.tables:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from inmind_exp.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG
 from inmind_exp.metrics import LABELS, METRIC_INFO, METRICS, Rate, RunMetrics, fmt_ran
-from inmind_exp.records import DOMAINS, TaskRecord
+from inmind_exp.records import DOMAINS, OFFICIAL_DOMAINS, TaskRecord
 
 from analysis.caveats import FLAG, FLAG_NOTE, degenerate, flag
 from analysis.compare import EXCLUSION_NOTE, Comparison, compare, outcome
@@ -454,7 +454,8 @@ def _long_row(k: int, n: int, errors: int) -> dict[str, float]:
 def by_domain(runs: Sequence[Run], metric: str = "application") -> Table:
     """Per-run, per-domain rate with counts (k/n); the first row counts the tasks in each domain."""
     present = {r.domain for run in runs for r in run.records}
-    domains = [d for d in DOMAINS if d in present] + sorted(present - set(DOMAINS))
+    rank = {d: i for names in (DOMAINS, OFFICIAL_DOMAINS) for i, d in enumerate(names)}  # the release's names too
+    domains = sorted(present, key=lambda d: (rank.get(d, len(DOMAINS)), d))
     data = []
     tasks = {d: len({r.task_id for run in runs for r in run.records if r.domain == d}) for d in domains}
     display = [{"Configuration": "tasks", **{d: str(tasks[d]) for d in domains}}]

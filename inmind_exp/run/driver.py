@@ -118,6 +118,9 @@ def _execute(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], 
         records[rec.task_id] = rec
         progress.add(rec)
 
+    from inmind_exp.run.reuse import mark
+
+    mark(plan)  # a later dry run of the same configuration but the judge finds these answers (run.reuse)
     executor.run(plan, remaining, report, progress)
 
 

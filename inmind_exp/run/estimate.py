@@ -30,11 +30,17 @@ def _answer_prompt_delta(plan: Plan) -> int:
     return (len(plan.answer_prompt.text) - len(SHARED_ANSWER_SYSTEM)) // 4
 
 
-def estimate(plan: Plan, retry_errors: bool | None = None) -> dict[str, float]:
+def estimate(plan: Plan, retry_errors: bool | None = None,
+             earlier: dict[str, list[str]] | None = None) -> dict[str, float]:
     """Upper-bound calls, prompt and completion tokens of what remains to run (cache hits not subtracted), in total
-    and per role (``memory_prompt_tokens``, ``judge_completion_tokens``, ...)."""
+    and per role (``memory_prompt_tokens``, ``judge_completion_tokens``, ...). A task whose memory and answer calls
+    a configuration differing only in the judge made (or, ``earlier``: will make first in the same sweep) counts its
+    judge calls only (``run.reuse``; ``answers_cached_tasks``)."""
+    from inmind_exp.run.reuse import answered_tasks
+
     cost = plan.system_cls.cost
     remaining = plan.remaining(retry_errors)
+    answered = answered_tasks(plan, remaining, earlier)
     sessions = plan.trace.sessions
     j = plan.session_index
     prefix_calls = cost.memory_calls_per_user_turn * _user_turns(sessions[:j]) + cost.memory_calls_per_session * j
@@ -45,12 +51,14 @@ def estimate(plan: Plan, retry_errors: bool | None = None) -> dict[str, float]:
     per_task_answer = cost.answer_calls_per_query * queries
     judges = applicable(plan.asks_naive, plan.judges)
     n = len(remaining)
-    prefix_needed = n > 0 and not plan.prefix_path.is_file()
-    memory_calls = n * per_task_memory + (prefix_calls if prefix_needed else 0)
-    answer_calls = n * per_task_answer
+    fresh = n - len(answered)  # tasks whose memory and answer calls are still to make
+    prefix_needed = fresh > 0 and not plan.prefix_path.is_file()
+    memory_calls = fresh * per_task_memory + (prefix_calls if prefix_needed else 0)
+    answer_calls = fresh * per_task_answer
     est = {
         "tasks_total": len(plan.tasks),
         "tasks_to_run": n,
+        "answers_cached_tasks": len(answered),
         "memory_calls": memory_calls,
         "answer_calls": answer_calls,
         "judge_calls": n * len(judges),
@@ -65,7 +73,7 @@ def estimate(plan: Plan, retry_errors: bool | None = None) -> dict[str, float]:
     est["completion_tokens"] = sum(est[f"{r}_completion_tokens"] for r in ROLES)
     # the wall-time estimate's inputs: calls that can run side by side, and the chains that cannot
     est["prefix_chain_calls"] = prefix_calls if prefix_needed else 0
-    est["task_chain_calls"] = (per_task_memory + per_task_answer + len(judges)) if n else 0
+    est["task_chain_calls"] = ((per_task_memory + per_task_answer if fresh else 0) + len(judges)) if n else 0
     est["slots"] = in_flight(plan)
     est["wall_s"] = wall_time_s(est, plan.run.latency_s)
     return est
@@ -127,6 +135,8 @@ class SweepTotal:
         self.est: dict[str, float] = {}
         self.cost: float | None = 0.0
         self.unpriced: set[str] = set()
+        #: answers key -> task ids an estimated configuration answers (``run.reuse``): a later one re-judges them
+        self.answers: dict[str, list[str]] = {}
 
     def add(self, est: dict[str, float], cost: float | None, unpriced: list[str], latency_s: float = 10.0) -> None:
         self.configs += 1
@@ -166,13 +176,19 @@ def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None
                    total: SweepTotal | None = None) -> dict[str, float]:
     """Print the estimate as the dry run's output: calls per role, prompt and completion tokens, and the cost with
     each role's tokens at its own model's prices (completions estimated from the system's ``CallProfile``; a
-    reasoning model's hidden reasoning tokens are not included). Adds it to ``total``, the sweep's, if given."""
-    est = estimate(plan, retry_errors)
+    reasoning model's hidden reasoning tokens are not included). Adds it to ``total``, the sweep's, if given (a
+    configuration whose answers an earlier one of ``total`` makes is priced for its judge calls only)."""
+    from inmind_exp.run.reuse import answers_key
+
+    total = total if total is not None else SweepTotal()
+    est = estimate(plan, retry_errors, total.answers)
     cost, unpriced = price(plan, est)
-    if total is not None:
-        total.add(est, cost, unpriced, plan.run.latency_s)
-    print(f"[dry run] {plan.name} (config {plan.config_hash}): {est['tasks_to_run']:.0f}/{est['tasks_total']:.0f} tasks to run; "
-          f"{_figures(est, cost, unpriced)} (upper bound: cache hits not subtracted); "
+    total.add(est, cost, unpriced, plan.run.latency_s)
+    total.answers.setdefault(answers_key(plan), []).extend(t.id for t in plan.remaining(retry_errors))
+    reused = (f"; {est['answers_cached_tasks']:.0f} of them only re-judged (same configuration but the judge: their "
+              "memory and answer calls come from the call cache)" if est["answers_cached_tasks"] else "")
+    print(f"[dry run] {plan.name} (config {plan.config_hash}): {est['tasks_to_run']:.0f}/{est['tasks_total']:.0f} "
+          f"tasks to run{reused}; {_figures(est, cost, unpriced)} (upper bound: cache hits not subtracted); "
           f"{_wall(est['wall_s'], plan.run.latency_s, est['slots'])} (run.latency_s)", file=out or sys.stdout, flush=True)
     return est
 

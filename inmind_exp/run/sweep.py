@@ -20,6 +20,7 @@ from inmind_exp.run.driver import RunResult, run_plan
 from inmind_exp.run.plan import Plan
 from inmind_exp.run.progress import SweepProgress
 from inmind_exp.run.resources import Resources
+from inmind_exp.run.reuse import leaders
 
 log = logging.getLogger(__name__)
 
@@ -117,19 +118,27 @@ def run_plans(plans: list[Plan], parent_key: str | None, parent_name: str, resou
     results: list[RunResult | BaseException | None] = [None] * len(plans)
     progress = SweepProgress(len(plans), plans[0].run.progress_every_s if plans else 0)
 
+    lead = leaders(plans)  # a configuration that only changes the judge waits for its leader (run.reuse)
+    ended = [threading.Event() for _ in plans]
+    stopping = threading.Event()
+
     def drive(i: int, plan: Plan) -> None:
         try:
+            if i in lead and not _wait(ended[lead[i]], stopping):
+                raise RuntimeError(f"not run: the sweep stopped before {plans[lead[i]].name} (same configuration "
+                                   "but the judge, whose answers this one re-judges from the call cache) ended")
             results[i] = run_plan(plan, parent_key=parent_key, parent_name=parent_name, executor=shared, resources=res,
                                   sweep=progress)
         except BaseException as e:  # noqa: BLE001 - reported by the caller
             results[i] = e
         finally:
+            ended[i].set()
             progress.configuration_done()
 
     threads = [threading.Thread(target=drive, args=(i, p), name=f"inmind-plan-{i}", daemon=True)
                for i, p in enumerate(plans)]
     with job_logs(plans), live.display(plans[0].run.progress if plans else "auto"):
-        _drive_all(plans, threads, ray_executor, progress)
+        _drive_all(plans, threads, ray_executor, progress, stopping)
     failed = [p.name for p, r in zip(plans, results) if isinstance(r, BaseException)]
     hint = retry_summary([(p.plan.name, p.errors, p.total) for p in progress.plans], failed,
                          retry_errors=all(p.run.retry_errors for p in plans),
@@ -139,7 +148,16 @@ def run_plans(plans: list[Plan], parent_key: str | None, parent_name: str, resou
     return [r if r is not None else RuntimeError("plan did not run") for r in results]
 
 
-def _drive_all(plans: list[Plan], threads: list[threading.Thread], ray_executor: Any, progress: SweepProgress) -> None:
+def _wait(leader_ended: threading.Event, stopping: threading.Event) -> bool:
+    """Wait until the leader's driver has ended (True) or the schedule has stopped serving jobs (False)."""
+    while not leader_ended.wait(0.2):
+        if stopping.is_set():
+            return False
+    return True
+
+
+def _drive_all(plans: list[Plan], threads: list[threading.Thread], ray_executor: Any, progress: SweepProgress,
+               stopping: threading.Event | None = None) -> None:
     """Start every plan's driver thread and serve their jobs over one pool until all have ended."""
     for t in threads:
         t.start()
@@ -148,6 +166,8 @@ def _drive_all(plans: list[Plan], threads: list[threading.Thread], ray_executor:
             ray_executor.prewarm(plans)
         ray_executor.run_jobs([], more=lambda: any(t.is_alive() for t in threads), tick=progress.tick)
     finally:
+        if stopping is not None:
+            stopping.set()  # a configuration still waiting for its leader does not start on a stopped schedule
         for t in threads:
             t.join()
     if progress.plans:  # a sweep whose every configuration stopped before its first task never started

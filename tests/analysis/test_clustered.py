@@ -120,3 +120,12 @@ def test_per_domain_rates_carry_wilson_intervals():
     assert table.display.iloc[1]["domain_0"] == f"100.0 (10/10) [{100 * lo:.1f}, {100 * hi:.1f}]"
     row = table.data[table.data["domain"] == "domain_3"].iloc[0]
     assert (row["k"], row["n"]) == (5, 10) and row["ci_low"] < 50 < row["ci_high"]
+
+
+def test_the_release_domain_names_keep_the_ten_domains_order():
+    from inmind_exp.records import DOMAINS, OFFICIAL_DOMAINS
+
+    outcomes = [1, 0] * 10
+    table = by_domain([_run("a", outcomes, [d for d in reversed(OFFICIAL_DOMAINS) for _ in range(2)])], "application")
+    assert list(table.display.columns[1:]) == list(OFFICIAL_DOMAINS) and len(OFFICIAL_DOMAINS) == len(DOMAINS) == 10
+    assert list(table.display.iloc[0][1:]) == ["2"] * 10

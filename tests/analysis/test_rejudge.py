@@ -100,7 +100,15 @@ def test_each_extra_sample_is_a_new_request_and_the_panel_reports_it(finished, c
     runset = load_experiment("test", uri)
     rejudged = load_rejudged(runset)
     samples = sorted(int(r.params["rejudge.sample"]) for r in rejudged)
-    assert samples == [0, 1, 2]  # one run per sample (sample 0 reopened if an earlier rejudge made it)
+    assert samples == [0, 1, 2] and len({r.run_id for r in rejudged}) == 1  # one MLflow run for the setting
+    from inmind_exp import tracking
+
+    client = tracking.MlflowClient(tracking_uri=uri)
+    mr = client.get_run(rejudged[0].run_id)
+    assert mr.data.metrics["rejudge_samples"] == 3 and mr.data.metrics["application_sd"] == 0.0
+    assert mr.data.metrics["application_flip_rate"] == 0.0
+    steps = [m.step for m in client.get_metric_history(mr.info.run_id, "application")]
+    assert sorted(set(steps)) == [0, 1, 2]  # each sample's metrics at its own step
     table = panel(runset.runs, rejudged)
     row = table.data.set_index("judge").loc["application"]
     assert row["samples"] == 3 and row["flips"] == 0 and row["rejudged_sd_pct"] == 0.0
@@ -114,7 +122,8 @@ def test_report_gains_the_panel(finished, tmp_path):
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     assert main(["report", "--experiment", "test", "--tracking-uri", uri, "--out", str(tmp_path / "rep"),
                  "--no-log", "--n-boot", "200"]) == 0
-    assert (tmp_path / "rep" / "tables" / "judge_robustness.csv").is_file()
+    for name in ("judge_robustness", "judge_settings_agreement", "judge_settings_self_audit"):
+        assert (tmp_path / "rep" / "tables" / f"{name}.csv").is_file()
     assert "Judge robustness" in (tmp_path / "rep" / "report.html").read_text()
 
 
