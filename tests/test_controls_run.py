@@ -112,6 +112,8 @@ def test_controls_are_part_of_the_identity(tmp_path):
     assert both.identity["controls"]["names"] == ["no_fact", "mismatched"]
     assert both.identity["controls"]["pairing"] == {"version": PAIRING_VERSION, "seed": 0, "pool": 5}
     assert plan("controls=mismatched", "controls.seed=3").config_hash != mm.config_hash
+    # the MLflow params name the controls only when there are some
+    assert not any(k.startswith("controls.") for k in none.params) and both.params["controls.seed"] == "0"
     # the no-fact state rides in the prefix snapshot, so its prefix is its own; the mismatched control needs none
     assert nf.prefix_hash != none.prefix_hash and mm.prefix_hash == none.prefix_hash
     with pytest.raises(PlanError, match="controls=.*unknown control.*bogus"):

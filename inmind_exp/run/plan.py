@@ -331,7 +331,9 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
         tracking=TrackingSettings(uri=cfg.tracking.uri, experiment=cfg.tracking.experiment),
         local=local,
         prices={k: (float(v.prompt_per_1m), float(v.completion_per_1m)) for k, v in cfg.llm.prices.items()},
-        params={**C.flatten_params(cfg), T.CONFIG_HASH: config_hash},
+        # controls.* only when the run has controls: a run without them keeps its MLflow params
+        params={**{k: v for k, v in C.flatten_params(cfg).items()
+                   if controls is not None or not k.startswith("controls.")}, T.CONFIG_HASH: config_hash},
         config_yaml=OmegaConf.to_yaml(OmegaConf.create(redact(OmegaConf.to_container(cfg, resolve=True)))),
         judges=judges, answer_prompt=answer_prompt, controls=controls,
     )
