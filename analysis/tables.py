@@ -203,8 +203,9 @@ def _audit_cell(m: RunMetrics) -> str:
 
 
 def control_metrics(runs: Sequence[Run]) -> list[str]:
-    """The negative controls' metrics some run measured (``inmind_exp.controls``), in registry order."""
-    return [c.metric for c in CONTROLS.values() if any(c.metric in run.metrics.controls for run in runs)]
+    """The negative controls' metrics some run measured (``inmind_exp.controls``), in column order."""
+    return [c.metric for c in sorted(CONTROLS.values(), key=lambda c: c.order)
+            if any(c.metric in run.metrics.controls for run in runs)]
 
 
 def _control_cells(m: RunMetrics, metrics: Sequence[str]) -> tuple[dict[str, float], dict[str, str]]:

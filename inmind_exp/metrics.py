@@ -304,7 +304,10 @@ def results_table(rows: list[tuple[str, RunMetrics]]) -> str:
             + f" | {pct(m.memory_fault_rate)} | {pct(m.fact_write_fault_rate)}"
             + f" | {'–' if math.isnan(m.context_tokens) else f'{m.context_tokens:.0f}'} | {fmt_ran(m)} |"
         )
-    notes = [f"{name}: left out of every rate (errored): {', '.join(m.excluded)}" for name, m in rows if m.excluded]
+    notes = [f"{name}: negative controls: " + "; ".join(f"{CONTROL_METRICS[k].label} {cell(r)} (n={r.n}, {r.errors} "
+                                                      f"left out)" for k, r in m.controls.items())
+             for name, m in rows if m.controls]
+    notes += [f"{name}: left out of every rate (errored): {', '.join(m.excluded)}" for name, m in rows if m.excluded]
     notes += [f"{name}: judge target-recall false positives (provenance 0): {', '.join(m.audit.false_positives)}"
               for name, m in rows if m.audit.false_positives]
     notes += [f"{name}: judge target-recall false negatives (verbatim 1): {', '.join(m.audit.false_negatives)}"
