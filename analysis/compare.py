@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from inmind_exp.controls import CONTROL_METRICS
 from inmind_exp.metrics import METRICS, rate, valid
 from inmind_exp.records import TaskRecord
 
@@ -31,8 +32,8 @@ def outcome(record: TaskRecord, metric: str) -> int | None:
 
     It is ``inmind_exp.metrics.rate`` over this one task, so it can never disagree with Table 1.
     """
-    if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}; expected one of {', '.join(METRICS)}")
+    if metric not in METRICS and metric not in CONTROL_METRICS:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {', '.join([*METRICS, *CONTROL_METRICS])}")
     r = rate([record], metric)
     return r.successes if r.n else None
 

@@ -60,6 +60,11 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
         "configuration's context, answers and verdict reasons side by side.")))
     t1 = table1(runs)
     sections.append(Section("Table 1: all configurations", (t1,)))
+    from analysis.controls import control_pairwise, controls_table
+
+    if (ctl := controls_table(runs)) is not None:
+        sections.append(Section("Negative controls: application beside over-application", (
+            ctl, *control_pairwise(runs, n_boot=n_boot, seed=seed))))
     sections.append(Section("Protocol fidelity and the official aggregate", (protocol_table(runs),)))
     paper = paper_table(runs)
     sections.append(Section("The paper's reported figures beside ours", (paper,)) if paper is not None else Section(

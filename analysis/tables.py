@@ -14,6 +14,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
+from inmind_exp.controls import CONTROLS
 from inmind_exp.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG
 from inmind_exp.metrics import LABELS, METRIC_INFO, METRICS, Rate, RunMetrics, fmt_ran
 from inmind_exp.records import DOMAINS, OFFICIAL_DOMAINS, TaskRecord
@@ -26,7 +27,7 @@ from analysis.stats import benjamini_hochberg, cohen_kappa, holm
 
 #: Column titles: the results table's labels (``inmind_exp.metrics.LABELS``, from the judge registry and the
 #: judge-free metrics: the verbatim metric keeps its key ``target_recall_exact`` but is labelled a lower bound).
-METRIC_TITLES: dict[str, str] = dict(LABELS)
+METRIC_TITLES: dict[str, str] = {**LABELS, **{c.metric: c.label for c in CONTROLS.values()}}
 DELTA_TITLES: dict[str, str] = {
     "delta_recall_naive": "Δ Recall−Naive",
     "delta_application_recall": "Δ Application−Recall",
@@ -37,6 +38,9 @@ ALPHA = 0.05
 CLUSTER_NOTE = ("[95% CI] and McNemar treat tasks as independent (a percentile bootstrap over tasks); the "
                 "domain-clustered interval resamples whole domains (a percentile cluster bootstrap of the same paired "
                 "difference, same seed), so it widens when the difference rests on a few domains.")
+
+CONTROLS_NOTE = (" Negative controls (controls=): " + "; ".join(f"{c.label} = {c.means}" for c in CONTROLS.values())
+                 + ". A control's rate is over the row's valid tasks whose control query and verdict succeeded.")
 
 
 @dataclass(frozen=True)
@@ -198,10 +202,30 @@ def _audit_cell(m: RunMetrics) -> str:
     return f"{fp} / {fn}"
 
 
+def control_metrics(runs: Sequence[Run]) -> list[str]:
+    """The negative controls' metrics some run measured (``inmind_exp.controls``), in column order."""
+    return [c.metric for c in sorted(CONTROLS.values(), key=lambda c: c.order)
+            if any(c.metric in run.metrics.controls for run in runs)]
+
+
+def _control_cells(m: RunMetrics, metrics: Sequence[str]) -> tuple[dict[str, float], dict[str, str]]:
+    """CSV columns and display cells of the negative controls' rates ("–" for a run without that control)."""
+    empty = Rate(0, 0, 0)
+    data: dict[str, float] = {}
+    shown: dict[str, str] = {}
+    for k in metrics:
+        r = m.controls.get(k, empty)
+        data.update(_rate_cols(k, r))
+        shown[METRIC_TITLES[k]] = fmt_rate(r.pct, *r.ci, r.n) if r.n else "–"
+    return data, shown
+
+
 def table1(runs: Sequence[Run]) -> Table:
     """Table 1 for every run: every rate with its Wilson 95% interval over the same (paired) tasks, the three Δ
-    columns (Section 4.2), the judge's certain errors against the judge-free bounds, and memory-fault rates."""
+    columns (Section 4.2), the judge's certain errors against the judge-free bounds, and memory-fault rates; the
+    negative controls' rates when some run has them."""
     data, display, items = [], [], []
+    controls = control_metrics(runs)
     for run in runs:
         m, c = run.metrics, run.config
         row: dict[str, object] = {
@@ -213,6 +237,8 @@ def table1(runs: Sequence[Run]) -> Table:
         }
         for k in METRICS:
             row.update(_rate_cols(k, m.rates[k]))
+        control_data, control_shown = _control_cells(m, controls)
+        row.update(control_data)
         row.update(m.deltas)
         row.update({"judge_audited": m.audit.checked, "judge_false_positives": len(m.audit.false_positives),
                     "judge_false_negatives": len(m.audit.false_negatives),
@@ -223,7 +249,8 @@ def table1(runs: Sequence[Run]) -> Table:
         row.update(protocol_cols(run))
         row.update({"context_tokens": m.context_tokens, "context_items": m.context_items, **m.ran})
         data.append(row)
-        disp = {"Configuration": run.label, "n": str(m.n_tasks), "left out": str(len(m.excluded)), **_rate_cells(m)}
+        disp = {"Configuration": run.label, "n": str(m.n_tasks), "left out": str(len(m.excluded)), **_rate_cells(m),
+                **control_shown}
         disp.update({DELTA_TITLES[k]: fmt_delta(v) for k, v in m.deltas.items()})
         disp.update({"judge FP / FN": _audit_cell(m), "memory faults": faults, "fact-write faults": fact_faults})
         disp.update({"context tokens": "–" if math.isnan(m.context_tokens) else f"{m.context_tokens:.0f}",
@@ -255,7 +282,7 @@ def table1(runs: Sequence[Run]) -> Table:
               "'–': not measured (the backbone "
               "has no naive query; older records carry no provenance or faults). protocol: 'official' only in the "
               "release's full setting, else the task set and the number of deviations (listed in the protocol "
-              f"table).{flag_note(shown)}"),
+              f"table).{CONTROLS_NOTE if controls else ''}{flag_note(shown)}"),
         items=tuple(items),
     )
 

@@ -10,7 +10,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -137,6 +137,16 @@ class JudgesConf:
 
 
 @dataclass
+class ControlsConf:
+    """``controls=none|no_fact|mismatched|all``: the negative controls a run adds (``inmind_exp.controls``);
+    ``seed`` and ``pool`` choose the mismatched pairing."""
+
+    names: List[str] = field(default_factory=list)
+    seed: int = 0
+    pool: int = 5
+
+
+@dataclass
 class DatasetConf:
     """``bundled`` (or any task file in ``path``) or ``official``: the release's tasks (``inmind_exp.data.sources``),
     read from ``release_dir``, else ``$INMIND_RELEASE``, else the newest ``python -m inmind_exp.data fetch`` copy."""
@@ -216,6 +226,7 @@ class Config:
     llm: LLMConf = MISSING
     answer: AnswerConf = field(default_factory=AnswerConf)
     judges: JudgesConf = field(default_factory=JudgesConf)
+    controls: ControlsConf = field(default_factory=ControlsConf)
     dataset: DatasetConf = field(default_factory=DatasetConf)
     trace: TraceConf = field(default_factory=TraceConf)
     tracking: TrackingConf = field(default_factory=TrackingConf)

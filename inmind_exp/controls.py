@@ -1,4 +1,11 @@
-"""Negative controls built from the benchmark itself (issue #22, item 1): the mismatched-fact pairing.
+"""Negative controls built from the benchmark itself (issue #22, item 1): the control registry, the mismatched-fact
+pairing, the no-fact state and each task's control queries.
+
+``controls=none|no_fact|mismatched|all`` (``conf/controls``) chooses them; a run with none keeps its result identity.
+The *no-fact control* replays the background once per configuration without any fact (built with the prefix and
+shipped in the same snapshot, ``build_no_fact``); every task's indirect query is answered from it and judged by the
+answer-only judge against that task's explanation: how often the warning appears with nothing remembered (metric
+``no_fact_warning``), the floor under answer-only and application.
 
 The mismatched-fact control asks, from a task's own post-injection state, the indirect query of *another* task
 whose fact does not bear on it; an answer that still brings the remembered fact to bear is over-application
@@ -6,7 +13,8 @@ whose fact does not bear on it; an answer that still brings the remembered fact 
 by low similarity between the two tasks' facts and bridges, so a partner's request is as unrelated to the fact as
 the task set allows. It is deterministic (the tasks are sorted by id, every random choice comes from one seeded
 generator), never pairs a task with itself or with a task of its own domain, and spreads partners (a task is taken
-as a partner as rarely as the candidates allow). Wiring the extra query into the protocol is not done yet.
+as a partner as rarely as the candidates allow). ``run_controls`` asks both controls' queries of one task; faults
+a control's query raises are not the task's (its memory-fault rates do not change with the controls).
 """
 
 from __future__ import annotations
@@ -15,12 +23,16 @@ import math
 import random
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass
-from typing import Any, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from inmind_exp.records import Answer, Task
+from inmind_exp.records import Answer, ControlResult, Task, Trace
+
+if TYPE_CHECKING:
+    from inmind_exp.judges import Judge
 
 #: How many of the least similar candidates a partner is drawn from (the seed picks among them).
 DEFAULT_POOL = 5
@@ -106,3 +118,149 @@ def mismatched_fields(task: Task, partner: Task, answer: Answer) -> dict[str, st
     answer given to that request from ``task``'s state."""
     return {"user_message": task.user_message, "explanation": task.explanation, "query": partner.query,
             "context": answer.context_text(), "answer": answer.text}
+
+
+# -- the control registry and a run's controls ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Control:
+    """One negative control: its ``controls.names`` value, the metric it reports (MLflow, tables, report), the
+    judge registry name that scores its answer, how its metric is shown (as ``judges.Judge``), and whether it needs
+    the shared no-fact state."""
+
+    name: str
+    metric: str
+    judge: str
+    label: str
+    short: str
+    order: int
+    no_fact_state: bool
+    #: what the rate means, for the tables' notes
+    means: str
+
+
+#: The controls, in the order a task runs them: adding one is an entry here (plus its query in ``run_controls``);
+#: the metrics, the tables, the identity and the dry-run estimate follow from it.
+CONTROLS: dict[str, Control] = {c.name: c for c in (
+    Control("no_fact", "no_fact_warning", "answer_only", "No-fact warning", "NF", 80, True,
+            "the indirect query answered from the background with no fact, judged answer-only: the warning with "
+            "nothing remembered (the floor under answer-only and application)"),
+    Control("mismatched", "over_application", "over_application", "Over-application", "OA", 70, False,
+            "an unrelated task's indirect query asked from this task's state, judged for bringing the remembered "
+            "fact to bear: over-warning (the false-positive rate beside application)"),
+)}
+#: the controls by the metric they report
+CONTROL_METRICS: dict[str, Control] = {c.metric: c for c in CONTROLS.values()}
+#: the pairing method's version (the similarity and the draw): change either, bump it
+PAIRING_VERSION = "tfidf-lowest-pool-v1"
+
+
+@dataclass(frozen=True)
+class ControlSpec:
+    """A run's controls, resolved by the plan: the controls' names (registry order), the pairing's seed and pool,
+    and for ``mismatched`` each task's ``Pairing`` and partner task (computed once over the plan's tasks)."""
+
+    names: tuple[str, ...]
+    seed: int = 0
+    pool: int = DEFAULT_POOL
+    pairings: Mapping[str, Pairing] = field(default_factory=dict)
+    partners: Mapping[str, Task] = field(default_factory=dict)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    @property
+    def no_fact(self) -> bool:
+        return any(CONTROLS[n].no_fact_state for n in self.names)
+
+    def identity(self, judges: Mapping[str, "Judge"]) -> dict[str, Any]:
+        """The result identity's ``controls`` entry: the controls, their judges' prompt hashes and the pairing."""
+        from inmind_exp.identity import digest
+
+        out: dict[str, Any] = {"names": list(self.names), "judges": {
+            n: digest([j.version, j.system, j.template, j.reads]) for n, j in control_judges(self, judges).items()}}
+        if "mismatched" in self.names:
+            out["pairing"] = {"version": PAIRING_VERSION, "seed": self.seed, "pool": self.pool}
+        return out
+
+
+def control_spec(names: Sequence[str], tasks: Sequence[Task], seed: int = 0, pool: int = DEFAULT_POOL
+                 ) -> ControlSpec | None:
+    """The run's ``ControlSpec`` (None for no controls); ValueError naming an unknown control or a pairing
+    the task set cannot make (e.g. every task of one domain)."""
+    unknown = sorted(set(names) - set(CONTROLS))
+    if unknown:
+        raise ValueError(f"unknown control(s) {', '.join(unknown)}; expected some of {', '.join(CONTROLS)}")
+    ordered = tuple(n for n in CONTROLS if n in set(names))
+    if not ordered:
+        return None
+    pairings: dict[str, Pairing] = {}
+    partners: dict[str, Task] = {}
+    if "mismatched" in ordered:
+        by_id = {t.id: t for t in tasks}
+        for p in mismatched_pairs(tasks, seed=seed, pool=pool):
+            pairings[p.task_id] = p
+            partners[p.task_id] = by_id[p.partner_id]
+    return ControlSpec(ordered, seed, pool, pairings, partners)
+
+
+def control_judges(spec: ControlSpec, judges: Mapping[str, "Judge"]) -> dict[str, "Judge"]:
+    """Each of the run's controls' judge: from the run's judge set (``answer_only``: the paper prompt under
+    ``judges=paper``) or the control judges (``judges.CONTROL_JUDGES``)."""
+    from inmind_exp.judges import CONTROL_JUDGES
+
+    return {n: {**CONTROL_JUDGES, **judges}[CONTROLS[n].judge] for n in spec.names}
+
+
+def pairings_json(spec: ControlSpec | None) -> list[dict[str, Any]]:
+    """The run's pairing as rows (the ``controls.json`` artifact); empty without the mismatched control."""
+    return [spec.pairings[k].to_dict() for k in sorted(spec.pairings)] if spec is not None else []
+
+
+# -- running them ---------------------------------------------------------------------------------------------------
+
+def build_no_fact(make_system: Callable[[Path], Any], trace: Trace, session_index: int, prefix_snapshot: Path,
+                  workdir: Path, out: Path, phase: Callable[[str], None] = lambda p: None) -> None:
+    """The no-fact state: a fresh system restored from the prefix snapshot, the rest of the background replayed
+    unchanged (no fact pair anywhere), snapshotted to ``out``. Built once per configuration, with its prefix."""
+    system = make_system(workdir)
+    system.restore(prefix_snapshot)
+    for i, s in enumerate(trace.sessions[session_index:], session_index):
+        phase(f"no-fact ingesting {i + 1}/{len(trace.sessions)}")
+        system.ingest_session(s.with_turn_ids())
+    system.take_faults()
+    system.snapshot(out)
+
+
+def run_controls(spec: ControlSpec, task: Task, make_system: Callable[[Path], Any], judge_client: Any,
+                 judges: Mapping[str, "Judge"], state: Path, no_fact_state: Path | None, workdir: Path,
+                 attempts: int = 3, phase: Callable[[str], None] = lambda p: None) -> dict[str, ControlResult]:
+    """Each of the run's controls for ``task``: its query answered from a fresh instance restored from its state
+    (the no-fact state, or the task's own post-injection ``state``) and judged. A failure is the control's
+    ``error`` (never a score, never the task's error)."""
+    from inmind_exp.judges import judge
+    from inmind_exp.protocol import ask
+
+    by_name = control_judges(spec, judges)
+    out: dict[str, ControlResult] = {}
+    for name in spec.names:
+        pairing = spec.pairings.get(task.id) if name == "mismatched" else None
+        query = spec.partners[task.id].query if name == "mismatched" else task.query
+        try:
+            phase(f"control {name}")
+            if name == "no_fact":
+                if no_fact_state is None:
+                    raise RuntimeError("the no-fact state was not built with the prefix")
+                answer = ask(make_system, no_fact_state, query, workdir / f"control-{name}", None, name)
+                fields = by_name[name].fields(task, answer)
+            else:
+                answer = ask(make_system, state, query, workdir / f"control-{name}", None, name)
+                fields = mismatched_fields(task, spec.partners[task.id], answer)
+            verdict = judge(judge_client, by_name[name], fields, attempts)
+            out[name] = ControlResult(name, query, answer, verdict,
+                                      error=f"judge failed: {verdict.error}" if verdict.error else None,
+                                      pairing=pairing.to_dict() if pairing else None)
+        except Exception as e:  # noqa: BLE001 - a control's failure is recorded on the control, not the task
+            out[name] = ControlResult(name, query, error=f"{type(e).__name__}: {e}",
+                                      pairing=pairing.to_dict() if pairing else None)
+    return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from inmind_exp.controls import CONTROL_METRICS, CONTROLS
 from inmind_exp.judges import JUDGES, Judge
 from inmind_exp.records import TaskRecord, Usage
 
@@ -92,9 +93,27 @@ def _value(r: TaskRecord, metric: str) -> int | None:
 
 def rate(records: list[TaskRecord], metric: str) -> Rate:
     """``metric`` over the valid tasks (paired); ``errors`` counts the tasks left out because they errored."""
+    if metric in CONTROL_METRICS:
+        return control_rate(records, metric)
     ok = [r for r in records if valid(r)]
     vals = [v for v in (_value(r, metric) for r in ok) if v is not None]
     return Rate(sum(vals), len(vals), len(records) - len(ok))
+
+
+def control_rate(records: list[TaskRecord], metric: str) -> Rate:
+    """A negative control's metric (``controls.CONTROL_METRICS``) over the valid tasks that ran the control;
+    ``errors`` counts those left out: the task errored, or the control's query or verdict did."""
+    name = CONTROL_METRICS[metric].name
+    ran = [r for r in records if name in r.controls]
+    vals = [int(r.controls[name].verdict.score) for r in ran  # type: ignore[union-attr, arg-type]
+            if valid(r) and r.controls[name].ok]
+    return Rate(sum(vals), len(vals), len(ran) - len(vals))
+
+
+def control_metrics(records: list[TaskRecord]) -> dict[str, Rate]:
+    """The rate of each control some record ran, in registry order (none for a run without controls)."""
+    return {c.metric: control_rate(records, c.metric) for c in CONTROLS.values()
+            if any(c.name in r.controls for r in records)}
 
 
 @dataclass(frozen=True)
@@ -141,6 +160,8 @@ class RunMetrics:
     context_tokens: float = math.nan
     context_items: float = math.nan
     ran: dict[str, float] = field(default_factory=dict)
+    #: the negative controls' rates (``no_fact_warning``, ``over_application``) of the controls the run ran
+    controls: dict[str, Rate] = field(default_factory=dict)
 
     @property
     def memory_fault_rate(self) -> float:
@@ -163,7 +184,7 @@ class RunMetrics:
     def flat(self) -> dict[str, float]:
         """MLflow metric names → values (NaN values are dropped: MLflow cannot chart them)."""
         out: dict[str, float] = {"n_tasks": self.n_tasks, "n_errors": self.n_errors}
-        for name, r in self.rates.items():
+        for name, r in {**self.rates, **self.controls}.items():
             lo, hi = r.ci
             out.update({name: r.pct, f"{name}_ci_low": lo, f"{name}_ci_high": hi, f"{name}_n": r.n, f"{name}_errors": r.errors})
         out.update(self.deltas)
@@ -210,6 +231,7 @@ def compute(records: list[TaskRecord]) -> RunMetrics:
         context_tokens=_mean([r.context_tokens for r in ran]),
         context_items=_mean([r.context_items for r in ran]),
         ran=ran_rates(ran),
+        controls=control_metrics(records),
     )
 
 
@@ -282,7 +304,10 @@ def results_table(rows: list[tuple[str, RunMetrics]]) -> str:
             + f" | {pct(m.memory_fault_rate)} | {pct(m.fact_write_fault_rate)}"
             + f" | {'–' if math.isnan(m.context_tokens) else f'{m.context_tokens:.0f}'} | {fmt_ran(m)} |"
         )
-    notes = [f"{name}: left out of every rate (errored): {', '.join(m.excluded)}" for name, m in rows if m.excluded]
+    notes = [f"{name}: negative controls: " + "; ".join(f"{CONTROL_METRICS[k].label} {cell(r)} (n={r.n}, {r.errors} "
+                                                      f"left out)" for k, r in m.controls.items())
+             for name, m in rows if m.controls]
+    notes += [f"{name}: left out of every rate (errored): {', '.join(m.excluded)}" for name, m in rows if m.excluded]
     notes += [f"{name}: judge target-recall false positives (provenance 0): {', '.join(m.audit.false_positives)}"
               for name, m in rows if m.audit.false_positives]
     notes += [f"{name}: judge target-recall false negatives (verbatim 1): {', '.join(m.audit.false_negatives)}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from inmind_exp.budget import context_items, context_tokens, what_ran
 from inmind_exp.judges import Judge, exact_target_recall, judge_task
@@ -18,6 +18,9 @@ from inmind_exp.paths import remove_tree
 from inmind_exp.records import (FACT_REPLY_TURN_ID, FACT_TURN_ID, Answer, Fault, InjectionSpec, Session, Task, TaskRecord,
                                 Trace, Turn, Usage, Verdict)
 from inmind_exp.memory import MemorySystem
+
+if TYPE_CHECKING:
+    from inmind_exp.controls import ControlSpec
 
 SystemFactory = Callable[[Path], MemorySystem]
 #: called with the phase a unit enters (``ingesting 3/47``, ``answering naive``, ``judging``): the live display
@@ -190,11 +193,15 @@ def run_task(
     keep_workdir: bool = False,
     phase: Phase = _no_phase,
     judges: dict[str, Judge] | None = None,
+    controls: "ControlSpec | None" = None,
+    no_fact_state: Path | None = None,
 ) -> TaskRecord:
     """The whole protocol for one task; an LLM failure anywhere becomes the record's ``error``, never a score.
 
     ``workdir`` must be a plain child of its parent (the worker names it by a hash of the task id); it is removed
     when the task ends unless ``keep_workdir``. ``judges`` is the judge prompt set (``JUDGES``, strict, if None).
+    ``controls`` are the run's negative controls (``inmind_exp.controls``), asked after the task's own queries when
+    they succeeded; ``no_fact_state`` the shared no-fact state they need for ``no_fact``.
     """
     if ".." in Path(workdir).parts:
         raise ValueError(f"workdir {workdir} must not contain '..'")
@@ -205,6 +212,7 @@ def run_task(
     exact = None
     error = None
     faults: list[Fault] = []
+    control_results = {}
     try:
         state = ingest_task(make_system, trace, task, session_index, workdir, prefix_snapshot, faults, phase)
         if evaluates_naive:
@@ -218,6 +226,13 @@ def run_task(
         failed = [f"{k}: {v.error}" for k, v in sorted(verdicts.items()) if v.error]
         if failed:
             error = "judge failed: " + "; ".join(failed)
+        if controls is not None and error is None:
+            from inmind_exp.controls import run_controls
+            from inmind_exp.judges import JUDGES
+
+            control_results = run_controls(controls, task, make_system, models.judge,
+                                           JUDGES if judges is None else judges, state, no_fact_state, workdir,
+                                           judge_attempts, phase)
     except LLMCallError as e:
         error = f"{type(e).__name__}: {e}"
     except Exception as e:  # a system bug must not take the sweep down; it is recorded with its traceback
@@ -228,7 +243,7 @@ def run_task(
     return task_record(
         task, config_hash=config_hash, system_name=system_name, session_index=session_index, naive=naive,
         indirect=indirect, verdicts=verdicts, exact=exact, usage=models.meter.diff(models.meter.snapshot(), before),
-        latency_s=round(time.perf_counter() - t0, 3), error=error, faults=faults,
+        latency_s=round(time.perf_counter() - t0, 3), error=error, faults=faults, controls=control_results,
     )
 
 
@@ -247,6 +262,7 @@ def task_record(
     error: str | None = None,
     attempts: int = 1,
     faults: list[Fault] | tuple[Fault, ...] = (),
+    controls: dict[str, Any] | None = None,
 ) -> TaskRecord:
     """The one way a ``TaskRecord`` is built: the provenance rates and the fact-write fault derive from the answers
     and faults here, so a finished task and one that never ran carry the same fields."""
@@ -277,6 +293,7 @@ def task_record(
         ran=what_ran(indirect),
         naive_fact_rank=fact_rank(naive),
         target_fact_rank=fact_rank(indirect),
+        controls=dict(controls or {}),
     )
 
 

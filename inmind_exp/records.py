@@ -176,6 +176,36 @@ def astuple_usage(u: Usage) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
+class ControlResult:
+    """One negative control's extra query for a task (``inmind_exp.controls``): the query asked, the answer, the
+    control judge's verdict, and for ``mismatched`` the pairing (a ``controls.Pairing`` as a dict). ``error`` is set
+    when the query failed; a failed or errored-verdict control is left out of the control's rate, never scored."""
+
+    control: str
+    query: str
+    answer: Answer | None = None
+    verdict: Verdict | None = None
+    error: str | None = None
+    pairing: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.verdict is not None and self.verdict.ok
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"control": self.control, "query": self.query, "answer": self.answer.to_dict() if self.answer else None,
+                "verdict": asdict(self.verdict) if self.verdict else None, "error": self.error,
+                "pairing": dict(self.pairing) if self.pairing is not None else None}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ControlResult":
+        return cls(control=d["control"], query=d["query"],
+                   answer=Answer.from_dict(d["answer"]) if d.get("answer") else None,
+                   verdict=Verdict(**d["verdict"]) if d.get("verdict") else None, error=d.get("error"),
+                   pairing=dict(d["pairing"]) if d.get("pairing") is not None else None)
+
+
+@dataclass(frozen=True)
 class TaskRecord:
     """Everything one task produced under one configuration; one JSONL line in the ledger and in MLflow."""
 
@@ -214,6 +244,8 @@ class TaskRecord:
     target_fact_rank: int | None = None
     #: the system's traits (``inmind_exp.traits.Traits``: control, retrieval, ...), which analysis reads, not names
     traits: dict[str, Any] = field(default_factory=dict)
+    #: the negative controls' extra queries by control name (``controls=``); empty when the run has none
+    controls: dict[str, ControlResult] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -255,6 +287,7 @@ class TaskRecord:
             "naive_fact_rank": self.naive_fact_rank,
             "target_fact_rank": self.target_fact_rank,
             "traits": dict(self.traits),
+            **({"controls": {k: c.to_dict() for k, c in sorted(self.controls.items())}} if self.controls else {}),
         }
 
     @classmethod
@@ -288,6 +321,7 @@ class TaskRecord:
             naive_fact_rank=d.get("naive_fact_rank"),
             target_fact_rank=d.get("target_fact_rank"),
             traits=dict(d.get("traits") or {}),
+            controls={k: ControlResult.from_dict(c) for k, c in (d.get("controls") or {}).items()},
         )
 
 

@@ -41,7 +41,8 @@ EXPERIMENT_KIND = "custom_model_development"
 #: Flattened-config keys logged as params: what changes a result (see ``inmind_exp.config.result_identity``) plus
 #: the coordinates ``analysis.load.RunConfig`` reads. Everything else (server threads, timeouts, cluster, tracking,
 #: prices, paths of caches) stays in the ``config.yaml`` artifact.
-RESULT_PARAM_PREFIXES = ("system.", "answer.mode", "run.judge_attempts", "judges.", "inmind.traits.")  # traits.PARAM_PREFIX
+RESULT_PARAM_PREFIXES = ("system.", "answer.mode", "run.judge_attempts", "judges.", "controls.",
+                         "inmind.traits.")  # traits.PARAM_PREFIX
 RESULT_PARAM_KEYS = (
     "embedding.name", "embedding.kind", "embedding.model", "embedding.dim",
     "injection.name", "injection.user_turn", "injection.fraction",

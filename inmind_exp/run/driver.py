@@ -160,8 +160,26 @@ def _write_outputs(plan: Plan, records: list[TaskRecord], metrics: RunMetrics, t
     if cost is not None:
         flat["cost_usd"] = cost
     submission = _export_submission(plan, records, fid) if fid.official_data else None
+    controls = _write_controls(plan)
     return tracker.log_config_results(run_id, flat, list(records),
-                                      [rec_path, cfg_path, table_path, *([submission] if submission else [])])
+                                      [rec_path, cfg_path, table_path, *([submission] if submission else []),
+                                       *([controls] if controls else [])])
+
+
+def _write_controls(plan: Plan) -> Path | None:
+    """``controls.json``: the run's negative controls and the mismatched pairing (each task's partner), the same
+    pairing every task record carries; None for a run without controls."""
+    if plan.controls is None:
+        return None
+    import json
+
+    from inmind_exp.controls import pairings_json
+
+    path = plan.job_dir / "controls.json"
+    path.write_text(json.dumps({"controls": list(plan.controls.names), "seed": plan.controls.seed,
+                                "pool": plan.controls.pool, "pairings": pairings_json(plan.controls)},
+                               indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return path
 
 
 def protocol_note(result: RunResult) -> str:

@@ -44,6 +44,7 @@ def estimate(plan: Plan, retry_errors: bool | None = None,
     sessions = plan.trace.sessions
     j = plan.session_index
     prefix_calls = cost.memory_calls_per_user_turn * _user_turns(sessions[:j]) + cost.memory_calls_per_session * j
+    prefix_only = prefix_calls
     suffix_calls = (cost.memory_calls_per_user_turn * (_user_turns(sessions[j:]) + 1)
                     + cost.memory_calls_per_session * (len(sessions) - j))
     queries = 2 if plan.asks_naive else 1
@@ -53,6 +54,15 @@ def estimate(plan: Plan, retry_errors: bool | None = None,
     n = len(remaining)
     fresh = n - len(answered)  # tasks whose memory and answer calls are still to make
     prefix_needed = fresh > 0 and not plan.prefix_path.is_file()
+    # the negative controls: one query and one judge call per task each; the no-fact state is one replay of the rest
+    # of the background (no fact) built with the prefix (``inmind_exp.controls``)
+    controls = plan.controls.names if plan.controls is not None else ()
+    control_judges = list(_control_judges(plan).values())
+    if plan.controls is not None and plan.controls.no_fact:
+        prefix_calls += (cost.memory_calls_per_user_turn * _user_turns(sessions[j:])
+                         + cost.memory_calls_per_session * (len(sessions) - j))
+    per_task_memory += cost.memory_calls_per_query * len(controls)
+    per_task_answer += cost.answer_calls_per_query * len(controls)
     memory_calls = fresh * per_task_memory + (prefix_calls if prefix_needed else 0)
     answer_calls = fresh * per_task_answer
     est = {
@@ -61,22 +71,35 @@ def estimate(plan: Plan, retry_errors: bool | None = None,
         "answers_cached_tasks": len(answered),
         "memory_calls": memory_calls,
         "answer_calls": answer_calls,
-        "judge_calls": n * len(judges),
+        "judge_calls": n * (len(judges) + len(control_judges)),
         "memory_prompt_tokens": memory_calls * cost.prompt_tokens_per_memory_call,
         "memory_completion_tokens": memory_calls * cost.completion_tokens_per_memory_call,
         "answerer_prompt_tokens": answer_calls * (cost.prompt_tokens_per_answer_call + _answer_prompt_delta(plan)),
         "answerer_completion_tokens": answer_calls * cost.completion_tokens_per_answer_call,
-        "judge_prompt_tokens": n * sum(jd.prompt_tokens for jd in judges),
-        "judge_completion_tokens": n * sum(jd.completion_tokens for jd in judges),
+        "judge_prompt_tokens": n * sum(jd.prompt_tokens for jd in [*judges, *control_judges]),
+        "judge_completion_tokens": n * sum(jd.completion_tokens for jd in [*judges, *control_judges]),
+        # of the calls above, the controls' (per task: a query and a judge call each, and the no-fact replay)
+        "control_calls": n * len(controls) * (cost.memory_calls_per_query + cost.answer_calls_per_query + 1)
+        + (prefix_calls - prefix_only if prefix_needed and plan.controls is not None and plan.controls.no_fact else 0),
     }
     est["prompt_tokens"] = sum(est[f"{r}_prompt_tokens"] for r in ROLES)
     est["completion_tokens"] = sum(est[f"{r}_completion_tokens"] for r in ROLES)
     # the wall-time estimate's inputs: calls that can run side by side, and the chains that cannot
     est["prefix_chain_calls"] = prefix_calls if prefix_needed else 0
-    est["task_chain_calls"] = ((per_task_memory + per_task_answer if fresh else 0) + len(judges)) if n else 0
+    est["task_chain_calls"] = (((per_task_memory + per_task_answer) if fresh else 0) + len(judges)
+                               + len(control_judges)) if n else 0
     est["slots"] = in_flight(plan)
     est["wall_s"] = wall_time_s(est, plan.run.latency_s)
     return est
+
+
+def _control_judges(plan: Plan) -> dict[str, Any]:
+    """The judges of the plan's negative controls (``controls.control_judges``), sized like the others."""
+    if plan.controls is None:
+        return {}
+    from inmind_exp.controls import control_judges
+
+    return control_judges(plan.controls, plan.judges)
 
 
 def in_flight(plan: Plan) -> int:
@@ -167,8 +190,9 @@ def _wall(wall_s: float, latency_s: float, slots: float) -> str:
 def _figures(est: dict[str, float], cost: float | None, unpriced: list[str]) -> str:
     """Calls per role, prompt and completion tokens, and the cost (or the models without a price)."""
     money = f", ~${cost:,.2f}" if cost is not None else f", no price for {', '.join(unpriced)}" if unpriced else ""
+    controls = f" (~{est['control_calls']:.0f} of them the controls')" if est.get("control_calls") else ""
     return (f"~{est['memory_calls']:.0f} memory + {est['answer_calls']:.0f} answer + {est['judge_calls']:.0f} judge "
-            f"calls, ~{est['prompt_tokens'] / 1e6:.2f}M prompt + {est['completion_tokens'] / 1e6:.2f}M completion "
+            f"calls{controls}, ~{est['prompt_tokens'] / 1e6:.2f}M prompt + {est['completion_tokens'] / 1e6:.2f}M completion "
             f"tokens{money}")
 
 

@@ -19,6 +19,7 @@ from inmind_exp.data.release import ReleaseError
 from inmind_exp.data.sources import OFFICIAL, load_background, load_dataset
 from inmind_exp.embed import EmbeddingSpec
 from inmind_exp.answering import PaperPrompt, load_paper_prompt
+from inmind_exp.controls import ControlSpec, control_spec
 from inmind_exp.errors import PlanError
 from inmind_exp.judges import JUDGES, Judge, judge_set
 from inmind_exp.llm import Endpoint
@@ -105,6 +106,8 @@ class WorkerSpec:
     answer_prompt: PaperPrompt | None = None
     #: ``module:Class`` of the system, for a worker where a plug-in's entry point is not installed (shipped code)
     system_ref: str = ""
+    #: the negative controls (``controls=``; None: none), with the mismatched pairing
+    controls: ControlSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,8 @@ class Plan:
     #: the judge prompt set (``judges.prompts``) and the release's answer prompt when ``answer=paper``
     judges: Mapping[str, Judge] = field(default_factory=lambda: dict(JUDGES))
     answer_prompt: PaperPrompt | None = None
+    #: the negative controls (``controls=``, ``inmind_exp.controls``); None when the run has none
+    controls: ControlSpec | None = None
 
     @property
     def asks_naive(self) -> bool:
@@ -160,6 +165,8 @@ class Plan:
         ident["memory"] = self.identity["roles"]["memory"]
         ident["code"] = self.identity["code"]["system"]  # the system's version and prompts build the snapshot
         ident["session_index"] = self.session_index
+        if self.controls is not None and self.controls.no_fact:
+            ident["no_fact"] = True  # the snapshot also holds the no-fact state (``controls.build_no_fact``)
         return C.identity_hash(ident)
 
     @property
@@ -194,7 +201,7 @@ class Plan:
             system=self.system_name, params=dict(self.system_params), answer_mode=self.answer_mode,
             config_hash=self.config_hash, judge_attempts=self.run.judge_attempts, keep_workdirs=self.run.keep_workdirs,
             cache=self.run.cache, judges=None if self.judges == JUDGES else dict(self.judges),
-            answer_prompt=self.answer_prompt,
+            answer_prompt=self.answer_prompt, controls=self.controls,
             system_ref=f"{self.system_cls.__module__}:{self.system_cls.__qualname__}",
         )
 
@@ -309,6 +316,9 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
     judges, answer_prompt = _release_prompts(cfg)
     identity = C.result_identity(cfg, endpoints, dataset.digest, background.digest, system_cls.uses_embedding,
                                  judges=judges, answer_prompt=answer_prompt, system_cls=system_cls)
+    controls = _controls(cfg, tasks)
+    if controls is not None:  # only then: a run without controls keeps its identity
+        identity["controls"] = controls.identity(judges)
     config_hash = C.identity_hash(identity)
     run = cfg.run
     plan = Plan(
@@ -334,9 +344,12 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
         tracking=TrackingSettings(uri=cfg.tracking.uri, experiment=cfg.tracking.experiment),
         local=local,
         prices={k: (float(v.prompt_per_1m), float(v.completion_per_1m)) for k, v in cfg.llm.prices.items()},
-        params={**C.flatten_params(cfg), **_traits(system_cls, params).params(), T.CONFIG_HASH: config_hash},
+        # controls.* only when the run has controls: a run without them keeps its MLflow params
+        params={**{k: v for k, v in C.flatten_params(cfg).items()
+                   if controls is not None or not k.startswith("controls.")},
+                **_traits(system_cls, params).params(), T.CONFIG_HASH: config_hash},
         config_yaml=OmegaConf.to_yaml(OmegaConf.create(redact(OmegaConf.to_container(cfg, resolve=True)))),
-        judges=judges, answer_prompt=answer_prompt,
+        judges=judges, answer_prompt=answer_prompt, controls=controls,
     )
     return replace(plan, done=Ledger(plan.ledger_path).load())
 
@@ -346,6 +359,24 @@ def _traits(system_cls: type[MemorySystem], params: Mapping[str, Any]) -> Traits
         return Traits.of(system_cls, params)
     except ValueError as e:
         raise PlanError(str(e)) from None
+
+
+def _controls(cfg: DictConfig, tasks: Sequence[Task]) -> ControlSpec | None:
+    """``controls.*``: the run's negative controls and, for ``mismatched``, the pairing over its tasks."""
+    node = OmegaConf.select(cfg, "controls", default=None)
+    if node is None:
+        return None
+    names = node.get("names") or []
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise PlanError(f"controls.names={names!r}: expected a list of control names")
+    seed, pool = node.get("seed", 0), node.get("pool", 5)
+    for key, value in (("seed", seed), ("pool", pool)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PlanError(f"controls.{key}={value!r}: expected a whole number")
+    try:
+        return control_spec(list(names), tasks, seed=seed, pool=pool)
+    except ValueError as e:
+        raise PlanError(f"controls={','.join(names)}: {e}") from None
 
 
 def _apply_official_params(cfg: DictConfig, defaults: Mapping[str, Any]) -> None:

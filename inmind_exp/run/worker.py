@@ -207,7 +207,15 @@ class TaskWorker:
         meter = state.models.meter
         before = meter.snapshot()
         try:
-            build_prefix(self._maker(spec, state), trace, session_index, work, snap, phase)
+            if spec.controls is not None and spec.controls.no_fact:
+                # the no-fact control's state rides in the prefix's snapshot: <snap>/prefix and <snap>/no_fact
+                from inmind_exp.controls import build_no_fact
+
+                build_prefix(self._maker(spec, state), trace, session_index, work / "prefix", snap / "prefix", phase)
+                build_no_fact(self._maker(spec, state), trace, session_index, snap / "prefix", work / "no_fact",
+                              snap / "no_fact", phase)
+            else:
+                build_prefix(self._maker(spec, state), trace, session_index, work, snap, phase)
             phase("prefix packing")
             blob = snapshots.pack(snap)
         finally:
@@ -228,13 +236,16 @@ class TaskWorker:
         prefix_dir = self._prefix_dir(prefix_hash, prefix_blob)
         # one directory per configuration, task and attempt: two configurations' runs of a task may run at once
         workdir = child_dir(self.tmp, "task", f"{spec.config_hash}/{task.id}/{attempt}")
+        no_fact = spec.controls is not None and spec.controls.no_fact
         try:
             rec = run_task(
                 task, trace, session_index, self._maker(spec, state), state.models, workdir,
                 config_hash=spec.config_hash, system_name=spec.system,
                 evaluates_naive=state.system_cls.asks_naive(dict(spec.params)),
-                prefix_snapshot=prefix_dir, judge_attempts=spec.judge_attempts, keep_workdir=spec.keep_workdirs,
+                prefix_snapshot=prefix_dir / "prefix" if no_fact else prefix_dir,
+                judge_attempts=spec.judge_attempts, keep_workdir=spec.keep_workdirs,
                 phase=phase, judges=None if spec.judges is None else dict(spec.judges),
+                controls=spec.controls, no_fact_state=prefix_dir / "no_fact" if no_fact else None,
             )
         finally:
             phase.done()
