@@ -16,15 +16,15 @@ from inmind_exp.memory import SYSTEMS
 
 #: {system: (version, sha256 of its module's source)}
 RECORDED = {
-    "a_mem": ("1", "4979ed172333d30bac266535cc5f23c312588af030416d7e47897a526b11c0d9"),
-    "a_rag": ("1", "6171e06377275cfe22e3785b86a5ce49eb8e9537df709718dbe5b910744f392b"),
-    "always_in_state": ("1", "9259ec9881d98ab3b3d05197483a2c66a00db521882b69c2f981fc9421f8ca53"),
+    "a_mem": ("1", "29b7cf9802725ea9cd93db656bf4925470a4fe481cf35d85b7014fca2cea7d49"),
+    "a_rag": ("1", "57c6c77b0dad56c448ac582a63a2e106b759bd43e84672e25bab362f57630f0a"),
+    "always_in_state": ("1", "3239c98657a2ef28581d45217b2dd1be445b67762726647ac0b6e8d8e4668aa2"),
     "backbone": ("1", "137b4583315edcb172dc3a23979e78ae988a4d53b3de77a821a7e0ba03204ab6"),
-    "hipporag2": ("1", "51094ccd9a9f9b0f13c6dd1c22695603ae9c712c2cd1809edbda764175c3e928"),
-    "mem0": ("1", "8651ce38b4a44ad2fd19de79f97c31797c5b0261e54894f921695e8a20648273"),
+    "hipporag2": ("2", "4340353f02190778b37959010bbdc8c6a78e89353c62f992ec7cdcbe6072c19c"),
+    "mem0": ("2", "414cd9d0199025e745039b986a5423ff59ab84cf15d3d14c0bbabafde1226b9c"),
     "memoryos": ("1", "899da7c6f964b0e9d263f9dd3a9c52e9f6010b5211a38a4edf2b85c7d0cbb311"),
     "naive_rag": ("1", "c01dd92a3ead0c9cfb5debd56baa575864ae2f7deaaa8bdafb0aa578e9c26f8c"),
-    "xmemory": ("1", "cdfc78cf5c5c2c8e5e2c56f8e0fd74d130e2d48cae796ccf34568d5f7767bc7b"),
+    "xmemory": ("2", "43727d5ac2e56bc7493ae9846212a4a27d3e7730c18f60df412ffbb731b2c44a"),
 }
 BUILT_IN = Path(__file__).resolve().parents[2] / "systems"
 
