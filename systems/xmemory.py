@@ -43,7 +43,10 @@ Faults (``MemorySystem.fault``, with the turn ids being written): a boundary rep
 (upstream's fallback episode) or has an unparsable timestamp, a fact reply that is not JSON or lacks a
 ``statements`` list (no facts from that episode, as upstream), an empty prediction or theme summary, and a logprob
 gate without logprobs (``logprobs_unavailable``). An empty ``statements`` list is a legitimate answer ("return an
-empty list if there is none") and is not a fault.
+empty list if there is none"): an ``empty_extraction`` diagnostic, not a fault, as in every system. Every memory
+call declares the turns it writes (``MemorySystem.writing``): the buffered messages for a boundary or an episode,
+the episode's turns for its facts, the facts' turns for a theme summary, so a reply cut while a later session is
+read is charged to the turns it writes.
 
 Reasoning endpoints (``Endpoint.reasoning``): the client sends no temperature, top_p or logprobs, so the memory
 calls run with the model's defaults; the gate is not called at all (no probe could be scored), the fallback below
