@@ -43,10 +43,10 @@ class ContextItem:
                    derived=tuple(d.get("derived", ())), visible=bool(d.get("visible", False)))
 
 
-#: kinds that are diagnostics, not faults: a memory call whose reply was usable and upstream's own outcome is kept
-#: (an extraction legitimately empty, e.g. an acknowledgement with no entity); on the record and counted by kind, but
-#: never a memory fault nor a fact-write fault
-DIAGNOSTIC_KINDS: frozenset[str] = frozenset({"empty_extraction"})
+#: kinds that are diagnostics, not faults: no reply went unused, and upstream's own outcome is kept (an extraction
+#: legitimately empty, e.g. an acknowledgement with no entity; xMemory's gate not run for want of logprobs, which the
+#: run reports as ``gate_ran_rate``); on the record and counted by kind, never a memory fault nor a fact-write fault
+DIAGNOSTIC_KINDS: frozenset[str] = frozenset({"empty_extraction", "logprobs_unavailable"})
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ class Fault:
     silently: every fault lands on the task record.
 
     Kinds in use: ``malformed_reply``, ``empty_reply``, ``truncated_reply``, ``tool_call_as_text``,
-    ``bad_tool_call``, ``logprobs_unavailable``, ``fallback``; and the diagnostic ``empty_extraction``
-    (``DIAGNOSTIC_KINDS``: a well-formed extraction with nothing in it, which is no fault). ``turns`` are the turn ids
+    ``bad_tool_call``, ``fallback``; and the diagnostics (``DIAGNOSTIC_KINDS``, no fault) ``empty_extraction`` (a
+    well-formed extraction with nothing in it) and ``logprobs_unavailable`` (a logprob gate that could not run). ``turns`` are the turn ids
     being written when it happened (empty when reading); ``phase`` is set by the protocol (``ingest``, ``naive``,
     ``indirect``).
     """

@@ -41,8 +41,8 @@ shown. Snapshots keep all of it; older snapshots load with empty sources.
 Faults (``MemorySystem.fault``, with the turn ids being written): a boundary reply that is not JSON or lacks
 ``should_end`` (no boundary, upstream's default), an episode reply that is not JSON or lacks title/content
 (upstream's fallback episode) or has an unparsable timestamp, a fact reply that is not JSON or lacks a
-``statements`` list (no facts from that episode, as upstream), an empty prediction or theme summary, and a logprob
-gate without logprobs (``logprobs_unavailable``). An empty ``statements`` list is a legitimate answer ("return an
+``statements`` list (no facts from that episode, as upstream), an empty prediction or theme summary; a logprob
+gate without logprobs is the diagnostic ``logprobs_unavailable`` (what ran: ``gate_ran``). An empty ``statements`` list is a legitimate answer ("return an
 empty list if there is none"): an ``empty_extraction`` diagnostic, not a fault, as in every system. Every memory
 call declares the turns it writes (``MemorySystem.writing``): the buffered messages for a boundary or an episode,
 the episode's turns for its facts, the facts' turns for a theme summary, so a reply cut while a later session is
@@ -71,7 +71,7 @@ Deliberate deviations:
 - The gate runs on the answerer (the reader, as upstream; ``gate_role: memory`` moves it) through the API's token
   logprobs, with its prompt as one chat message, instead of a raw-text HF generation with a prefix KV cache. When the
   endpoint returns no logprobs (``Answer.meta['gate'] == 'fallback_no_logprobs'``, a ``logprobs_unavailable``
-  fault) the top 10 probe candidates are kept without raw messages: exactly what upstream's constant 5.0 entropy
+  diagnostic) the top 10 probe candidates are kept without raw messages: exactly what upstream's constant 5.0 entropy
   then yields (every IG is 0: above the keep threshold, below the expand threshold).
 - The memory-call prompts (boundary, episode, prediction, extraction, theme) are upstream's in our own words with
   the same structure, fields and examples (upstream's own: the Mount Rainier hike, "Becoming Nicole", ByteDance).

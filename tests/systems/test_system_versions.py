@@ -24,7 +24,7 @@ RECORDED = {
     "mem0": ("2", "414cd9d0199025e745039b986a5423ff59ab84cf15d3d14c0bbabafde1226b9c"),
     "memoryos": ("1", "899da7c6f964b0e9d263f9dd3a9c52e9f6010b5211a38a4edf2b85c7d0cbb311"),
     "naive_rag": ("1", "c01dd92a3ead0c9cfb5debd56baa575864ae2f7deaaa8bdafb0aa578e9c26f8c"),
-    "xmemory": ("2", "b6e5f08715e7f8f90f67b17ff95a49378dd1843538ee89e3d50bab21a76aa71b"),
+    "xmemory": ("2", "46edd3c0af3ae5145d67723a134dc4d6275fdfbc2ca9cb489e28f9b326a485e5"),
 }
 BUILT_IN = Path(__file__).resolve().parents[2] / "systems"
 
