@@ -56,7 +56,7 @@ def rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
                 "naive_fact_rank": r.naive_fact_rank, "target_fact_rank": r.target_fact_rank,
                 "naive_items": _n_items(r.naive), "indirect_items": _n_items(r.indirect),
                 "fact_write_fault": r.fact_write_fault, "n_faults": len(r.faults),
-                "memory_faults": sum(1 for f in r.faults if f.where != "answerer"),
+                "memory_faults": sum(1 for f in r.faults if f.where != "answerer" and not f.diagnostic),
                 "fault_kinds": ";".join(f"{k}={n}" for k, n in r.fault_counts().items()),
                 "faults_json": json.dumps([f.to_dict() for f in r.faults], ensure_ascii=False),
                 "naive_answer": r.naive.text if r.naive else None,

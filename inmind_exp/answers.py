@@ -43,15 +43,23 @@ class ContextItem:
                    derived=tuple(d.get("derived", ())), visible=bool(d.get("visible", False)))
 
 
+#: kinds that are diagnostics, not faults: no reply went unused, and upstream's own outcome is kept (an extraction
+#: legitimately empty, e.g. an acknowledgement with no entity; xMemory's gate not run for want of logprobs, which the
+#: run reports as ``gate_ran_rate``); on the record and counted by kind, never a memory fault nor a fact-write fault
+DIAGNOSTIC_KINDS: frozenset[str] = frozenset({"empty_extraction", "logprobs_unavailable"})
+
+
 @dataclass(frozen=True)
 class Fault:
     """A place where a memory system fell back: a malformed or empty reply, an unparsed tool call, an empty
     extraction, a logprob gate without logprobs. Upstream behaviour is kept (an item may be dropped), but never
     silently: every fault lands on the task record.
 
-    Kinds in use: ``malformed_reply``, ``empty_reply``, ``empty_extraction``, ``tool_call_as_text``,
-    ``bad_tool_call``, ``logprobs_unavailable``, ``fallback``. ``turns`` are the turn ids being written when it
-    happened (empty when reading); ``phase`` is set by the protocol (``ingest``, ``naive``, ``indirect``).
+    Kinds in use: ``malformed_reply``, ``empty_reply``, ``truncated_reply``, ``tool_call_as_text``,
+    ``bad_tool_call``, ``fallback``; and the diagnostics (``DIAGNOSTIC_KINDS``, no fault) ``empty_extraction`` (a
+    well-formed extraction with nothing in it) and ``logprobs_unavailable`` (a logprob gate that could not run). ``turns`` are the turn ids
+    being written when it happened (empty when reading); ``phase`` is set by the protocol (``ingest``, ``naive``,
+    ``indirect``).
     """
 
     kind: str
@@ -59,6 +67,11 @@ class Fault:
     detail: str = ""
     turns: tuple[str, ...] = ()
     phase: str = ""
+
+    @property
+    def diagnostic(self) -> bool:
+        """A diagnostic (``DIAGNOSTIC_KINDS``), not a fault: counted by kind, never in a fault rate."""
+        return self.kind in DIAGNOSTIC_KINDS
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "where": self.where, "detail": self.detail, "turns": list(self.turns), "phase": self.phase}

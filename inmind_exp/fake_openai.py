@@ -8,7 +8,8 @@ where ``reply`` is a string, a dict (sent as JSON text), a ``ToolCalls`` list, o
 Unmatched JSON-mode requests get the default verdict ``{"score": 1, "reason": "fake"}``; an unmatched request that
 forces a tool call (``tool_choice`` ``"required"`` or a named function) calls that tool (or the first one) with ``{}``,
 as a real server must, and so does one whose last user message names one of the offered tools (an
-instruction-following model asked to use it); others get ``"fake answer"``. A ``validator`` (a callable taking the
+instruction-following model asked to use it) unless the last message is already a tool's result, which the reply
+then quotes (``"fake answer: <result>"``, a model that uses it); others get ``"fake answer"``. A ``validator`` (a callable taking the
 chat request body and returning a ``Fault`` or None) refuses requests before any rule is consulted, e.g. what a
 reasoning API refuses.
 """
@@ -73,7 +74,10 @@ def _forced_tool(body: dict[str, Any]) -> str | None:
     if isinstance(choice, dict) and choice.get("type") == "function":
         return str((choice.get("function") or {}).get("name", ""))
     if choice in (None, "auto"):
-        users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+        messages = body.get("messages", [])
+        if messages and messages[-1].get("role") == "tool":  # it has the tool's result: it answers with it
+            return None
+        users = [m for m in messages if m.get("role") == "user"]
         last = str(users[-1].get("content") or "") if users else ""
         for t in tools:
             name = str((t.get("function") or {}).get("name", ""))
@@ -232,6 +236,9 @@ class FakeOpenAI:
         forced = _forced_tool(body)
         if forced is not None:
             return ToolCalls([(forced, {})])
+        last = (body.get("messages") or [{}])[-1]
+        if last.get("role") == "tool":  # a model that was sent a tool's result uses it
+            return f"{self.default_text}: {str(last.get('content') or '')[:200]}"
         return self.default_text
 
     def _chat(self, body: dict[str, Any]) -> dict[str, Any]:

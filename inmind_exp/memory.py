@@ -20,12 +20,12 @@ import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 from inmind_exp.embed import Encoder
-from inmind_exp.llm import Models
+from inmind_exp.llm import JSONReplyError, Models
 from inmind_exp.ranges import Range, check_params
-from inmind_exp.records import Answer, ContextItem, Fault, Session, Turn
+from inmind_exp.records import Answer, ContextItem, Fault, Message, Session, Turn
 from inmind_exp.registry import Registry
 
 if TYPE_CHECKING:
@@ -162,6 +162,27 @@ class MemorySystem(abc.ABC):
     def fault(self, kind: str, where: str, detail: str = "", turns: tuple[str, ...] | list[str] = ()) -> None:
         """Count a fallback on the task record (see ``records.Fault``); never raises."""
         self.faults.append(Fault(kind=kind, where=where, detail=str(detail)[:500], turns=tuple(turns)))
+
+    def memory_json(self, messages: Sequence[Message], where: str, turns: Sequence[str] | None = None, *,
+                    fallback: str = "upstream's fallback", repair: Callable[[str], dict[str, Any] | None] | None = None,
+                    **kwargs: Any) -> dict[str, Any] | None:
+        """One JSON-mode call to the memory model (``chat_json``, its re-asks included) that writes ``turns``
+        (declared with ``writing``; None for a read-path call, which writes none): the object, or None when the model
+        never gave a valid one, recorded as a fault on ``turns``: ``empty_reply`` if its last reply was empty, else
+        ``malformed_reply``, with ``fallback`` (what the system does instead) in the detail. ``repair`` may recover
+        an object from the last raw reply (HippoRAG closes cut-off JSON as upstream does; A-Mem takes the raw text
+        as its keywords): it is returned, and the reply is still a fault. The one place a system turns an unusable
+        JSON reply into a fault."""
+        try:
+            with self.writing(turns) if turns is not None else contextlib.nullcontext():
+                obj, _ = self.llm.memory.chat_json(messages, **kwargs)
+            return obj
+        except JSONReplyError as e:
+            raw = e.raw.strip()
+            fixed = repair(raw) if repair is not None and raw else None
+            self.fault("malformed_reply" if raw else "empty_reply", where, f"{e}; {fallback}; reply: {raw[:300]}",
+                       turns or ())
+            return fixed
 
     def writing(self, turns: list[str] | tuple[str, ...]) -> contextlib.AbstractContextManager:
         """``with self.writing(turns):`` around a memory call that writes these trace turns, so that a reply cut at

@@ -223,8 +223,8 @@ def compute(records: list[TaskRecord]) -> RunMetrics:
         excluded=tuple(r.task_id for r in records if not valid(r)),
         audit=judge_audit(records),
         # a memory-system fallback; the controlled answerer's own cut replies (where="answerer") are faults on the
-        # record and in faults_by_kind, but not the memory system's
-        fault_tasks=sum(1 for r in ran if any(f.where != "answerer" for f in r.faults)),
+        # record and in faults_by_kind, but not the memory system's; nor are diagnostics (an empty extraction)
+        fault_tasks=sum(1 for r in ran if any(f.where != "answerer" and not f.diagnostic for f in r.faults)),
         fact_write_fault_tasks=sum(1 for r in ran if r.fact_write_fault),
         faults_by_kind=dict(sorted(kinds.items())),
         n_ran=len(ran),

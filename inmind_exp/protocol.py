@@ -173,8 +173,10 @@ def fact_rank(answer: Answer | None) -> int | None:
 
 
 def fact_write_fault(faults: list[Fault]) -> bool:
-    """A fault while writing the injected exchange: an ingest fault naming the fact turn or its reply."""
-    return any(f.phase == "ingest" and (FACT_TURN_ID in f.turns or FACT_REPLY_TURN_ID in f.turns) for f in faults)
+    """A fault while writing the injected exchange: an ingest fault naming the fact turn or its reply (a diagnostic,
+    such as an empty extraction from the acknowledgement, is none)."""
+    return any(f.phase == "ingest" and not f.diagnostic and (FACT_TURN_ID in f.turns or FACT_REPLY_TURN_ID in f.turns)
+               for f in faults)
 
 
 def run_task(

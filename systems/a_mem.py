@@ -71,7 +71,7 @@ from pathlib import Path
 from typing import Any
 
 from inmind_exp.embed import TextIndex
-from inmind_exp.llm import JSONReplyError, parse_json_object
+from inmind_exp.llm import parse_json_object
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, union_sources, write_json
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.ranges import at_least
@@ -292,14 +292,8 @@ class AMem(MemorySystem):
         """One JSON-mode memory call; None when the model never produced a valid object (upstream's fallback),
         which is recorded as a fault on ``turns``."""
         messages = (Message("system", JSON_SYSTEM_PROMPT), Message("user", prompt))
-        try:
-            with self.writing(turns):  # a cut reply is the note's fault, not its neighbours' (shown in the prompt)
-                obj, _ = self.llm.memory.chat_json(messages, attempts=self.json_attempts, validate=validate)
-        except JSONReplyError as e:
-            self.fault("empty_reply" if not e.raw.strip() else "malformed_reply", where,
-                       f"{e}; reply: {e.raw[:300]}", turns)
-            return None
-        return obj
+        # the note's turns: a cut reply is the note's fault, not its neighbours' (shown in the prompt)
+        return self.memory_json(messages, where, turns, attempts=self.json_attempts, validate=validate)
 
     def analyze_content(self, content: str, turns: tuple[str, ...] = ()) -> dict[str, Any]:
         """Keywords, context and tags of a note's content (``MemoryNote.analyze_content``)."""
@@ -407,15 +401,11 @@ class AMem(MemorySystem):
     def generate_query(self, question: str) -> str:
         """Keywords for retrieval (``generate_query_llm``); the raw reply when it is not the JSON asked for."""
         messages = (Message("system", JSON_SYSTEM_PROMPT), Message("user", QUERY_KEYWORDS_PROMPT.format(question=question)))
-        try:
-            obj, _ = self.llm.memory.chat_json(
-                messages, attempts=self.json_attempts,
-                validate=lambda o: None if isinstance(o.get("keywords"), (str, list)) else "missing string 'keywords'")
-        except JSONReplyError as e:
-            self.fault("empty_reply" if not e.raw.strip() else "malformed_reply", "a_mem.generate_query",
-                       f"{e}; the raw reply is the retrieval query: {e.raw[:300]}")
-            return e.raw.strip()
-        kw = obj["keywords"]
+        obj = self.memory_json(
+            messages, "a_mem.generate_query", attempts=self.json_attempts,
+            validate=lambda o: None if isinstance(o.get("keywords"), (str, list)) else "missing string 'keywords'",
+            repair=lambda raw: {"keywords": raw}, fallback="the raw reply is the retrieval query")
+        kw = (obj or {"keywords": ""})["keywords"]
         return kw if isinstance(kw, str) else ", ".join(str(x) for x in kw)
 
     def related_notes(self, query: str, k: int) -> list[Note]:

@@ -41,14 +41,18 @@ search listed (sources: the turns of the sentences shown) and one ``chunk`` item
 chunk's turns). Provenance on write: each chunk keeps the turn id of each of its lines (the date header has none)
 and each indexed sentence the turn id of its line; snapshots keep both (older ones load with empty sources).
 
-Tool calls must be structured. ``a_rag_tool_support(client)`` probes an endpoint once per process (a tiny request
-offering one trivial tool with ``tool_choice="auto"``, as the loop asks, and a prompt that needs it; the result is
-kept per endpoint identity, and the request goes through the client so the call cache answers it in later
-processes). Measured on the embedded Qwen2.5-Coder-1.5B: llama-cpp-python's server without a chat format writes the
-call as fenced JSON text (probe false, A-RAG refuses), with ``--chat_format chatml-function-calling`` it returns a
-structured call (probe true); a forced named choice would have passed on both, and "required" gets HTTP 500 there.
-``ARAG.preflight(models)`` (for the runner, before any task) and ``answer`` raise ``ToolSupportError`` naming the
-answerer's base_url and model when the endpoint returns no structured tool call. A reply that writes a tool call as
+Tool calls must be structured and their results must reach the model. ``tool_support_problem(client)`` probes an
+endpoint once per process with one tool round trip: a tiny request offering one trivial tool with
+``tool_choice="auto"``, as the loop asks, and a prompt that needs it; then the same conversation with the tool's
+result (a time no model can guess), whose reply must state it. The result is kept per endpoint identity, and the
+requests go through the client so the call cache answers them in later processes. Measured on the embedded
+Qwen2.5-Coder-1.5B: llama-cpp-python's server without a chat format writes the call as fenced JSON text (A-RAG
+refuses); ``chatml-function-calling`` returns a structured call, which a one-request probe passed, but its template
+has no branch for ``tool`` messages (``inmind_exp.llm.llama_tool_calls``), so the model never sees a result; this
+project's ``gguf-tool-calls`` handler (the embedded default) renders them with the GGUF's own template. A forced
+named choice would have passed every format, and "required" gets HTTP 500 there. ``ARAG.preflight(models)`` (for
+the runner, before any task) and ``answer`` raise ``ToolSupportError`` naming the answerer's base_url and model,
+what failed, and the chat formats that keep tool results, when the endpoint fails the round trip. A reply that writes a tool call as
 text (``<tools>{...}</tools>``, ``<tool_call>``, ``<function=...>``, a JSON object with "name" and "arguments",
 ``keyword_search(...)``) but makes no structured call is recorded as a ``tool_call_as_text`` fault and the answer
 is marked with ``stop_reason: tool_call_as_text``; a tool call with arguments that are not JSON, an unknown tool
@@ -226,49 +230,78 @@ TOOL_PARAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # name -> (
 
 # -- tool-call support: the preflight probe and tool calls written as text -------------------------------------------
 
-PROBE_VERSION = "a_rag-tool-probe-v1"
+PROBE_VERSION = "a_rag-tool-probe-v2"
 PROBE_TOOL = {"type": "function", "function": {
     "name": "get_current_time", "description": "Return the current date and time.",
     "parameters": {"type": "object", "properties": {}, "required": []}}}
 PROBE_MESSAGES = (Message("user", "What time is it? Call the get_current_time tool to find out."),)
+#: what the probe's tool returns: a time no model can guess, which the model's next reply must state
+PROBE_RESULT = "2031-05-17 07:43"
+PROBE_RESULT_SEEN = re.compile(r"(?<!\d)0?7:43(?!\d)")
 #: "auto", as the agent loop asks: a forced choice proves nothing about the loop (llama-cpp-python without a
 #: function-calling chat format grammar-forces a named choice into a structured call, yet writes calls as text under
 #: "auto"), and its chatml-function-calling handler rejects "required" with an HTTP 500
 PROBE_TOOL_CHOICE = "auto"
-_TOOL_SUPPORT: dict[str, bool] = {}  # endpoint identity -> probe result, once per process
+#: the chat formats that keep tool results in the prompt, named by the refusal (chatml-function-calling drops them)
+TOOL_FORMATS = ("this project's gguf-tool-calls handler (llm=local's default; python -m inmind_exp.llm.llama_tool_calls "
+                "--chat_format gguf-tool-calls), llama.cpp's llama-server --jinja, or vLLM's --enable-auto-tool-choice "
+                "with the model's --tool-call-parser; not llama-cpp-python's chatml-function-calling, which drops tool "
+                "results from the prompt")
+_TOOL_SUPPORT: dict[str, str] = {}  # endpoint identity -> the probe's problem ("" when it passed), once per process
 _TOOL_SUPPORT_LOCK = threading.Lock()
 
 
 class ToolSupportError(EndpointError):
-    """The answerer endpoint does not return structured tool calls, which A-RAG's agent loop needs."""
+    """The answerer endpoint does not return structured tool calls, or does not show the model their results, which
+    A-RAG's agent loop needs."""
 
 
-def a_rag_tool_support(client: "LLMClient") -> bool:
-    """Whether ``client``'s endpoint returns structured tool calls: one tiny request offering one trivial tool, with
-    ``tool_choice="auto"`` (as the loop) and a prompt that asks for it; true if the reply calls it in the
-    ``tool_calls`` field (a call written as text is no support). The result is kept per
-    endpoint identity for the process, and the request goes through the client, so its call cache answers it for
-    every later process of the run."""
+def tool_support_problem(client: "LLMClient") -> str:
+    """What the endpoint gets wrong in one tool round trip, "" when nothing: offered one trivial tool with
+    ``tool_choice="auto"`` (as the loop) and a prompt that asks for it, the model must call it in the ``tool_calls``
+    field (a call written as text is no support), then, sent the tool's result (a time it cannot guess), reply with
+    that time: a chat format that drops tool results from the prompt fails here. The result is kept per endpoint
+    identity for the process, and both requests go through the client, so its call cache answers them for every
+    later process of the run."""
     key = client.endpoint.identity
     with _TOOL_SUPPORT_LOCK:
         if key in _TOOL_SUPPORT:
             return _TOOL_SUPPORT[key]
-    comp = client.chat(PROBE_MESSAGES, tools=[PROBE_TOOL], tool_choice=PROBE_TOOL_CHOICE)
-    ok = any((tc.get("function") or {}).get("name") == PROBE_TOOL["function"]["name"] for tc in comp.tool_calls)
+    name = PROBE_TOOL["function"]["name"]
+    first = client.chat(PROBE_MESSAGES, tools=[PROBE_TOOL], tool_choice=PROBE_TOOL_CHOICE)
+    calls = [tc for tc in first.tool_calls if (tc.get("function") or {}).get("name") == name]
+    if not calls:
+        problem = "returned no structured tool call when asked to call a tool"
+    else:
+        call = {"id": str(calls[0].get("id") or "call_probe"), "type": "function",
+                "function": {"name": name, "arguments": _wire_arguments((calls[0].get("function") or {}).get("arguments"))}}
+        messages = (*PROBE_MESSAGES, Message("assistant", first.text or None, tool_calls=(call,)),
+                    Message("tool", PROBE_RESULT, tool_call_id=call["id"]))
+        second = client.chat(messages, tools=[PROBE_TOOL], tool_choice=PROBE_TOOL_CHOICE)
+        problem = "" if not second.tool_calls and PROBE_RESULT_SEEN.search(second.text or "") else (
+            f"called the tool, but its reply to the tool's result ({PROBE_RESULT!r}) did not state it "
+            f"({'another tool call' if second.tool_calls else repr((second.text or '')[:120])}): the model never saw "
+            "the result")
     with _TOOL_SUPPORT_LOCK:
-        _TOOL_SUPPORT[key] = ok
-    return ok
+        _TOOL_SUPPORT[key] = problem
+    return problem
+
+
+def a_rag_tool_support(client: "LLMClient") -> bool:
+    """Whether ``client``'s endpoint passes the tool round trip (``tool_support_problem``)."""
+    return not tool_support_problem(client)
 
 
 def require_tool_support(client: "LLMClient") -> None:
-    """Raise ``ToolSupportError`` naming the endpoint (base_url, model) when it returns no structured tool calls."""
-    if not a_rag_tool_support(client):
+    """Raise ``ToolSupportError`` naming the endpoint (base_url, model), what went wrong and the chat formats that
+    work, when the endpoint fails the tool round trip."""
+    problem = tool_support_problem(client)
+    if problem:
         ep = client.endpoint
         raise ToolSupportError(
-            f"a_rag: the {ep.role} endpoint {ep.base_url} (model {ep.model}) returned no structured tool call when "
-            f"asked to call a tool; A-RAG's agent loop needs tool calls in the API's tool_calls field (serve the "
-            f"model with a tool-call chat format, e.g. llama-cpp-python's chatml-function-calling, or leave a_rag "
-            f"out of the sweep)")
+            f"a_rag: the {ep.role} endpoint {ep.base_url} (model {ep.model}) {problem}; A-RAG's agent loop needs tool "
+            f"calls in the API's tool_calls field and their results in the prompt (serve the model with a chat format "
+            f"that keeps tool results: {TOOL_FORMATS}; or leave a_rag out of the sweep)")
 
 
 def clear_tool_support_cache() -> None:

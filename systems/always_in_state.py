@@ -121,7 +121,8 @@ class AlwaysInState(MemorySystem):
             Message("user", UPDATER_USER_PROMPT.format(memory=self.memory or "(empty)", date=session.date, session=transcript)),
         )
         kwargs = {"max_tokens": self.updater_max_tokens} if self.updater_max_tokens else {}
-        comp = self.llm.memory.chat(messages, **kwargs)
+        with self.writing([t.id for t in session.turns if t.id]):  # the session's turns (the file is only rewritten)
+            comp = self.llm.memory.chat(messages, **kwargs)
         new = truncate(_strip_fence(comp.text), self.max_lines, self.max_bytes)
         if not new.strip():
             self.fault("empty_reply", "update", "the updater returned an empty file; the previous file is kept",

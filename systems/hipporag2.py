@@ -65,7 +65,9 @@ in the answerer's context are passages, each with its turns. Snapshots keep all 
 Faults (``MemorySystem.fault``, with the passage's turn ids while writing): a NER, OpenIE or filter reply that is
 empty (``empty_reply``), unusable or only usable after upstream's cut-off repair (``malformed_reply``), and a
 passage whose well-formed OpenIE reply holds no valid triple, which upstream leaves out of the graph silently
-(``empty_extraction``). Upstream's behaviour is kept: the passage is still stored and reachable by dense retrieval.
+(``empty_extraction``, a diagnostic, not a fault: an acknowledgement turn often names no entity). Upstream's
+behaviour is kept: the passage is still stored and reachable by dense retrieval. The NER and OpenIE calls declare
+the passage's turns (``MemorySystem.memory_json``), so a cut reply is charged to them.
 
 Deliberate deviations:
   - The NER, OpenIE and QA prompts are upstream's verbatim, one-shots included (the Radio City paragraph, the
@@ -109,7 +111,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from inmind_exp.llm import JSONReplyError, parse_json_object
+from inmind_exp.llm import parse_json_object
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
 from inmind_exp.ranges import at_least, non_negative, similarity, unit
@@ -414,6 +416,7 @@ def personalized_pagerank(n: int, edges: Sequence[tuple[int, int, float]], reset
 class HippoRAG2(MemorySystem):
     """HippoRAG 2: OpenIE graph memory over trace passages, read by fact filtering and personalized PageRank."""
 
+    version = "2"  # empty extractions are diagnostics, JSON faults through MemorySystem.memory_json (issue 21)
     cost = CallProfile(memory_calls_per_user_turn=4.0, memory_calls_per_query=1.0, answer_calls_per_query=1.0,
                        prompt_tokens_per_memory_call=900, prompt_tokens_per_answer_call=1800)
 
@@ -579,32 +582,24 @@ class HippoRAG2(MemorySystem):
 
     # -- LLM calls (write path) -------------------------------------------------------------------------------
     def _json_field(self, messages: tuple[Message, ...], key: str, check: Callable[[Any], str | None],
-                    where: str, turns: tuple[str, ...]) -> tuple[Any | None, bool]:
-        """One JSON-mode call (plus the client's re-asks): the value of ``key`` (None when the reply is unusable) and
-        whether the reply was well-formed. A repaired or unusable reply is recorded as a fault on ``turns``."""
+                    where: str, turns: tuple[str, ...] | None) -> tuple[Any | None, bool]:
+        """One JSON-mode call (plus the client's re-asks) writing ``turns`` (None: the read path's filter): the value
+        of ``key`` (None when the reply is unusable) and whether the reply was well-formed. A repaired or unusable
+        reply is recorded as a fault on ``turns`` (``MemorySystem.memory_json``)."""
         def validate(obj: dict[str, Any]) -> str | None:
             return f'missing "{key}"' if key not in obj else check(obj[key])
 
-        try:
-            obj, _ = self.llm.memory.chat_json(messages, attempts=self.json_attempts, validate=validate)
-            return obj[key], True
-        except JSONReplyError as e:  # upstream's fallback: repair a cut-off reply, else an empty result
-            raw = e.raw.strip()
-            if not raw:
-                self.fault("empty_reply", where, "empty reply; upstream's empty result used", turns)
-                return None, False
-            for i, text in enumerate((raw, close_truncated_json(raw))):
-                try:
-                    obj = parse_json_object(text)
-                except ValueError:
-                    continue
-                if validate(obj) is None:
-                    if i:
-                        self.fault("malformed_reply", where, f"cut-off JSON repaired as upstream does: {raw[:200]}",
-                                   turns)
-                    return obj[key], i == 0
-            self.fault("malformed_reply", where, f"unusable reply, upstream's empty result used: {raw[:300]}", turns)
-            return None, False
+        def repair(raw: str) -> dict[str, Any] | None:  # upstream's fallback: close a cut-off reply
+            try:
+                obj = parse_json_object(close_truncated_json(raw))
+            except ValueError:
+                return None
+            return obj if validate(obj) is None else None
+
+        before = len(self.faults)
+        obj = self.memory_json(messages, where, turns, attempts=self.json_attempts, validate=validate, repair=repair,
+                               fallback="cut-off JSON closed as upstream does, else upstream's empty result")
+        return (None if obj is None else obj[key]), len(self.faults) == before
 
     def _ner(self, passage: str, turns: tuple[str, ...] = ()) -> list[str]:
         messages = (Message("system", NER_SYSTEM), Message("user", ONE_SHOT_PASSAGE),
@@ -642,7 +637,7 @@ class HippoRAG2(MemorySystem):
             ok = isinstance(v, list) and all(isinstance(f, list) and all(isinstance(x, str) for x in f) for f in v)
             return None if ok else "fact must be a list of lists of strings"
 
-        kept = self._json_field(tuple(messages), "fact", check, "recognition_filter", ())[0] or []
+        kept = self._json_field(tuple(messages), "fact", check, "recognition_filter", None)[0] or []
         shown = [str(c) for c in candidates]
         positions = []
         for f in kept:  # each returned fact is mapped to its closest candidate, as upstream

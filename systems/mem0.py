@@ -70,7 +70,6 @@ from pathlib import Path
 from typing import Any
 
 from inmind_exp.embed import TextIndex
-from inmind_exp.llm import JSONReplyError
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, turn_pairs, union_sources, write_json
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.ranges import at_least
@@ -393,6 +392,7 @@ def normalize_facts(raw: list[Any]) -> list[str]:
 class Mem0(MemorySystem):
     """Extract facts per exchange, reconcile them with similar memories (ADD/UPDATE/DELETE/NONE), retrieve top-k."""
 
+    version = "2"  # empty extractions are diagnostics, JSON faults through MemorySystem.memory_json (issue 21)
     cost = CallProfile(memory_calls_per_user_turn=2.0, prompt_tokens_per_memory_call=1500,
                        answer_calls_per_query=1.0, prompt_tokens_per_answer_call=1400)
 
@@ -450,14 +450,9 @@ class Mem0(MemorySystem):
     def _json_call(self, messages: tuple[Message, ...], validate, where: str, turns: tuple[str, ...]) -> dict | None:
         """One JSON memory call; on a reply that never parses (or is off-schema) record the fault and return None,
         upstream's no-op."""
-        try:
-            with self.writing(turns):  # the update prompt holds facts, not the turns' text: say which are written
-                obj, _ = self.llm.memory.chat_json(messages, attempts=self.json_attempts, validate=validate)
-        except JSONReplyError as e:
-            kind = "empty_reply" if not e.raw.strip() else "malformed_reply"
-            self.fault(kind, where, f"{e}; reply: {e.raw[:300]}", turns)
-            return None
-        return obj
+        # the update prompt holds facts, not the turns' text: the call says which turns it writes
+        return self.memory_json(messages, where, turns, fallback="upstream's no-op", attempts=self.json_attempts,
+                                validate=validate)
 
     def extract_facts(self, messages: list[tuple[str, str]], context: list[tuple[str, str]], date: str,
                       turns: tuple[str, ...] = ()) -> list[str]:
@@ -468,7 +463,12 @@ class Mem0(MemorySystem):
             user = f"Earlier messages (context only, oldest first):\n{_lines(context)}\n{user}"
         obj = self._json_call((Message("system", system), Message("user", user)), _facts_problem,
                               "mem0.extract_facts", turns)
-        return [] if obj is None else normalize_facts(obj["facts"])
+        if obj is None:
+            return []
+        facts = normalize_facts(obj["facts"])
+        if not facts:  # a well-formed reply with nothing to keep (an acknowledgement): upstream writes nothing
+            self.fault("empty_extraction", "mem0.extract_facts", "no fact in the exchange; nothing written", turns)
+        return facts
 
     def decide(self, old: list[dict[str, str]], facts: list[str], turns: tuple[str, ...] = ()) -> list[Any]:
         """The update call (``get_update_memory_messages``): one user message, JSON ``{"memory": [...]}``."""

@@ -41,9 +41,12 @@ shown. Snapshots keep all of it; older snapshots load with empty sources.
 Faults (``MemorySystem.fault``, with the turn ids being written): a boundary reply that is not JSON or lacks
 ``should_end`` (no boundary, upstream's default), an episode reply that is not JSON or lacks title/content
 (upstream's fallback episode) or has an unparsable timestamp, a fact reply that is not JSON or lacks a
-``statements`` list (no facts from that episode, as upstream), an empty prediction or theme summary, and a logprob
-gate without logprobs (``logprobs_unavailable``). An empty ``statements`` list is a legitimate answer ("return an
-empty list if there is none") and is not a fault.
+``statements`` list (no facts from that episode, as upstream), an empty prediction or theme summary; a logprob
+gate without logprobs is the diagnostic ``logprobs_unavailable`` (what ran: ``gate_ran``). An empty ``statements`` list is a legitimate answer ("return an
+empty list if there is none"): an ``empty_extraction`` diagnostic, not a fault, as in every system. Every memory
+call declares the turns it writes (``MemorySystem.writing``): the buffered messages for a boundary or an episode,
+the episode's turns for its facts, the facts' turns for a theme summary, so a reply cut while a later session is
+read is charged to the turns it writes.
 
 Reasoning endpoints (``Endpoint.reasoning``): the client sends no temperature, top_p or logprobs, so the memory
 calls run with the model's defaults; the gate is not called at all (no probe could be scored), the fallback below
@@ -68,7 +71,7 @@ Deliberate deviations:
 - The gate runs on the answerer (the reader, as upstream; ``gate_role: memory`` moves it) through the API's token
   logprobs, with its prompt as one chat message, instead of a raw-text HF generation with a prefix KV cache. When the
   endpoint returns no logprobs (``Answer.meta['gate'] == 'fallback_no_logprobs'``, a ``logprobs_unavailable``
-  fault) the top 10 probe candidates are kept without raw messages: exactly what upstream's constant 5.0 entropy
+  diagnostic) the top 10 probe candidates are kept without raw messages: exactly what upstream's constant 5.0 entropy
   then yields (every IG is 0: above the keep threshold, below the expand threshold).
 - The memory-call prompts (boundary, episode, prediction, extraction, theme) are upstream's in our own words with
   the same structure, fields and examples (upstream's own: the Mount Rainier hike, "Becoming Nicole", ByteDance).
@@ -85,7 +88,6 @@ from typing import Any
 
 import numpy as np
 
-from inmind_exp.llm import JSONReplyError
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
 from inmind_exp.ranges import Range, at_least, similarity, unit
@@ -426,6 +428,7 @@ class XMemory(MemorySystem):
     # ~1.8 boundary calls per exchange + ~0.3 episodes (1 episode call + 1-2 fact calls) per exchange; ~4 theme
     # summaries per session; per query: the tail flush (~3 calls, cached for the second query) on the memory role,
     # the answer plus ~4 gate probes (base + early-stopped episode probes) on the answerer.
+    version = "2"  # empty extractions are diagnostics, JSON faults through MemorySystem.memory_json (issue 21)
     cost = CallProfile(memory_calls_per_user_turn=2.6, memory_calls_per_session=4.0, memory_calls_per_query=2.0,
                        answer_calls_per_query=5.0, prompt_tokens_per_memory_call=2000,
                        prompt_tokens_per_answer_call=2500)
@@ -481,12 +484,10 @@ class XMemory(MemorySystem):
         hist = buffer[:-1] if len(buffer) > self.p.boundary_exclude_threshold else buffer
         prompt = BOUNDARY_PROMPT.format(history="\n".join(f"{m['role']}: {m['content']}" for m in hist),
                                         new=f"{msg['role']}: {msg['content']}")
-        turns = _turn_ids(buffer + [msg])
-        try:
-            obj, _ = self.llm.memory.chat_json([Message("user", prompt)], temperature=0.1)
-        except JSONReplyError as e:
-            self.fault("malformed_reply", "boundary", f"no JSON object; no boundary (upstream's default): {e.raw}",
-                       turns)
+        turns = _turn_ids(buffer + [msg])  # the call decides where the buffered messages' episode ends
+        obj = self.memory_json([Message("user", prompt)], "boundary", turns, temperature=0.1,
+                               fallback="no boundary (upstream's default)")
+        if obj is None:
             return False, ""
         if "should_end" not in obj:
             self.fault("malformed_reply", "boundary", f"no 'should_end'; no boundary (upstream's default): {obj}",
@@ -500,13 +501,10 @@ class XMemory(MemorySystem):
             return
         conversation = "\n".join(f"[{m['timestamp']}] {m['role']}: {m['content']}" for m in msgs)
         turns = _turn_ids(msgs)
-        try:
-            prompt = EPISODE_PROMPT.format(conversation=conversation, reason=reason)
-            with self.writing(turns):  # the buffered messages, whichever session is being ingested
-                obj, _ = self.llm.memory.chat_json([Message("user", prompt)], temperature=0.3)
-        except JSONReplyError as e:
-            self.fault("malformed_reply", "episode", f"no JSON object; upstream's fallback episode: {e.raw}", turns)
-            obj = None
+        prompt = EPISODE_PROMPT.format(conversation=conversation, reason=reason)
+        # the buffered messages, whichever session is being ingested
+        obj = self.memory_json([Message("user", prompt)], "episode", turns, temperature=0.3,
+                               fallback="upstream's fallback episode")
         title, content = str((obj or {}).get("title", "")).strip(), str((obj or {}).get("content", "")).strip()
         earliest = min(m["timestamp"] for m in msgs)
         if obj is not None and not ("title" in obj and "content" in obj):
@@ -570,18 +568,17 @@ class XMemory(MemorySystem):
                               for i, m in enumerate(ep["messages"], 1))
             prompt = COMPARISON_PROMPT.format(messages=lines, prediction=prediction)
         turns = list(ep.get("sources", []))
-        try:
-            with self.writing(turns):
-                obj, _ = self.llm.memory.chat_json([Message("user", prompt)], temperature=0.2, attempts=5)
-        except JSONReplyError as e:
-            self.fault("malformed_reply", "facts", f"no JSON object; no facts from this episode (upstream): {e.raw}",
-                       turns)
-            obj = {"statements": []}
+        reply = self.memory_json([Message("user", prompt)], "facts", turns, temperature=0.2, attempts=5,
+                                 fallback="no facts from this episode (upstream)")
+        obj = reply or {"statements": []}
         if not isinstance(obj.get("statements"), list):
             self.fault("malformed_reply", "facts",
                        f"no 'statements' list; no facts from this episode (upstream): {obj}", turns)
         statements = _statements(obj)
         if not statements:
+            if reply is not None and isinstance(reply.get("statements"), list):  # well-formed, nothing in it
+                self.fault("empty_extraction", "facts", f"no fact from episode {eid}; nothing written (upstream)",
+                           turns)
             return
         vecs = self.encoder.encode(statements)
         new = []
@@ -607,11 +604,13 @@ class XMemory(MemorySystem):
         if t["summarised"] == t["semantic_ids"]:
             return
         facts = "\n".join(f"- {st.semantics[s]['content']}" for s in t["semantic_ids"])
-        comp = self.llm.memory.chat([Message("user", THEME_PROMPT.format(facts=facts))], temperature=0.0,
-                                    max_tokens=self._cap(self.llm.memory, self.p.theme_summary_max_tokens))
-        summary = comp.text.strip()
-        # the summary derives from exactly the facts in this call's prompt
+        # the summary derives from exactly the facts in this call's prompt; a cut reply is charged to their turns
+        # (earlier sessions' episodes as a rule), not to the session being read when the theme is resummarised
         sources = sorted({x for s in t["semantic_ids"] for x in st.semantics[s].get("sources", [])})
+        with self.writing(sources):
+            comp = self.llm.memory.chat([Message("user", THEME_PROMPT.format(facts=facts))], temperature=0.0,
+                                        max_tokens=self._cap(self.llm.memory, self.p.theme_summary_max_tokens))
+        summary = comp.text.strip()
         if not summary:
             self.fault("empty_reply", "theme_summary", f"empty summary of theme {tid}; kept empty (upstream)", sources)
         t["summary"], t["summarised"], t["summary_sources"] = summary, list(t["semantic_ids"]), sources

@@ -13,7 +13,8 @@ import yaml
 
 from inmind_exp.embed import Encoder, MiniLMEncoder
 from inmind_exp.records import Session, Turn
-from systems.a_rag import ARAG, FORCE_ANSWER_PROMPT, PROBE_TOOL, clear_tool_support_cache, split_sentences
+from systems.a_rag import (ARAG, FORCE_ANSWER_PROMPT, PROBE_RESULT, PROBE_TOOL, clear_tool_support_cache,
+                           split_sentences)
 from inmind_exp.memory import SYSTEMS
 from tests.fake_openai import ToolCalls
 
@@ -36,6 +37,12 @@ def fresh_probe_cache():
 
 def is_probe(body) -> bool:
     return [t["function"]["name"] for t in body.get("tools") or []] == [PROBE_TOOL["function"]["name"]]
+
+
+def probe_reply(body):
+    """A tool-using model's side of the probe's round trip: call the tool, then state the time it returned."""
+    last = body["messages"][-1]
+    return f"It is {last['content']}." if last["role"] == "tool" else ToolCalls([("get_current_time", {})])
 
 
 def loop_requests(fake) -> list[dict]:
@@ -401,7 +408,7 @@ def agent(search: list[str], top_k: int = 5, read_first: bool = True, final: str
 
     def reply(body):
         if is_probe(body):
-            return ToolCalls([("get_current_time", {})])
+            return probe_reply(body)
         if not body.get("tools"):
             return {"score": 1, "reason": "fake"} if body.get("response_format") else "Shared answer."
         tool_msgs = [m for m in body["messages"] if m["role"] == "tool"]
@@ -475,7 +482,7 @@ def test_shared_and_native_answers(fake, models, encoder, tmp_path):
 ])
 def test_tool_call_written_as_text_is_a_fault_and_marks_the_answer(fake, models, encoder, tmp_path, text):
     rec = run(fake, models, encoder, tmp_path, lambda b: (
-        ToolCalls([("get_current_time", {})]) if is_probe(b) else
+        probe_reply(b) if is_probe(b) else
         text if b.get("tools") else {"score": 1, "reason": "fake"} if b.get("response_format") else "Shared."))
     assert rec.error is None
     assert rec.indirect.meta["stop_reason"] == rec.naive.meta["stop_reason"] == "tool_call_as_text"
@@ -491,7 +498,7 @@ def test_ordinary_answers_are_not_taken_for_tool_calls():
 
 
 def test_tool_call_as_text_in_native_mode(fake, models, encoder, tmp_path):
-    fake.add_rule("", lambda b: ToolCalls([("get_current_time", {})]) if is_probe(b) else
+    fake.add_rule("", lambda b: probe_reply(b) if is_probe(b) else
                   '<tools>{"name": "keyword_search", "arguments": {"keywords": ["nut"]}}</tools>')
     mem = build(models, encoder, tmp_path, answer_mode="native")
     mem.ingest_session(ALLERGY)
@@ -518,9 +525,40 @@ def test_endpoint_without_tool_calls_is_refused_naming_it(fake, models, encoder,
     assert a_rag_tool_support(again.answerer) is False and len(fake.chat_requests()) == 1
 
 
-def test_endpoint_with_tool_calls_passes_the_probe(fake, models):
-    assert a_rag_tool_support(models.answerer) is True  # the fake calls the tool the prompt names
+def test_the_probe_is_a_round_trip_the_model_calls_the_tool_gets_its_result_and_uses_it(fake, models):
+    assert a_rag_tool_support(models.answerer) is True  # the fake calls the tool the prompt names, then quotes it
     ARAG.preflight(models)
+    first, second = fake.chat_requests()
+    assert [m["role"] for m in first["messages"]] == ["user"]
+    assert [m["role"] for m in second["messages"]] == ["user", "assistant", "tool"]
+    (call,) = second["messages"][1]["tool_calls"]
+    assert call["function"]["name"] == "get_current_time"
+    assert second["messages"][2] == {"role": "tool", "content": PROBE_RESULT, "tool_call_id": call["id"]}
+    assert second["tools"] == [PROBE_TOOL] and second["tool_choice"] == "auto"
+
+
+@pytest.mark.parametrize("after_result", [
+    "I cannot tell the time.",  # the result never reached the model: a format that drops tool messages
+    ToolCalls([("get_current_time", {})]),  # it asks again, as a model that saw no result does
+])
+def test_an_endpoint_that_drops_tool_results_is_refused_naming_a_format_that_keeps_them(fake, models, after_result):
+    """What llama-cpp-python's chatml-function-calling does: a structured call, but the tool message never reaches
+    the prompt, so the model cannot use the result; the one-request probe passed it."""
+    fake.add_rule("", lambda b: after_result if b["messages"][-1]["role"] == "tool" else
+                  ToolCalls([("get_current_time", {})]))
+    assert a_rag_tool_support(models.answerer) is False and len(fake.chat_requests()) == 2
+    with pytest.raises(ToolSupportError) as e:
+        ARAG.preflight(models)
+    msg = str(e.value)
+    assert fake.base_url in msg and "fake-model" in msg and "did not state it" in msg
+    assert "gguf-tool-calls" in msg and "chatml-function-calling, which drops tool results" in msg
+    assert len(fake.chat_requests()) == 2  # kept for the process
+
+
+def test_a_reply_that_states_the_time_in_its_own_words_passes(fake, models):
+    fake.add_rule("", lambda b: "The current time is 7:43 AM on 17 May 2031." if b["messages"][-1]["role"] == "tool"
+                  else ToolCalls([("get_current_time", {})]))
+    assert a_rag_tool_support(models.answerer) is True
 
 
 def test_a_tool_call_written_as_text_fails_the_probe(fake, models):

@@ -564,13 +564,43 @@ def test_truncated_openie_reply_on_the_injected_exchange_is_a_fact_write_fault(f
     assert (f.kind, f.where, f.turns, f.phase) == ("malformed_reply", "openie", (FACT_TURN_ID,), "ingest")
 
 
-def test_empty_extraction_on_the_injected_exchange_is_a_fact_write_fault(fake, models, tmp_path, encoder):
+def test_empty_extraction_on_the_injected_exchange_is_a_diagnostic_not_a_fault(fake, models, tmp_path, encoder):
+    """A well-formed OpenIE reply with no triple (an acknowledgement naming no entity) is upstream's outcome, not a
+    fallback: on the record by kind, but neither a memory fault nor a fact-write fault."""
+    from inmind_exp.metrics import compute
+
     protocol_script(fake, fact_triples={"triples": []})
     rec = run(models, tmp_path, encoder, qa_top_k=2)
-    assert rec.error is None and rec.fact_write_fault and rec.fault_counts() == {"empty_extraction": 1}
-    assert rec.faults[0].turns == (FACT_TURN_ID,)
+    assert rec.error is None and not rec.fact_write_fault and rec.fault_counts() == {"empty_extraction": 1}
+    assert rec.faults[0].turns == (FACT_TURN_ID,) and rec.faults[0].diagnostic
+    m = compute([rec])
+    assert m.memory_fault_rate == 0.0 and m.fact_write_fault_rate == 0.0 and m.faults_by_kind == {"empty_extraction": 1}
     # upstream keeps the passage for dense retrieval: it is still found by the cello query
     assert rec.target_recall_provenance == 1
+
+
+@pytest.mark.parametrize("cut_fact", [False, True])
+def test_a_cut_openie_reply_is_charged_to_the_passage_it_writes(fake, models, tmp_path, encoder, cut_fact):
+    """The NER and OpenIE calls declare their passage's turns: a reply cut while writing another session's passage
+    is no fact-write fault; one cut while writing the fact's passage is."""
+    from tests.fake_openai import CutReply
+
+    protocol_script(fake)
+    script = fake.rules[-1][1]
+    target = FACT if cut_fact else "bg_01"
+
+    def reply(body):
+        last = body["messages"][-1]["content"]
+        if kind(body) == "triples" and (FACT in last if cut_fact else "Session 1 question 0" in last):
+            return CutReply(json.dumps(script(body)))
+        return script(body)
+
+    fake.rules[-1] = ("", reply)
+    rec = run(models, tmp_path, encoder, qa_top_k=2)
+    cuts = [f for f in rec.faults if f.kind == "truncated_reply" and f.phase == "ingest"]
+    assert rec.error is None and len(cuts) == 1, (target, rec.faults)
+    assert rec.fact_write_fault is cut_fact
+    assert cuts[0].turns == ((FACT_TURN_ID,) if cut_fact else ("bg_01#0",))
 
 
 def test_shared_and_native_answer_prompts(fake, models, tmp_path, encoder):

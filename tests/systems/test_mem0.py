@@ -167,9 +167,10 @@ def test_no_facts_or_malformed_json_skip_the_update_call(fake, models, tmp_path,
     mem.ingest_session(session("s1", D1, ("Hello there, how are you?", "Fine."), ("Tell me a joke.", "No.")))
     assert len(fake.chat_requests()) == 2 and not requests_with(fake, UPDATE)
     assert mem.memories == {} and mem.n_batches == 2
-    # a valid empty extraction is Mem0's decision; the malformed reply is a fault on its exchange
-    [f] = mem.take_faults()
-    assert (f.kind, f.where, f.turns) == ("malformed_reply", "mem0.extract_facts", ("s1#2", "s1#3"))
+    # a valid empty extraction is Mem0's decision (a diagnostic); the malformed reply is a fault on its exchange
+    d, f = mem.take_faults()
+    assert (d.kind, d.where, d.turns, d.diagnostic) == ("empty_extraction", "mem0.extract_facts", ("s1#0", "s1#1"), True)
+    assert (f.kind, f.where, f.turns, f.diagnostic) == ("malformed_reply", "mem0.extract_facts", ("s1#2", "s1#3"), False)
     assert "this is not JSON at all" in f.detail
     # an off-schema update reply is a no-op, not a crash
     fake.rules.clear()

@@ -16,15 +16,15 @@ from inmind_exp.memory import SYSTEMS
 
 #: {system: (version, sha256 of its module's source)}
 RECORDED = {
-    "a_mem": ("1", "4979ed172333d30bac266535cc5f23c312588af030416d7e47897a526b11c0d9"),
-    "a_rag": ("1", "6171e06377275cfe22e3785b86a5ce49eb8e9537df709718dbe5b910744f392b"),
-    "always_in_state": ("1", "ee1a044377a2c8058bba35e7165acb5d8c2473cfe7faf33e2272a4db48bba218"),
+    "a_mem": ("1", "29b7cf9802725ea9cd93db656bf4925470a4fe481cf35d85b7014fca2cea7d49"),
+    "a_rag": ("1", "57c6c77b0dad56c448ac582a63a2e106b759bd43e84672e25bab362f57630f0a"),
+    "always_in_state": ("1", "35585bd60b42b640f3278d36c7675a9468db89a1b92407f3ae79135c89d1c5a9"),
     "backbone": ("1", "3ac78c46d4522ceb891c16dfb142868289cc689dff19c26dd4580cf475f79034"),
-    "hipporag2": ("1", "51094ccd9a9f9b0f13c6dd1c22695603ae9c712c2cd1809edbda764175c3e928"),
-    "mem0": ("1", "8651ce38b4a44ad2fd19de79f97c31797c5b0261e54894f921695e8a20648273"),
+    "hipporag2": ("2", "4340353f02190778b37959010bbdc8c6a78e89353c62f992ec7cdcbe6072c19c"),
+    "mem0": ("2", "414cd9d0199025e745039b986a5423ff59ab84cf15d3d14c0bbabafde1226b9c"),
     "memoryos": ("1", "899da7c6f964b0e9d263f9dd3a9c52e9f6010b5211a38a4edf2b85c7d0cbb311"),
     "naive_rag": ("1", "a81679e196c092378d931d33386872716e2fa75fd0a497edfa8c59d8925e544a"),
-    "xmemory": ("1", "cdfc78cf5c5c2c8e5e2c56f8e0fd74d130e2d48cae796ccf34568d5f7767bc7b"),
+    "xmemory": ("2", "46edd3c0af3ae5145d67723a134dc4d6275fdfbc2ca9cb489e28f9b326a485e5"),
 }
 BUILT_IN = Path(__file__).resolve().parents[2] / "systems"
 

@@ -551,8 +551,9 @@ def test_reasoning_endpoint_memory_calls_work_and_the_gate_falls_back(tmp_path, 
         assert not requests_with(fake, GATE)  # no probe can be scored, so none is sent
         assert ans.meta["gate"] == "fallback_no_logprobs" and ans.meta["expanded"] == []
         assert len(ans.meta["episodes"]) == 3 and ans.text == "Water them deeply."
-        (f,) = mem.take_faults()
+        (f,) = [f for f in mem.take_faults() if f.kind != "empty_extraction"]  # flushing may extract nothing
         assert f.kind == "logprobs_unavailable" and f.where == "gate" and fake.base_url in f.detail
+        assert f.diagnostic  # what ran is reported as gate_ran_rate, not as a memory fault
 
 
 def test_gate_without_logprobs_on_an_ordinary_endpoint_is_a_fault(fake, models, tmp_path, encoder):
@@ -561,4 +562,30 @@ def test_gate_without_logprobs_on_an_ordinary_endpoint_is_a_fault(fake, models, 
     strip_logprobs(fake)
     ans = mem.answer(QUERY)
     assert ans.meta["gate"] == "fallback_no_logprobs"
-    assert [f.kind for f in mem.take_faults()] == ["logprobs_unavailable"]
+    assert [f.kind for f in mem.take_faults() if f.kind != "empty_extraction"] == ["logprobs_unavailable"]
+
+
+def test_gate_role_memory_runs_the_gate_on_a_logprob_model_while_a_reasoning_model_answers(tmp_path, encoder):
+    """The paper's setting (a reasoning answerer, no logprobs) switches the gate off; ``gate_role: memory`` scores
+    the probes on the memory role's model instead, so the gate runs and the reasoning model still answers."""
+    from inmind_exp.llm import Endpoint
+    from tests.fake_openai import FakeOpenAI
+
+    with FakeOpenAI(validator=lambda b: reasoning_refusal(b) if b.get("model") == "reasoner" else None) as fake:
+        fake.add_rule("", dispatch)
+        eps = fake_endpoints(fake.base_url, max_tokens=300)
+        eps["answerer"] = Endpoint(role="answerer", base_url=fake.base_url, model="reasoner", reasoning=True,
+                                   max_attempts=3, backoff_initial_s=0.01, backoff_max_s=0.05, timeout_s=10.0)
+        models = Models.build(eps, CallCache(tmp_path / "cache"))
+        for role, ran in (("answerer", False), ("memory", True)):
+            mem = XMemory(models, encoder, tmp_path / role, gate_role=role)
+            mem.ingest_session(garden_session())
+            fake.reset_log()
+            ans = mem.answer(QUERY)
+            gates = requests_with(fake, GATE)
+            assert ans.meta["gate_ran"] is ran and ans.meta["gate"] == ("logprobs" if ran else "fallback_no_logprobs")
+            assert bool(gates) is ran and all(g["model"] == "fake-model" and g["logprobs"] for g in gates)
+            (answer,) = [b for b in fake.chat_requests() if b["model"] == "reasoner"]  # the answer, nothing else
+            assert QUERY in answer["messages"][-1]["content"] and "logprobs" not in answer
+            kinds = [f.kind for f in mem.take_faults() if f.kind != "empty_extraction"]
+            assert kinds == ([] if ran else ["logprobs_unavailable"])
