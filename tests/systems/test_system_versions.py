@@ -22,7 +22,7 @@ RECORDED = {
     "backbone": ("1", "137b4583315edcb172dc3a23979e78ae988a4d53b3de77a821a7e0ba03204ab6"),
     "hipporag2": ("1", "51094ccd9a9f9b0f13c6dd1c22695603ae9c712c2cd1809edbda764175c3e928"),
     "mem0": ("2", "1b3f0791adcc22769a30dd1c5c4de1f85da3d99f481dec03200fd04b4c5ecfad"),
-    "memoryos": ("1", "899da7c6f964b0e9d263f9dd3a9c52e9f6010b5211a38a4edf2b85c7d0cbb311"),
+    "memoryos": ("2", "3dc15f8cf8b7e1e0016c4065fcedfb722f88d5d0fb397035bdf789cb2619699c"),
     "naive_rag": ("1", "c01dd92a3ead0c9cfb5debd56baa575864ae2f7deaaa8bdafb0aa578e9c26f8c"),
     "xmemory": ("1", "cdfc78cf5c5c2c8e5e2c56f8e0fd74d130e2d48cae796ccf34568d5f7767bc7b"),
 }
