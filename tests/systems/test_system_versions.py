@@ -24,7 +24,7 @@ RECORDED = {
     "mem0": ("2", "1b3f0791adcc22769a30dd1c5c4de1f85da3d99f481dec03200fd04b4c5ecfad"),
     "memoryos": ("2", "3dc15f8cf8b7e1e0016c4065fcedfb722f88d5d0fb397035bdf789cb2619699c"),
     "naive_rag": ("1", "c01dd92a3ead0c9cfb5debd56baa575864ae2f7deaaa8bdafb0aa578e9c26f8c"),
-    "xmemory": ("1", "cdfc78cf5c5c2c8e5e2c56f8e0fd74d130e2d48cae796ccf34568d5f7767bc7b"),
+    "xmemory": ("2", "df04beb669ba3b52f72910e9e67e76b079662dd0c85ee702734995823ede4f40"),
 }
 BUILT_IN = Path(__file__).resolve().parents[2] / "systems"
 
