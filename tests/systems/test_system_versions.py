@@ -17,7 +17,7 @@ from inmind_exp.memory import SYSTEMS
 #: {system: (version, sha256 of its module's source)}
 RECORDED = {
     "a_mem": ("2", "0560689656115d6298d20ff1f27b2ccd339a8292768868e9a0c2305295a1ce8b"),
-    "a_rag": ("1", "6171e06377275cfe22e3785b86a5ce49eb8e9537df709718dbe5b910744f392b"),
+    "a_rag": ("2", "4a9c96bb2b263daad9af2c5bdb289de382fd9ae69f37c1c6b96af2df93ff7539"),
     "always_in_state": ("1", "9259ec9881d98ab3b3d05197483a2c66a00db521882b69c2f981fc9421f8ca53"),
     "backbone": ("1", "137b4583315edcb172dc3a23979e78ae988a4d53b3de77a821a7e0ba03204ab6"),
     "hipporag2": ("2", "26d9b7ae168f5dcc9255362848b9a2d8c54d8a022d38a60e5771ca1d3e622e56"),
