@@ -45,9 +45,11 @@ on the read path a keyword reply that is not the JSON asked for (the raw reply i
 answer that is not ``{"answer": "…"}`` (turns empty: nothing is being written).
 
 Deliberate deviations:
-  - json_schema is replaced by json_object with the schema described in the prompts (our own wording, same
-    structure and keys; the JSON examples are valid JSON: ``true or false`` instead of ``True or False``, no
-    trailing comma). A reply that is not valid JSON, or lacks a key, is re-asked by the shared client
+  - Prompts are upstream's text, verbatim with its indentation (``systems/prompts/a_mem.py``, where the one
+    change is listed). json_schema is replaced by json_object: the analysis, evolution and keyword prompts already
+    describe their JSON, so they are sent unchanged (examples such as ``True or False`` included); the answer
+    call's system message names its key ``"answer"``, which upstream set through the schema. A reply that is not
+    valid JSON, or lacks a key, is re-asked by the shared client
     (``json_attempts``), then falls back as upstream does: empty analysis (context "General"), no evolution,
     the raw reply as keywords. A missing or ill-typed evolution field makes its part of the action a no-op.
     Each of these fallbacks is counted as a fault (see above).
@@ -75,86 +77,11 @@ from inmind_exp.llm import parse_json_object
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, union_sources, write_json
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.ranges import at_least
+from systems.prompts.a_mem import (ANALYZE_PROMPT, ANSWER_PROMPT, ANSWER_SYSTEM_PROMPT, EVOLUTION_PROMPT,
+                                   JSON_SYSTEM_PROMPT, PROMPTS_VERSION, QUERY_KEYWORDS_PROMPT)
 
-PROMPT_VERSION = "a_mem-v2"
-ANSWER_PROMPT_VERSION = "a_mem-answer-v1"
-
-JSON_SYSTEM_PROMPT = "You must respond with a JSON object."
-
-ANALYZE_PROMPT = """Produce a structured analysis of the content below:
-1. Pick out its most important keywords (nouns, verbs and key concepts).
-2. Extract its core themes and contextual elements.
-3. Assign categorical tags that classify it.
-
-Reply with a JSON object of this form:
-{{
-    "keywords": [
-        // several specific, distinct keywords naming its key concepts and terms
-        // most important first
-        // no keyword that is a speaker's name or a time
-        // at least three keywords, without redundancy
-    ],
-    "context":
-        // one sentence giving:
-        // - the main topic or domain
-        // - the key arguments or points
-        // - the intended audience or purpose
-    ,
-    "tags": [
-        // several broad categories or themes for classifying it
-        // include domain, format and type tags
-        // at least three tags, without redundancy
-    ]
-}}
-
-Content to analyse:
-{content}"""
-
-EVOLUTION_PROMPT = """You are an AI memory-evolution agent that manages and evolves a knowledge base.
-Analyse the new memory note through its keywords and context, together with its nearest neighbouring memories,
-and decide how it should evolve.
-
-The new memory context:
-{context}
-content: {content}
-keywords: {keywords}
-
-The nearest neighbouring memories:
-{nearest_neighbors_memories}
-
-From this information, decide:
-1. Should this memory evolve? Consider how it relates to the other memories.
-2. Which actions should be taken (strengthen, update_neighbor)?
-   2.1 To strengthen connections: which memories should it be connected to (give their memory index), and what are the updated tags of this memory?
-   2.2 To update_neighbor: you may rewrite the context and tags of the neighbouring memories from your understanding of them. A neighbour whose context and tags do not change keeps its original ones. Give the new contexts and tags in the same order as the neighbours above.
-Choose tags from the content and characteristics of the memories, so that they can be retrieved and categorised later.
-new_tags_neighborhood and new_context_neighborhood must each have exactly one entry per neighbour.
-There are {neighbor_number} neighbours.
-Reply with your decision as a JSON object of this form:
-{{
-    "should_evolve": true or false,
-    "actions": ["strengthen", "update_neighbor"],
-    "suggested_connections": [neighbor_memory_index, ...],
-    "tags_to_update": ["tag_1", ..., "tag_n"],
-    "new_context_neighborhood": ["new context", ..., "new context"],
-    "new_tags_neighborhood": [["tag_1", ..., "tag_n"], ..., ["tag_1", ..., "tag_n"]]
-}}"""
-
-QUERY_KEYWORDS_PROMPT = """Given the question below, generate several keywords, using 'cosmos' as the separator.
-
-Question: {question}
-
-Reply with a JSON object whose "keywords" field holds the selected text.
-
-Example reply:
-{{"keywords": "keyword1, keyword2, keyword3"}}"""
-
-ANSWER_SYSTEM_PROMPT = 'You must respond with a JSON object of the form {"answer": "<your answer>"}.'
-
-ANSWER_PROMPT = """Based on the context: {context}, write an answer to the following question in the form of a short phrase. Use the exact words of the context wherever possible.
-
-Question: {question} Short answer:"""
-
+PROMPT_VERSION = "a_mem-v3"
+ANSWER_PROMPT_VERSION = "a_mem-answer-v2"
 
 @dataclass
 class Note:
@@ -245,6 +172,8 @@ def _memory_index(v: Any) -> int | None:
 class AMem(MemorySystem):
     """A-Mem: per-turn notes with LLM-derived metadata, LLM-driven linking and neighbour rewriting."""
 
+    version = "2"  # 2: upstream's analysis, evolution, keyword and answer prompts verbatim
+
     embeddings = ("minilm", "emb3")
     # two notes (user + assistant turn) per user turn, two memory calls each; one keyword call per query
     cost = CallProfile(memory_calls_per_user_turn=4.0, memory_calls_per_query=1.0, answer_calls_per_query=1.0,
@@ -297,7 +226,7 @@ class AMem(MemorySystem):
 
     def analyze_content(self, content: str, turns: tuple[str, ...] = ()) -> dict[str, Any]:
         """Keywords, context and tags of a note's content (``MemoryNote.analyze_content``)."""
-        obj = self._ask_json(ANALYZE_PROMPT.format(content=content), _check_analysis, "a_mem.analyze_content", turns)
+        obj = self._ask_json(ANALYZE_PROMPT + content, _check_analysis, "a_mem.analyze_content", turns)
         if obj is None:
             return {"keywords": [], "context": "General", "tags": []}
         context = obj["context"]

@@ -2,7 +2,8 @@
 ``Ayanami0730/arag`` at commit a44de6b: ``scripts/build_index.py`` (the sentence index), ``src/arag/agent/base.py``
 (the ReAct loop and the forced final answer), ``src/arag/tools/{keyword_search,semantic_search,read_chunk,registry}.py``
 (the three tools and their error handling), ``src/arag/core/context.py`` (chunks already read),
-``src/arag/agent/prompts/default.txt`` (system prompt) and ``configs/example.yaml`` (max_loops 15, 128k budget).
+``src/arag/agent/prompts/default.txt`` (system prompt) and ``configs/example.yaml`` (max_loops 15, 128k budget);
+upstream's prompt texts (MIT) are quoted in ``systems/prompts/a_rag.py``.
 
 Write path (no LLM call): the trace is cut into chunks with sequential ids ``"0"``, ``"1"``, ... (upstream's corpus
 ids are such numbers, and read_chunk's "read adjacent chunks (± 1)" advice relies on it). Each chunk is split into
@@ -66,11 +67,10 @@ Deliberate deviations:
   prompt nondeterministic); assistant message and tool messages stay consistent.
 - An endpoint failure (``LLMCallError``) propagates instead of upstream's ``break`` / "Error: ..." answer.
 - Sampling (temperature, max_tokens) is the answerer role's configuration, not upstream's fixed 0.0 / 16384.
-- The system prompt adds one sentence saying the corpus is the user's earlier conversations and what a chunk is;
-  prompt and tool descriptions are otherwise upstream's in our own words, with the same structure and outputs, and
-  keyword_search's examples are upstream's own (Einstein, Tesla, Andorra ...) except one: upstream's "how does the
-  stock market work" → "stock market", "trading" became "how do ocean tides work" → "tides", "lunar gravity",
-  because a bundled task concerns a stock-market fund.
+- The system prompt, the forced-answer demand and the tool and parameter descriptions are upstream's verbatim
+  (``systems/prompts/a_rag.py``), except one line added to the system prompt saying the corpus is the user's
+  earlier conversations and what a chunk is (upstream's corpus is documents; a user's question cannot be read
+  against a corpus the agent does not know is their record), and the ``top_k`` limits stated from the parameters.
 - Tool arguments are coerced where upstream would misbehave: a bare string for ``keywords`` / ``chunk_ids`` becomes a
   one-item list (upstream iterates its characters), list items become strings, ``top_k`` may be an integral number
   or numeric string, null means the default, and a negative ``top_k`` means 0. Unexpected arguments, missing required
@@ -97,11 +97,15 @@ from inmind_exp.llm import EndpointError
 from inmind_exp.records import Answer, ContextItem, Message, Session, Turn
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, turn_pairs, write_json
 from inmind_exp.ranges import at_least
+from systems.prompts.a_rag import (CHUNK_IDS_PARAMETER, FORCE_ANSWER_PROMPT, KEYWORD_SEARCH_DESCRIPTION,
+                                   KEYWORD_TOP_K_PARAMETER, KEYWORDS_PARAMETER, PROMPTS_VERSION, QUERY_PARAMETER,
+                                   READ_CHUNK_DESCRIPTION, SEMANTIC_SEARCH_DESCRIPTION, SEMANTIC_TOP_K_PARAMETER,
+                                   SYSTEM_PROMPT)
 
 if TYPE_CHECKING:
     from inmind_exp.llm import LLMClient, Models
 
-PROMPT_VERSION = "a_rag-v2"
+PROMPT_VERSION = "a_rag-v3"
 #: upstream's loop: its own final reply (or the forced answer) is the answer
 NATIVE_ANSWER_VERSION = "a_rag-native-agent-a44de6b"
 CHUNK_UNITS = ("exchange", "session", "turn")
@@ -115,107 +119,34 @@ CORPUS_DESCRIPTIONS = {
     "turn": "one dated message per chunk, from the user or from you",
 }
 
-SYSTEM_PROMPT = """You are a question-answering assistant who can reach a corpus of documents only through the tools below.
-The corpus is the record of your earlier conversations with this user, {corpus}.
-
-Your aim is to answer accurately by locating and analysing the relevant information in the documents.
-
-## Available Tools
-
-- **keyword_search**: locate chunks by exact keyword matching
-- **semantic_search**: locate chunks by semantic similarity
-- **read_chunk**: read the complete text of a specific chunk
-
-## Strategy
-
-Work in rounds: search → read → assess → search → read → ... → answer. For multi-hop questions, break the problem into sub-questions and resolve them one at a time.
-
-## When Answering
-
-- Base your response on the retrieved documents
-- Cite the specific chunks that support your answer
-- Give clear, direct answers backed by evidence
-- Do not speculate beyond what the documents support"""
-
-FORCE_ANSWER_PROMPT = (
-    "You have reached the limit. You MUST now give a final answer based on the information gathered so far. "
-    "Do NOT call any more tools. Combine the information you have and reply directly."
-)
-
-KEYWORD_SEARCH_DESCRIPTION = """Find document chunks by exact, case-insensitive keyword matching. Returns chunk IDs and shortened snippets of the sentences in which the keywords occur.
-
-IMPORTANT: keywords are matched literally in the text. Use SHORT, SPECIFIC terms (1-3 words at most). Each keyword is matched on its own.
-
-Examples of GOOD keywords:
-  - Names of entities: "Albert Einstein", "Tesla", "Python", "Argentina"
-  - Technical terms: "photosynthesis", "quantum mechanics"
-  - Key concepts: "climate change", "GDP growth"
-
-Examples of BAD keywords (DO NOT use):
-  - Long phrases: "the person who invented the telephone" → use "Alexander Bell" instead
-  - Questions: "when did World War 2 start" → use "World War 2", "1939" instead
-  - Descriptions: "the country between France and Spain" → use "Andorra" instead
-  - Full sentences: "how do ocean tides work" → use "tides", "lunar gravity" instead
-
-RETURNS: shortened snippets marked with "..." showing where the keywords occur. They help you spot relevant chunks, but you MUST call read_chunk to get the full text before answering."""
-
-SEMANTIC_SEARCH_DESCRIPTION = """Search by meaning with embedding similarity: your query is compared with the sentences of every chunk by vector similarity.
-
-WHEN TO USE:
-- When keyword search did not find the relevant information
-- When you do not know the exact wording used in the documents
-- For matching by concept or meaning
-
-RETURNS: shortened snippets with the matching sentences. Call read_chunk to get the full text before answering."""
-
-READ_CHUNK_DESCRIPTION = """Read the complete content of document chunks, given their IDs.
-
-Returns the full text of the requested chunks, so that you can examine the context and details that search snippets leave out.
-
-IMPORTANT: keyword_search and semantic_search return only shortened snippets marked with "..." - they are NOT enough to answer from. You MUST call read_chunk to get the full content before writing your answer.
-
-STRATEGY:
-- Always read the promising chunks your searches found
-- Make sure to read the most relevant chunks to gather complete information
-- If information looks incomplete or cut off, read the neighbouring chunks (± 1)
-- Reading the full text is essential for accurate answers
-
-Note: chunks you have already read are marked as seen, so their text is not repeated."""
-
 
 def tool_schemas(default_top_k: int, max_top_k: int) -> list[dict[str, Any]]:
     """The three OpenAI function schemas, in upstream's registration order (keyword, read, semantic)."""
-    top_k = {
-        "type": "integer",
-        "description": f"Number of top-ranked chunks to return (default: {default_top_k}, max: {max_top_k})",
-        "default": default_top_k,
-    }
+    limits = {"default_top_k": default_top_k, "max_top_k": max_top_k}
     return [
         {"type": "function", "function": {
             "name": "keyword_search",
             "description": KEYWORD_SEARCH_DESCRIPTION,
             "parameters": {"type": "object", "properties": {
-                "keywords": {"type": "array", "items": {"type": "string"},
-                             "description": "Keywords to search for, each 1-3 words at most "
-                                            "(e.g., ['Einstein', 'relativity theory', '1905'])."},
-                "top_k": dict(top_k),
+                "keywords": {"type": "array", "items": {"type": "string"}, "description": KEYWORDS_PARAMETER},
+                "top_k": {"type": "integer", "description": KEYWORD_TOP_K_PARAMETER.format(**limits),
+                          "default": default_top_k},
             }, "required": ["keywords"]},
         }},
         {"type": "function", "function": {
             "name": "read_chunk",
             "description": READ_CHUNK_DESCRIPTION,
             "parameters": {"type": "object", "properties": {
-                "chunk_ids": {"type": "array", "items": {"type": "string"},
-                              "description": "IDs of the chunks to read (e.g., ['0', '24', '172'])"},
+                "chunk_ids": {"type": "array", "items": {"type": "string"}, "description": CHUNK_IDS_PARAMETER},
             }, "required": ["chunk_ids"]},
         }},
         {"type": "function", "function": {
             "name": "semantic_search",
             "description": SEMANTIC_SEARCH_DESCRIPTION,
             "parameters": {"type": "object", "properties": {
-                "query": {"type": "string",
-                          "description": "A natural-language description of the information you are looking for"},
-                "top_k": dict(top_k),
+                "query": {"type": "string", "description": QUERY_PARAMETER},
+                "top_k": {"type": "integer", "description": SEMANTIC_TOP_K_PARAMETER.format(**limits),
+                          "default": default_top_k},
             }, "required": ["query"]},
         }},
     ]
@@ -416,6 +347,8 @@ def _as_top_k(value: Any, default: int, cap: int) -> int:
 @SYSTEMS.register("a_rag")
 class ARAG(MemorySystem):
     """Sentence-indexed chunks of the trace, searched by the answerer through three tools in a ReAct loop."""
+
+    version = "2"  # 2: upstream's system prompt, forced-answer demand and tool descriptions verbatim (were ours)
 
     embeddings = ("minilm", "emb3")
     # no write-path calls; per query the loop makes up to max_loops + 1 answerer calls with a growing context

@@ -71,16 +71,14 @@ the passage's turns (``MemorySystem.memory_json``), so a cut reply is charged to
 
 Deliberate deviations:
   - The NER, OpenIE and QA prompts are upstream's verbatim, one-shots included (the Radio City paragraph, the
-    Neville A. Stanton question). The recognition filter's system prompt and objective are in our own words with
-    the DSPy layout, and its ten DSPy demonstrations are replaced by ten of our own of the same shape (a multi-hop
-    question about invented films, bands or places, five candidate triples, the relevant ones kept): none of them
-    is about a person's health, diet, family or circumstances.
+    Neville A. Stanton question), and so are the recognition filter's system prompt and its ten DSPy
+    demonstrations (upstream's multi-hop film and geography questions; ``systems/prompts/hipporag2.py``).
   - A passage's first line is its session date, in the place of upstream's title line, so the QA prompt reads
     "Wikipedia Title: <date>" followed by the turn: upstream's ``qa`` puts that label before every passage of
     every dataset, and we keep it rather than change upstream's prompt.
   - The filter asks for a JSON object (json_object mode) instead of DSPy's "[[ ## fact_after_filter ## ]] ...
-    [[ ## completed ## ]]" markers, so its demonstrations answer with the bare JSON object; the system prompt keeps
-    the DSPy layout (input fields, output field, objective).
+    [[ ## completed ## ]]" markers, so its demonstrations answer with their bare ``fact_after_filter`` JSON and
+    the input template's closing sentence asks for that JSON; upstream's system prompt is sent unchanged.
   - Incremental indexing equals one upstream ``index`` call over all passages so far: after each session the
     synonymy edges are brought up to date over all entities (the new ones and the old ones that gained a
     neighbour above the threshold) instead of being appended again on every ``index`` call (upstream re-adds
@@ -115,8 +113,9 @@ from inmind_exp.llm import parse_json_object
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
 from inmind_exp.ranges import at_least, non_negative, similarity, unit
+from systems.prompts.hipporag2 import FILTER_DEMOS, FILTER_INPUT, FILTER_SYSTEM, PROMPTS_VERSION
 
-PROMPT_VERSION = "hipporag2-v2"
+PROMPT_VERSION = "hipporag2-v3"
 #: version of the answer prompt used in ``answer=native`` (upstream's rag_qa_musique template and ``qa`` layout)
 NATIVE_ANSWER_VERSION = "hipporag2-rag-qa-musique-v1"
 
@@ -173,101 +172,8 @@ ONE_SHOT_TRIPLE_OUTPUT = """{"triples": [
 }
 """
 
-# -- recognition-memory filter (rerank.py + the DSPy program file) ------------------------------------------------
-
-FILTER_OBJECTIVE = (
-    "You are a key part of a question-answering system whose answers researchers and decision-makers rely on. "
-    "Your task is to filter the candidate facts by their relevance to the question, so that the most important "
-    "information reaches them. The question may need careful analysis and multi-hop reasoning that connects "
-    "several pieces of information. Select up to 4 facts from the candidate list that are strongly connected to "
-    "the question and help reason towards an accurate answer. Reply in JSON, e.g. "
-    '{"fact": [["s1", "p1", "o1"], ["s2", "p2", "o2"]]}; if no fact is relevant, reply with an empty list, '
-    '{"fact": []}. Accuracy matters greatly, since your output directly shapes the decisions made with it. Use '
-    "only facts from the candidate list and never write new ones: the quality of the decisions made downstream "
-    "depends on how faithfully you filter."
-)
-
-FILTER_SCHEMA = (
-    '{"type": "object", "properties": {"fact": {"type": "array", "description": "A list of facts, each fact is a '
-    'list of 3 strings: [subject, predicate, object]", "items": {"type": "array", "items": {"type": "string"}}}}, '
-    '"required": ["fact"]}'
-)
-
-FILTER_SYSTEM = (
-    "Your input fields are:\n"
-    "1. `question` (str): the query for retrieval\n"
-    "2. `fact_before_filter` (str): the candidate facts to filter\n\n"
-    "Your output field is:\n"
-    "1. `fact_after_filter` (Fact): the filtered facts, in JSON\n\n"
-    "Every interaction is laid out as follows, with the values filled in.\n\n"
-    "[[ ## question ## ]]\n{question}\n\n"
-    "[[ ## fact_before_filter ## ]]\n{fact_before_filter}\n\n"
-    "You reply with the value of `fact_after_filter` alone: a JSON object that follows this schema: "
-    + FILTER_SCHEMA + "\n\n"
-    "With this structure in mind, your objective is: \n        " + FILTER_OBJECTIVE
-)
-
-FILTER_INPUT = (
-    "[[ ## question ## ]]\n{question}\n\n"
-    "[[ ## fact_before_filter ## ]]\n{fact_before_filter}\n\n"
-    "Respond with the output field `fact_after_filter`: a JSON object of the form "
-    '{{"fact": [[subject, predicate, object], ...]}} holding only facts from the candidate list.'
-)
-
-# (question, candidate facts, kept facts): our own demonstrations in the shape of upstream's DSPy demos.
-FILTER_DEMOS: tuple[tuple[str, list[list[str]], list[list[str]]], ...] = (
-    ("In which country was the director of the film Harbor Lights born?",
-     [["harbor lights", "directed by", "mara elling"], ["harbor lights", "is", "1962 drama film"],
-      ["mara elling", "born in", "norway"], ["harbor nights", "directed by", "paul greer"],
-      ["city lights", "released in", "1931"]],
-     [["harbor lights", "directed by", "mara elling"], ["mara elling", "born in", "norway"]]),
-    ("What instrument did the founder of the Delmore Quartet play?",
-     [["delmore quartet", "founded by", "ivo brandt"], ["ivo brandt", "played", "viola"],
-      ["delmore", "is a town in", "ohio"], ["amsel quartet", "founded by", "rita kohl"],
-      ["rita kohl", "played", "cello"]],
-     [["delmore quartet", "founded by", "ivo brandt"], ["ivo brandt", "played", "viola"]]),
-    ("Are Lake Tessin and Lake Moravy in the same country?",
-     [["lake tessin", "located in", "switzerland"], ["lake tessin", "fed by", "tessin river"],
-      ["lake moravy", "located in", "czech republic"], ["moravy", "may refer to", "moravia"],
-      ["tessin", "is", "german name for ticino"]],
-     [["lake tessin", "located in", "switzerland"], ["lake moravy", "located in", "czech republic"]]),
-    ("When was the university that employs Anika Sorensen founded?",
-     [["anika sorensen", "professor at", "university of halden"], ["university of halden", "founded in", "1874"],
-      ["university of halden", "has", "12 000 students"], ["anika berg", "professor at", "lund university"],
-      ["halden", "is a town in", "norway"]],
-     [["anika sorensen", "professor at", "university of halden"], ["university of halden", "founded in", "1874"]]),
-    ("Who composed the score for the film The Quiet Orchard?",
-     [["the quiet orchard", "music composed by", "elena varga"], ["the quiet orchard", "is", "2004 hungarian film"],
-      ["the silent orchard", "music by", "tom reyes"], ["elena varga", "born on", "3 may 1961"],
-      ["orchard house", "directed by", "sam kline"]],
-     [["the quiet orchard", "music composed by", "elena varga"]]),
-    ("Which club did the top scorer of the 1998 Coastal Cup play for?",
-     [["1998 coastal cup", "top scorer", "juris kalns"], ["juris kalns", "played for", "fc dunes"],
-      ["1996 coastal cup", "top scorer", "peep tamm"], ["fc dunes", "based in", "liepa"],
-      ["coastal cup", "first held in", "1928"]],
-     [["1998 coastal cup", "top scorer", "juris kalns"], ["juris kalns", "played for", "fc dunes"]]),
-    ("How many people live in the town where the painter of Winter at Esk was born?",
-     [["winter at esk", "painted by", "oliver haig"], ["oliver haig", "born in", "eskdale"],
-      ["eskdale", "has population of", "2 300"], ["winter at ely", "painted by", "john cole"],
-      ["oliver haig", "died in", "1911"]],
-     [["winter at esk", "painted by", "oliver haig"], ["oliver haig", "born in", "eskdale"],
-      ["eskdale", "has population of", "2 300"]]),
-    ("Which film came out first, Red Canyon Road or The Paper Kite?",
-     [["red canyon road", "released in", "1957"], ["red canyon road", "is", "american western film"],
-      ["the paper kite", "released in", "1963"], ["the paper moon", "released in", "1973"],
-      ["the paper kite", "directed by", "lin hao"]],
-     [["red canyon road", "released in", "1957"], ["the paper kite", "released in", "1963"]]),
-    ("What language is spoken in the region where the Torvi glacier lies?",
-     [["torvi glacier", "located in", "lapland"], ["lapland", "language", "sami"],
-      ["torvi", "is a", "finnish surname"], ["lapland", "borders", "norway"], ["torvi glacier", "length", "4 km"]],
-     [["torvi glacier", "located in", "lapland"], ["lapland", "language", "sami"]]),
-    ("Who made the album Northern Static, and where are they from?",
-     [["northern static", "is", "2011 album"], ["northern static", "recorded by", "the low tides"],
-      ["northern static", "produced by", "kay arden"], ["the low tides", "formed in", "glasgow"],
-      ["northern soul", "is", "music genre"]],
-     [["northern static", "is", "2011 album"], ["northern static", "recorded by", "the low tides"],
-      ["northern static", "produced by", "kay arden"], ["the low tides", "formed in", "glasgow"]]),
-)
+# -- recognition-memory filter: the DSPy program's system prompt and demonstrations, verbatim, in
+# systems/prompts/hipporag2.py (imported above)
 
 # -- QA (prompts/templates/rag_qa_musique.py verbatim, laid out as HippoRAG.qa) ------------------------------------
 
@@ -416,7 +322,9 @@ def personalized_pagerank(n: int, edges: Sequence[tuple[int, int, float]], reset
 class HippoRAG2(MemorySystem):
     """HippoRAG 2: OpenIE graph memory over trace passages, read by fact filtering and personalized PageRank."""
 
-    version = "2"  # empty extractions are diagnostics, JSON faults through MemorySystem.memory_json (issue 21)
+    version = "2"  # 2: the recognition filter's upstream prompt and ten DSPy demonstrations (were ours); empty
+    # extractions are diagnostics, JSON faults through MemorySystem.memory_json (issue 21)
+
     cost = CallProfile(memory_calls_per_user_turn=4.0, memory_calls_per_query=1.0, answer_calls_per_query=1.0,
                        prompt_tokens_per_memory_call=900, prompt_tokens_per_answer_call=1800)
 
@@ -626,10 +534,9 @@ class HippoRAG2(MemorySystem):
     def recognition_filter(self, query: str, candidates: list[tuple[str, str, str]]) -> list[int]:
         """The filter call: positions (into ``candidates``) of the facts it keeps, in its order (``DSPyFilter``)."""
         messages = [Message("system", FILTER_SYSTEM)]
-        for question, before, after in FILTER_DEMOS:
-            messages.append(Message("user", FILTER_INPUT.format(question=question,
-                                                                fact_before_filter=json.dumps({"fact": before}))))
-            messages.append(Message("assistant", json.dumps({"fact": after})))
+        for question, before, after in FILTER_DEMOS:  # upstream's JSON strings, as make_template formats them
+            messages.append(Message("user", FILTER_INPUT.format(question=question, fact_before_filter=before)))
+            messages.append(Message("assistant", after))
         messages.append(Message("user", FILTER_INPUT.format(
             question=query, fact_before_filter=json.dumps({"fact": [list(c) for c in candidates]}))))
 

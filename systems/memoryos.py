@@ -1,7 +1,8 @@
 """MemoryOS (Kang et al. 2025, "Memory OS of AI Agent"): a three-tier memory of QA pages with heat-driven promotion.
 
 Reimplemented from BAI-LAB/MemoryOS at commit 1d71706, ``memoryos-pypi/`` (memoryos.py, short_term.py, mid_term.py,
-long_term.py, updater.py, retriever.py, prompts.py, utils.py); no upstream code is vendored.
+long_term.py, updater.py, retriever.py, prompts.py, utils.py); no upstream code is vendored, its prompt texts are quoted (Apache-2.0) in
+``systems/prompts/memoryos.py``.
 
 Write path (``Memoryos.add_memory``), one QA pair (a user turn and the assistant's reply) at a time:
   * short-term memory holds the last ``short_term_capacity`` pairs; adding to a full one first evicts the oldest
@@ -66,9 +67,9 @@ Deliberate deviations:
     The continuity verdict tolerates surrounding quotes and a trailing full stop.
   * Embeddings come from the project encoder (MiniLM or text-embedding-3-large) with exact numpy inner products in
     place of per-search faiss IndexFlatIP; state is kept in memory and written only on ``snapshot``.
-  * The memory-call prompts are in our own words with upstream's structure, dimensions, section markers and
-    outputs (no example or instruction of our own added). Upstream's profile prompt announces "90" dimensions but
-    lists 51; we list the same 51. The answer prompt is upstream's verbatim (see Answer modes).
+  * The memory-call prompts are upstream's ``memoryos-pypi/prompts.py`` verbatim (``systems/prompts/memoryos.py``;
+    the profile prompt's "90 dimensions" that lists 51 included). The answer prompt is upstream's verbatim (see
+    Answer modes).
   * As upstream, a lone user or assistant turn (no partner in the pair) is stored in short-term memory and dropped
     on eviction (recorded as a ``fallback`` fault); an evicted page is duplicated into every topic session the
     multi-summary names.
@@ -90,8 +91,16 @@ import numpy as np
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, turn_pairs, write_json
 from inmind_exp.ranges import at_least, non_negative, similarity
+from systems.prompts.memoryos import CONTINUITY_CHECK_SYSTEM_PROMPT as CONTINUITY_SYSTEM_PROMPT
+from systems.prompts.memoryos import CONTINUITY_CHECK_USER_PROMPT as CONTINUITY_USER_PROMPT
+from systems.prompts.memoryos import KNOWLEDGE_EXTRACTION_SYSTEM_PROMPT as KNOWLEDGE_SYSTEM_PROMPT
+from systems.prompts.memoryos import KNOWLEDGE_EXTRACTION_USER_PROMPT as KNOWLEDGE_USER_PROMPT
+from systems.prompts.memoryos import META_INFO_SYSTEM_PROMPT, META_INFO_USER_PROMPT, MULTI_SUMMARY_SYSTEM_PROMPT
+from systems.prompts.memoryos import MULTI_SUMMARY_USER_PROMPT, PROMPTS_VERSION
+from systems.prompts.memoryos import PERSONALITY_ANALYSIS_SYSTEM_PROMPT as PROFILE_SYSTEM_PROMPT
+from systems.prompts.memoryos import PERSONALITY_ANALYSIS_USER_PROMPT as PROFILE_USER_PROMPT
 
-PROMPT_VERSION = "memoryos-v2"
+PROMPT_VERSION = "memoryos-v3"
 #: version of the answer prompt used in ``answer=native`` (upstream's GENERATE_SYSTEM_RESPONSE prompts, verbatim)
 NATIVE_ANSWER_VERSION = "memoryos-generate-system-response-v1"
 
@@ -106,143 +115,7 @@ FALLBACK_TOPIC_SUMMARY = "General summary of recent interactions."
 NONE_LINES = ("none", "- none", "- none.")
 MIN_PROFILE_CHARS = 30
 
-# -- prompts (prompts.py; our wording, upstream's structure and outputs) --------------------------------------------
-CONTINUITY_SYSTEM_PROMPT = "You detect whether a conversation continues. Answer with ONLY 'true' or 'false'."
-CONTINUITY_USER_PROMPT = (
-    "Are these two conversation pages continuous, i.e. does the second carry on the first without a change of topic?\n"
-    "Answer with ONLY \"true\" or \"false\".\n\n"
-    "Previous Page:\nUser: {prev_user}\nAssistant: {prev_agent}\n\n"
-    "Current Page:\nUser: {curr_user}\nAssistant: {curr_agent}\n\n"
-    "Continuous?"
-)
-META_INFO_SYSTEM_PROMPT = (
-    "You keep a running meta-summary of a conversation up to date. You:\n"
-    "1. keep the relevant context of the previous meta-summary\n"
-    "2. fold in the new information from the current dialogue\n"
-    "3. output ONLY the updated summary, with no explanation"
-)
-META_INFO_USER_PROMPT = (
-    "Update the conversation meta-summary with the new dialogue, keeping it continuous.\n\n"
-    "Guidelines:\n"
-    "1. Start from the previous meta-summary, if there is one\n"
-    "2. Add or revise information according to the new dialogue\n"
-    "3. Keep it short (1-2 sentences at most)\n"
-    "4. Keep the context coherent\n\n"
-    "Previous Meta-summary: {last_meta}\n"
-    "New Dialogue:\n{new_dialogue}\n\n"
-    "Updated Meta-summary:"
-)
-MULTI_SUMMARY_SYSTEM_PROMPT = (
-    "You analyse the topics of dialogues and write short summaries. Give at most two topics. Be as brief as possible."
-)
-MULTI_SUMMARY_USER_PROMPT = (
-    "Analyse the dialogue below and write very short summaries of its subtopics (where there are any), at most two "
-    "themes. Each summary is only a few words for the theme and for the content. Answer as a JSON array:\n"
-    "[\n  {{\"theme\": \"Brief theme\", \"keywords\": [\"key1\", \"key2\"], \"content\": \"summary\"}}\n]\n"
-    "\nConversation content:\n{text}"
-)
-PROFILE_SYSTEM_PROMPT = (
-    "You analyse a user's personality and preferences from dialogue, along the dimensions you are given.\n\n"
-    "For each dimension:\n"
-    "1. Read the conversation and decide whether it shows the dimension.\n"
-    "2. If it does, give the user's level (High / Medium / Low) with a short reason, mentioning time, people and "
-    "context where possible.\n"
-    "3. If it does not, leave the dimension out.\n\n"
-    "Only describe the user's preferences and traits. Output only the user profile."
-)
-PROFILE_DIMENSIONS = (
-    "[Psychological Model (Basic Needs & Personality)]\n"
-    "Extraversion: liking for social activity.\n"
-    "Openness: readiness for new ideas and experiences.\n"
-    "Agreeableness: friendliness and cooperativeness.\n"
-    "Conscientiousness: responsibility and organisation.\n"
-    "Neuroticism: emotional stability and sensitivity.\n"
-    "Physiological Needs: attention to comfort and basic needs.\n"
-    "Need for Security: weight placed on safety and stability.\n"
-    "Need for Belonging: wish to belong to groups.\n"
-    "Need for Self-Esteem: need for respect and recognition.\n"
-    "Cognitive Needs: wish to know and understand.\n"
-    "Aesthetic Appreciation: appreciation of beauty and art.\n"
-    "Self-Actualization: striving to reach one's potential.\n"
-    "Need for Order: liking for tidiness and organisation.\n"
-    "Need for Autonomy: liking for deciding and acting independently.\n"
-    "Need for Power: wish to influence or control others.\n"
-    "Need for Achievement: value placed on accomplishment.\n\n"
-    "[AI Alignment Dimensions]\n"
-    "Helpfulness: whether the AI's answers are practically useful (the user's expectation of the AI).\n"
-    "Honesty: whether the AI's answers are truthful (the user's expectation of the AI).\n"
-    "Safety: avoiding sensitive or harmful content (the user's expectation of the AI).\n"
-    "Instruction Compliance: following the user's instructions strictly (the user's expectation of the AI).\n"
-    "Truthfulness: accuracy and authenticity of content (the user's expectation of the AI).\n"
-    "Coherence: clear, logically consistent expression (the user's expectation of the AI).\n"
-    "Complexity: liking for detailed, complex information.\n"
-    "Conciseness: liking for short, clear answers.\n\n"
-    "[Content Platform Interest Tags]\n"
-    "Science Interest: interest in science.\n"
-    "Education Interest: interest in education and learning.\n"
-    "Psychology Interest: interest in psychology.\n"
-    "Family Concern: interest in family and parenting.\n"
-    "Fashion Interest: interest in fashion.\n"
-    "Art Interest: interest or involvement in art.\n"
-    "Health Concern: attention to physical health and lifestyle.\n"
-    "Financial Management Interest: interest in finance and budgeting.\n"
-    "Sports Interest: interest in sport and exercise.\n"
-    "Food Interest: enthusiasm for cooking and food.\n"
-    "Travel Interest: interest in travel and exploring places.\n"
-    "Music Interest: interest in listening to or making music.\n"
-    "Literature Interest: interest in literature and reading.\n"
-    "Film Interest: interest in films and cinema.\n"
-    "Social Media Activity: how much the user uses social media.\n"
-    "Tech Interest: interest in technology and innovation.\n"
-    "Environmental Concern: attention to the environment and sustainability.\n"
-    "History Interest: interest in history.\n"
-    "Political Concern: interest in politics and social issues.\n"
-    "Religious Interest: interest in religion and spirituality.\n"
-    "Gaming Interest: enjoyment of video or board games.\n"
-    "Animal Concern: care for animals or pets.\n"
-    "Emotional Expression: direct versus restrained expression of emotion.\n"
-    "Sense of Humor: humorous versus serious style.\n"
-    "Information Density: detailed versus concise information.\n"
-    "Language Style: formal versus casual tone.\n"
-    "Practicality: practical advice versus theoretical discussion."
-)
-PROFILE_USER_PROMPT = (
-    "Analyse the latest user-AI conversation below and update the user profile along these personality and "
-    "preference dimensions:\n\n" + PROFILE_DIMENSIONS.replace("{", "{{").replace("}", "}}") + "\n\n"
-    "**Task Instructions:**\n"
-    "1. Read the existing user profile below\n"
-    "2. Look in the new conversation for evidence on the dimensions above\n"
-    "3. Merge what you find into one comprehensive user profile\n"
-    "4. Write each dimension you can identify as: Dimension ( Level(High/Medium/Low) )\n"
-    "5. Give a short reason for each dimension where you can\n"
-    "6. Keep the insights of the existing profile while adding the new observations\n"
-    "7. Leave out any dimension that neither the existing profile nor the new conversation supports\n\n"
-    "**Existing User Profile:**\n{existing_user_profile}\n\n"
-    "**Latest User-AI Conversation:**\n{conversation}\n\n"
-    "**Updated User Profile:**\n"
-    "Write the complete updated user profile below, combining the existing profile and the new conversation:"
-)
-KNOWLEDGE_SYSTEM_PROMPT = (
-    "You extract knowledge from conversations: the user's private data and the assistant's knowledge.\n\n"
-    "Look for:\n"
-    "1. User private data: personal information, preferences or private facts about the user\n"
-    "2. Assistant knowledge: explicit statements of what the assistant did, provided or showed\n\n"
-    "Be extremely concise and factual; use the shortest phrases possible."
-)
-KNOWLEDGE_USER_PROMPT = (
-    "Extract the user's private data and the assistant's knowledge from the latest user-AI conversation below.\n\n"
-    "Latest User-AI Conversation:\n{conversation}\n\n"
-    "【User Private Data】\n"
-    "Personal information about the user, in the shortest possible phrases:\n"
-    "- [Brief fact]: [Minimal context(Including entities and time)]\n"
-    "- [Brief fact]: [Minimal context(Including entities and time)]\n"
-    "- (If there is no private data, write \"None\")\n\n"
-    "【Assistant Knowledge】\n"
-    "What the assistant demonstrated, as \"Assistant [action] at [time]\", very briefly:\n"
-    "- Assistant [brief action] at [time/context]\n"
-    "- Assistant [brief capability] during [brief context]\n"
-    "- (If there is no assistant knowledge, write \"None\")"
-)
+# -- prompts: the memory calls' are memoryos-pypi/prompts.py verbatim (systems/prompts/memoryos.py, imported above)
 # The answer prompt (``answer=native``) is upstream's GENERATE_SYSTEM_RESPONSE_SYSTEM/USER_PROMPT verbatim; only the
 # length clause is a parameter, and ``answer_word_limit: 30`` gives upstream's text exactly.
 ANSWER_SYSTEM_PROMPT = (
@@ -412,6 +285,8 @@ def _top_k_desc(scores: np.ndarray, k: int) -> list[int]:
 @SYSTEMS.register("memoryos")
 class MemoryOS(MemorySystem):
     """Short-term QA queue, heat-ranked mid-term sessions of pages, long-term profile and knowledge (see module doc)."""
+
+    version = "2"  # 2: upstream's memory-call prompts verbatim (were paraphrased)
 
     embeddings = ("minilm", "emb3")
     # ~250 pairs: each pair past the first 10 is evicted with 3 calls; a session reaches heat 5 about every 4 pages,

@@ -73,8 +73,8 @@ Deliberate deviations:
   endpoint returns no logprobs (``Answer.meta['gate'] == 'fallback_no_logprobs'``, a ``logprobs_unavailable``
   diagnostic) the top 10 probe candidates are kept without raw messages: exactly what upstream's constant 5.0 entropy
   then yields (every IG is 0: above the keep threshold, below the expand threshold).
-- The memory-call prompts (boundary, episode, prediction, extraction, theme) are upstream's in our own words with
-  the same structure, fields and examples (upstream's own: the Mount Rainier hike, "Becoming Nicole", ByteDance).
+- The memory-call prompts are upstream's verbatim: boundary, episode, prediction, cold-start and comparison
+  extraction in ``systems/prompts/xmemory.py`` (placeholders renamed only), the theme summary and gate prompts here.
 """
 
 from __future__ import annotations
@@ -91,184 +91,13 @@ import numpy as np
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
 from inmind_exp.ranges import Range, at_least, similarity, unit
+from systems.prompts.xmemory import (BOUNDARY_PROMPT, COLD_START_PROMPT, COMPARISON_PROMPT, EPISODE_PROMPT,
+                                     PREDICTION_PROMPT, PROMPTS_VERSION)
 
-PROMPT_VERSION = "xmemory-v2"
-
-BOUNDARY_PROMPT = """You are an expert at segmenting dialogue into episodes. Decide whether the newly added message should close the current episode so that a new one begins.
-
-Conversation so far:
-{history}
-
-Newly added message:
-{new}
-
-Weigh these signals:
-1. Topic change (most important): does the new message bring up a clearly different topic, move from one event to another, or switch to an unrelated question?
-2. Change of intent: has the purpose of the conversation changed (e.g. from small talk to asking for help, from work to private life), or has the current question been fully dealt with?
-3. Time markers: phrases such as "earlier", "before", "by the way", "oh right", "also", or more than 30 minutes between messages.
-4. Structural cues: explicit transitions ("changing topics", "speaking of which", "quick question") or closing remarks that finish the current topic.
-5. Relevance: how related is the new message to what came before (consider splitting below about 30%)? Does it concern entirely different people, places or events?
-
-Principles:
-- Each episode centres on one core topic or event.
-- When unsure, split.
-- An episode should normally not run beyond 10-15 messages.
-
-Reply with a JSON object:
-{{"should_end": true or false, "reason": "the specific reason for your decision", "confidence": 0.0-1.0, "topic_summary": "if ending, the core topic of the current episode"}}
-
-Notes:
-- If the conversation so far is empty, this is the first message: answer false.
-- Split on a clear topic change even when the conversation flows naturally.
-- Every episode should be a self-contained unit that can be understood on its own."""
-
-EPISODE_PROMPT = """You turn conversations into episodic memories. Convert the conversation below into one episodic memory.
-
-Conversation:
-{conversation}
-
-Why the episode was closed:
-{reason}
-
-Work out when the conversation happened and write a structured episodic memory. Reply with only a JSON object with these three fields:
-{{
-    "title": "a concise, specific title of 10-20 words that summarises the theme",
-    "content": "a detailed third-person narrative of the conversation with everything important: who took part and when, what was discussed, decisions made, emotions expressed, plans or outcomes. Write it as a coherent story, with times precise to the hour (year, month, day and hour).",
-    "timestamp": "when the episode happened, as YYYY-MM-DDTHH:MM:SS"
-}}
-
-Time analysis:
-1. Prefer explicit timestamps in the messages.
-2. Otherwise use time references in the content ("yesterday", "last week", "this morning").
-3. Failing both, estimate from context.
-4. Always give the timestamp in ISO format, e.g. "2024-01-15T14:30:00".
-
-Requirements:
-1. The title is specific and easy to search (key topics and activities).
-2. The content keeps all important information of the conversation.
-3. Turn the dialogue into narrative.
-4. Keep chronological order and cause and effect.
-5. Write in the third person unless the speaker explicitly uses the first person.
-6. Include specific details that help keyword search.
-7. State the time in the content.
-8. Convert relative times (last week, next month, ...) into absolute dates, written in parentheses after the original expression.
-9. IMPORTANT: use the time the conversation actually happened, from the message timestamps or content, not the current time.
-
-Example, for messages dated March 14, 2024, 3:00 PM about planning a weekend hike:
-{{
-    "title": "Weekend hiking plan for March 16, 2024: sunrise trip to Mount Rainier",
-    "content": "On March 14, 2024 at 3:00 PM the user said they wanted to hike on the coming weekend (March 16, 2024) to watch the sunrise at Mount Rainier and asked for advice. They were told to bring hiking boots, warm clothes for the cold summit, a flashlight, water and high-energy food. The user decided to leave at 4:00 AM on Saturday, March 16, 2024 and planned to invite friends; they were excited about the trip.",
-    "timestamp": "2024-03-14T15:00:00"
-}}
-
-Return only the JSON object, with no other text:"""
-
-PREDICTION_PROMPT = """You predict episodes from knowledge. From limited clues and what you already know, reconstruct what most likely happened in a conversation episode.
-
-IMPORTANT: predict the actual content and knowledge of the episode, not its wording or format.
-
-## Input
-
-**Episode title**: {title}
-
-**Relevant knowledge statements** (your current model of the world):
-{statements}
-
-## Task
-
-From these clues, reconstruct what you believe happened, focusing on:
-1. Core facts: what specific information was discussed?
-2. Key decisions: what was chosen or concluded?
-3. Knowledge exchanged: what was shared or learned?
-4. Flow: how did the conversation progress?
-
-## Ignore
-- writing style and level of detail
-- formatting and structure
-- exact phrasing
-- whether timestamps appear
-- how formal the language is
-
-## Output
-
-Write a natural narrative of what you predict happened, as if describing the episode to someone else. Focus on substance, not style.
-
-Your prediction:"""
+PROMPT_VERSION = "xmemory-v3"
 
 NO_KNOWLEDGE_PREDICTION = ("Based on the title '{title}', a conversation likely occurred but no specific knowledge is "
                            "available to predict its content.")
-
-_CRITERIA = """## CRITICAL: extract only HIGH-VALUE knowledge
-
-Keep a statement only if it passes all of these tests:
-- **Persistence**: will it still be true in 6 months?
-- **Specificity**: does it hold concrete, searchable information?
-- **Utility**: does it help anticipate the user's future needs or preferences?
-- **Independence**: is it understandable without the conversation?
-
-## HIGH-VALUE categories (extract these):
-1. **Identity and background**: names, professions, companies, education
-2. **Lasting preferences**: favourite books/films/tools, long-term likes and dislikes
-3. **Technical details**: technologies, versions, methods, architectures
-4. **Relationships**: family, colleagues, team members, mentors
-5. **Goals and plans**: career aims, learning goals, project plans
-6. **Beliefs and values**: principles, philosophies, strong opinions
-7. **Habits and patterns**: regular activities, workflows, schedules
-
-## LOW-VALUE (skip these):
-- passing emotions or reactions
-- acknowledgements within one conversation
-- vague statements without specifics
-- information that only makes sense in context
-
-## Guidelines:
-1. Each statement is atomic and self-contained.
-2. Keep every specific detail (names, versions, titles).
-3. Use the present tense for lasting facts.
-4. Prefer facts that help understand the user over the long term.
-5. Do NOT put times or dates in a statement.
-6. Quality over quantity: fewer, valuable statements are better.
-
-## Examples:
-GOOD: "Caroline's favorite book is 'Becoming Nicole' by Amy Ellis Nutt"
-GOOD: "The user works at ByteDance as a senior ML engineer"
-BAD: "The user thanked the assistant"
-BAD: "The user was happy about the response\""""
-
-COLD_START_PROMPT = """You specialise in knowledge extraction. Extract HIGH-VALUE, PERSISTENT knowledge statements from the episode below.
-
-Episode title: {title}
-Episode content: {content}
-Episode time: {date}
-
-""" + _CRITERIA + """
-
-Reply in JSON:
-{{"statements": ["first high-value knowledge statement", "second high-value knowledge statement", "..."]}}
-
-Extract only high-value, persistent knowledge; return an empty list if there is none."""
-
-COMPARISON_PROMPT = """You extract valuable knowledge by comparing an original conversation with a prediction of it.
-
-## Original conversation:
-{messages}
-
-## Predicted summary:
-{prediction}
-
-## Task:
-Extract ONLY the valuable knowledge that is in the original but missing from, or misrepresented in, the prediction.
-
-""" + _CRITERIA + """
-
-## Output format:
-{{"statements": ["first factual statement from the gap", "second factual statement from the gap", "..."]}}
-
-Important:
-- every statement must be understandable without the conversation
-- present tense for lasting facts
-- include specific names, titles and details
-- quality over quantity: extract only truly valuable knowledge"""
 
 THEME_PROMPT = ("You are building a stable high-level theme summary that captures recurring facts.\n"
                 "Given the following factual statements, write a concise abstract theme that names the topic:\n"
@@ -425,6 +254,8 @@ class Params:
 
 @SYSTEMS.register("xmemory")
 class XMemory(MemorySystem):
+    version = "2"  # 2: upstream's boundary, episode, prediction and extraction prompts verbatim (were paraphrased)
+
     # ~1.8 boundary calls per exchange + ~0.3 episodes (1 episode call + 1-2 fact calls) per exchange; ~4 theme
     # summaries per session; per query: the tail flush (~3 calls, cached for the second query) on the memory role,
     # the answer plus ~4 gate probes (base + early-stopped episode probes) on the answerer.

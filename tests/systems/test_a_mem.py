@@ -16,11 +16,12 @@ from inmind_exp.memory import SYSTEMS
 from inmind_exp.protocol import run_task
 from inmind_exp.records import FACT_TURN_ID, Session, Task, Turn
 from systems.a_mem import ANSWER_PROMPT_VERSION, AMem, consolidated_document, note_document, raw_memory_line
+from systems.prompts.a_mem import ANALYZE_PROMPT
 from tests.conftest import make_trace
 from tests.fake_openai import Fault
 
-ANALYZE = "Content to analyse:"
-EVOLVE = "memory-evolution agent"
+ANALYZE = "Content for analysis:"
+EVOLVE = "memory evolution agent"
 KEYWORDS = "generate several keywords"
 DATE = "2024/03/05 (Tue) 09:30"
 
@@ -68,16 +69,17 @@ def test_ingest_makes_two_memory_calls_per_turn(fake, models, encoder, tmp_path)
     kinds = ["analyze" if ANALYZE in _prompt(r) else "evolve" if EVOLVE in _prompt(r) else "?" for r in reqs]
     assert kinds == ["analyze", "evolve", "analyze", "evolve"]
     assert all(r["response_format"] == {"type": "json_object"} for r in reqs)
-    assert _prompt(reqs[0]).endswith("Content to analyse:\nSpeaker user says : My tomato plants wilt in July heat.")
+    assert _prompt(reqs[0]) == ANALYZE_PROMPT + "Speaker user says : My tomato plants wilt in July heat."  # upstream: prompt + content
     assert _prompt(reqs[2]).endswith("Speaker assistant says : Water them deeply at dawn.")
     # the first note's evolution sees no neighbour; the second sees the first, with its analysed metadata
-    assert "There are 0 neighbours" in _prompt(reqs[1]) and "memory index:" not in _prompt(reqs[1])
+    assert "The number of neighbors is 0." in _prompt(reqs[1]) and "memory index:" not in _prompt(reqs[1])
     p = _prompt(reqs[3])
-    assert "There are 1 neighbours" in p
+    assert "The number of neighbors is 1." in p
     assert ("memory index:0\t talk start time:2024/03/05 (Tue) 09:30\t memory content: Speaker user says : My tomato "
             "plants wilt in July heat.\t memory context: About my.\t memory keywords: ['my', 'tomato', 'plants']\t "
             "memory tags: ['chat', 'heat']\n") in p
-    assert "content: Speaker assistant says : Water them deeply at dawn.\nkeywords: ['water', 'them', 'deeply']" in p
+    indent = "\n" + " " * 32  # upstream's evolution prompt keeps its source indentation
+    assert f"content: Speaker assistant says : Water them deeply at dawn.{indent}keywords: ['water', 'them', 'deeply']" in p
     assert [(n.id, n.timestamp, n.context) for n in mem.notes] == [("s7#0", DATE, "About my."), ("s7#1", DATE, "About water.")]
     assert mem.index.ids == ["s7#0", "s7#1"]
     assert [n.sources for n in mem.notes] == [["s7#0"], ["s7#1"]]  # each note derives from its own turn
@@ -90,7 +92,7 @@ def test_strengthen_adds_links_and_retags_the_new_note(fake, models, encoder, tm
     fake.add_rule(ANALYZE, analysis_reply)
 
     def evolve(body):
-        if "sourdough starter" in _prompt(body).split("nearest neighbouring memories:")[0]:
+        if "sourdough starter" in _prompt(body).split("nearest neighbors memories:")[0]:
             return {"should_evolve": True, "actions": ["strengthen"], "suggested_connections": [0, "1", 99, "x"],
                     "tags_to_update": ["baking", "linked"], "new_context_neighborhood": [], "new_tags_neighborhood": []}
         return {"should_evolve": False, "actions": [], "suggested_connections": [], "tags_to_update": [],
@@ -120,7 +122,7 @@ def test_update_neighbor_rewrites_context_tags_and_embedding(fake, models, encod
     seen: dict[str, list[int]] = {}
 
     def evolve(body):
-        if "Speaker user says : Linda" not in _prompt(body).split("nearest neighbouring memories:")[0]:
+        if "Speaker user says : Linda" not in _prompt(body).split("nearest neighbors memories:")[0]:
             return {"should_evolve": False}
         idx = seen["order"] = neighbour_indices(body)
         return {"should_evolve": True, "actions": ["update_neighbor"], "suggested_connections": [],
@@ -167,7 +169,7 @@ def test_unchanged_neighbour_evolution_adds_no_origin_source(fake, models, encod
         if not idx:
             return {"should_evolve": False}
         first = mem.notes[idx[0]]
-        changed = "Linda" in _prompt(body).split("nearest neighbouring memories:")[0]
+        changed = "Linda" in _prompt(body).split("nearest neighbors memories:")[0]
         return {"should_evolve": True, "actions": ["update_neighbor"], "suggested_connections": [],
                 "tags_to_update": [], "new_context_neighborhood": [mem.notes[i].context for i in idx],
                 "new_tags_neighborhood": [(["family"] if changed and i == idx[0] else []) + mem.notes[i].tags
@@ -197,7 +199,7 @@ def _linked_memory(fake, models, encoder, tmp_path, **params) -> AMem:
     fake.add_rule(ANALYZE, analysis_reply)
 
     def evolve(body):
-        if "Speaker user says : Peanut" in _prompt(body).split("nearest neighbouring memories:")[0]:
+        if "Speaker user says : Peanut" in _prompt(body).split("nearest neighbors memories:")[0]:
             return {"should_evolve": True, "actions": ["strengthen"], "suggested_connections": [2, 0, 1],
                     "tags_to_update": ["health"]}
         return {"should_evolve": False}
@@ -230,9 +232,10 @@ def test_read_path_returns_top_k_plus_linked_notes(fake, models, encoder, tmp_pa
         "memory context: About peanut.memory keywords: ['peanut', 'butter', 'gives']memory tags: ['health']\n")
     assert ans.text == "Avoid peanut snacks."
     assert [m.role for m in ans.context] == ["system", "user"]
-    assert ans.context[1].content == (f"Based on the context: {expected}, write an answer to the following question in "
-                                      "the form of a short phrase. Use the exact words of the context wherever "
-                                      "possible.\n\nQuestion: What snacks should I pack for my run? Short answer:")
+    assert ans.context[1].content == (f"Based on the context: {expected}, write an answer in the form of a short "
+                                      "phrase for the following question. Answer with exact words from the context "
+                                      "whenever possible.\n\n" + " " * 28 + "Question: What snacks should I pack for "
+                                      "my run? Short answer:\n" + " " * 28)  # upstream's f-string, indentation kept
     assert [m["content"] for m in reqs[1]["messages"]] == [m.content for m in ans.context]
     assert reqs[1]["response_format"] == {"type": "json_object"}
     assert ans.meta["answer_prompt"] == ANSWER_PROMPT_VERSION and ans.meta["keywords"] == "peanut, hives, allergy"
@@ -405,7 +408,7 @@ def test_a_cut_evolution_reply_is_counted_on_the_note_written_not_on_the_neighbo
     cut_prompts: list[str] = []
 
     def evolve(body, cut_fact: bool):
-        new = _prompt(body).split("nearest neighbouring memories:")[0]
+        new = _prompt(body).split("nearest neighbors memories:")[0]
         mine = TASK.user_message in new or TASK.assistant_message in new  # the injected exchange's own notes
         if mine == cut_fact and TASK.user_message in _prompt(body):
             cut_prompts.append(_prompt(body))

@@ -292,6 +292,13 @@ def test_filter_keeps_what_the_fake_keeps_and_ppr_ranks_the_passages(fake, model
                               ["user", "booked flight to", "lisbon"], ["chess club", "meets on", "tuesdays"]]}
     assert flt["messages"][-1]["content"].startswith(f"[[ ## question ## ]]\n{QUERY}\n\n")
     assert len(flt["messages"]) == 1 + 2 * 10 + 1  # system, ten demonstrations, the query
+    # upstream's DSPy program: its system prompt and first demonstration, the kept facts as its bare JSON string
+    assert flt["messages"][0]["content"].startswith("Your input fields are:\n1. `question` (str): Query for retrieval")
+    assert flt["messages"][1]["content"].startswith("[[ ## question ## ]]\nAre Imperial River (Florida) and Amaradia "
+                                                    "(Dolj) both located in the same country?\n\n")
+    assert flt["messages"][2] == {"role": "assistant", "content": '{"fact":[["imperial river","is located in","florida"],'
+                                  '["imperial river","is a river in","united states"],["amaradia","flows through",'
+                                  '"ro ia de amaradia"]]}'}
     assert ans.meta["mode"] == "ppr" and ans.meta["retrieval_mode"] == "ppr"
     assert ans.meta["facts_after_filter"] == [["ana", "loves", "custard tarts"]]
 
@@ -668,7 +675,7 @@ def test_no_prompt_piece_is_close_to_a_bundled_task(encoder, repo_root):
              if line.strip()]
     task_vecs = encoder.encode([t[k] for t in tasks for k in ("user_message", "naive_query", "query", "explanation")])
     prompts = [v for k, v in vars(mod).items() if k.isupper() and isinstance(v, str) and len(v) > 40]
-    prompts += [q + " " + json.dumps(before) for q, before, _ in mod.FILTER_DEMOS]
+    prompts += [q + " " + before for q, before, _ in mod.FILTER_DEMOS]  # upstream's JSON strings
     pieces = [p for text in prompts for p in text.split("\n\n") if len(p.strip()) > 30]
     assert len(pieces) > 25
     assert float((encoder.encode(pieces) @ task_vecs.T).max()) < 0.40

@@ -4,6 +4,7 @@ OpenAI-compatible server."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 
@@ -18,6 +19,7 @@ from inmind_exp.memory import SYSTEMS
 from inmind_exp.protocol import run_task
 from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Session, Task, Turn
 from systems.mem0 import ANSWER_PROMPT_VERSION, Mem0
+from systems.prompts.mem0 import CONTEXT_RULE, FACT_RETRIEVAL_PROMPT, USER_MEMORY_EXTRACTION_PROMPT
 from tests.conftest import make_trace
 from tests.fake_openai import Fault
 
@@ -43,9 +45,17 @@ def old_memory(prompt: str) -> list[dict[str, str]]:
     """The old-memory list the update prompt shows (empty when it says the memory is empty)."""
     if "Current memory is empty." in prompt:
         return []
-    m = re.search(r"collected till now\. You have to update it in the following format only:\n\n```\n(.*?)\n```", prompt, re.S)
+    m = re.search(r"collected till now\. You have to update it in the following format only:\n\n {4}```\n {4}(\[.*?\])\n {4}```",
+                  prompt, re.S)
     assert m, prompt
-    return json.loads(m.group(1))
+    return ast.literal_eval(m.group(1))  # upstream's f-string shows str() of the list
+
+
+def new_facts(prompt: str) -> list[str]:
+    """The new facts the update prompt shows (``str()`` of the list, in the block after the task sentence)."""
+    m = re.search(r"deleted in the memory\.\n\n {4}```\n {4}(\[.*?\])\n {4}```", prompt, re.S)
+    assert m, prompt
+    return ast.literal_eval(m.group(1))
 
 
 def update_prompt(body: dict) -> str:
@@ -66,7 +76,7 @@ def seed(fake, models, tmp_path, encoder, **params) -> Mem0:
     fake.add_rule("I drink coffee every morning", {"facts": facts})
     fake.add_rule(UPDATE, lambda body: {"memory": [  # ADD every new fact (the facts block is the first ``` list)
         {"id": "0", "text": f, "event": "ADD"}
-        for f in json.loads(re.search(r"```\n(\[.*?\])\n```", update_prompt(body), re.S).group(1))
+        for f in new_facts(update_prompt(body))
     ]})
     mem = Mem0(models, encoder, tmp_path / "work", **params)
     exchange = ("I drink coffee every morning. I live in Lisbon with my two cats.", "Noted!")
@@ -88,7 +98,10 @@ def test_extraction_and_update_cycle_adds_memories(fake, models, tmp_path, encod
         "Input:\nuser: I drink coffee every morning. I live in Lisbon with my two cats.\nassistant: Noted!\n")
     assert [m["role"] for m in upd["messages"]] == ["user"]
     assert UPDATE in upd["messages"][0]["content"] and "Current memory is empty." in upd["messages"][0]["content"]
-    assert '["Drinks coffee every morning", "Lives in Lisbon with two cats"]' in upd["messages"][0]["content"]
+    # upstream's f-string: str() of the facts list, inside its indented block
+    assert "    ```\n    ['Drinks coffee every morning', 'Lives in Lisbon with two cats']\n    ```" in upd["messages"][0]["content"]
+    # the cited commit's default extraction prompt: facts from the user's messages only
+    assert ext["messages"][0]["content"] == USER_MEMORY_EXTRACTION_PROMPT.format(date="2024-01-01", context_rule=CONTEXT_RULE)
     assert mem.memories == {
         "m000001": {"text": "Drinks coffee every morning", "timestamp": D1, "created": D1, "sources": S1},
         "m000002": {"text": "Lives in Lisbon with two cats", "timestamp": D1, "created": D1, "sources": S1},
@@ -96,6 +109,26 @@ def test_extraction_and_update_cycle_adds_memories(fake, models, tmp_path, encod
     assert mem.index.ids == ["m000001", "m000002"]
     assert [h["event"] for h in mem.history] == ["ADD", "ADD"]
     assert mem.faults == []
+
+
+def test_extraction_prompt_user_is_the_default_and_legacy_is_fact_retrieval(fake, models, tmp_path, encoder):
+    """``extraction_prompt``: ``user`` (the default, and the conf value) sends upstream's USER_MEMORY_EXTRACTION_PROMPT
+    ("based on the user messages only"), ``legacy`` FACT_RETRIEVAL_PROMPT ("user and assistant messages"); with the
+    recency window off no rule of ours is added, so the text is upstream's byte for byte but the date."""
+    conf = yaml.safe_load(open("conf/system/mem0.yaml"))["params"]
+    assert conf["extraction_prompt"] == "user"
+    for choice, prompt, rule in (("user", USER_MEMORY_EXTRACTION_PROMPT, "the user messages only"),
+                                 ("legacy", FACT_RETRIEVAL_PROMPT, "the user and assistant messages only")):
+        fake.rules.clear()
+        fake.add_rule(EXTRACT, {"facts": []})
+        mem = Mem0(models, encoder, tmp_path / choice, recent_messages=0, extraction_prompt=choice)
+        mem.ingest_session(session("s1", D1, (f"Hello from {choice}.", "Hi!")))
+        system = next(b for b in reversed(fake.chat_requests()) if f"Hello from {choice}." in str(b["messages"]))
+        system = system["messages"][0]["content"]
+        assert system == prompt.format(date="2024-01-01", context_rule="")
+        assert f"Create the facts based on {rule}." in system and "{" not in system.replace('{"facts"', "")
+    with pytest.raises(ValueError, match="extraction_prompt must be one of user, legacy"):
+        Mem0(models, encoder, tmp_path / "bad", extraction_prompt="agent")
 
 
 def test_update_replaces_text_vector_and_timestamp(fake, models, tmp_path, encoder):
@@ -378,7 +411,7 @@ def script_protocol(fake, fact_reply, broken_update_for: str | None = None) -> N
         return {"facts": [f"Asked: {new.splitlines()[0][len('user: '):]}"]}
 
     def decide(body):
-        facts = json.loads(re.search(r"```\n(\[\".*?\])\n```", update_prompt(body), re.S).group(1))
+        facts = new_facts(update_prompt(body))
         if broken_update_for and any(broken_update_for in f for f in facts):
             return '{"memory": [{"id": '
         return {"memory": [{"id": str(100 + i), "text": f, "event": "ADD"} for i, f in enumerate(facts)]}
@@ -473,7 +506,7 @@ def test_a_cut_update_reply_is_counted_on_its_exchange_not_on_the_fact_in_the_sa
     decide = fake.rules[-1][1]
 
     def cut(body):
-        facts = re.search(r"```\n(\[\".*?\])\n```", update_prompt(body), re.S).group(1)  # the new facts only
+        facts = str(new_facts(update_prompt(body)))  # the new facts only
         if "Session 1 question 0" in facts:
             return CutReply(json.dumps(decide(body)))
         return decide(body)

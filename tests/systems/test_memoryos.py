@@ -54,7 +54,7 @@ def requests_with(fake, marker: str) -> list[str]:
 def meta_reply(body) -> str:
     """'META <first words of the new dialogue's user turn>': tells apart the pages a meta call was made for."""
     text = body["messages"][-1]["content"]
-    m = re.search(r"New Dialogue:\nUser: (Session \d+ question \d+)", text)
+    m = re.search(r"New Dialogue:\n *User: (Session \d+ question \d+)", text)  # upstream indents the dialogue
     return f"META {m.group(1) if m else '?'}"
 
 

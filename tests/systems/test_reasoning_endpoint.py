@@ -22,12 +22,12 @@ TASK = Task(id="bees", domain="other", user_message="I keep two beehives on the 
 #: replies that take xMemory past its no-fact baseline to the gated read path (every user message opens an
 #: episode, each episode yields one fact); no other system's prompts contain these markers
 XMEMORY_RULES = [
-    ("segmenting dialogue into episodes", lambda body: {"should_end": "Newly added message:\nuser:" in _text(body),
+    ("dialogue boundary detection expert", lambda body: {"should_end": "Newly added messages:\nuser:" in _text(body),
                                                         "reason": "new exchange"}),
-    ("turn conversations into episodic memories", {"title": "An exchange", "content": "The user asked something.",
+    ("episodic memory generation expert", {"title": "An exchange", "content": "The user asked something.",
                                                    "timestamp": "2024-01-01T10:00:00"}),
-    ("specialise in knowledge extraction", {"statements": ["The user keeps beehives on the roof."]}),
-    ("comparing an original conversation", {"statements": ["The user grows tomato plants."]}),
+    ("knowledge extraction specialist", {"statements": ["The user keeps beehives on the roof."]}),
+    ("comparing original conversation with predicted", {"statements": ["The user grows tomato plants."]}),
 ]
 
 

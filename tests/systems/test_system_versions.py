@@ -16,15 +16,15 @@ from inmind_exp.memory import SYSTEMS
 
 #: {system: (version, sha256 of its module's source)}
 RECORDED = {
-    "a_mem": ("1", "29b7cf9802725ea9cd93db656bf4925470a4fe481cf35d85b7014fca2cea7d49"),
-    "a_rag": ("1", "57c6c77b0dad56c448ac582a63a2e106b759bd43e84672e25bab362f57630f0a"),
+    "a_mem": ("2", "65bcb2803e56d9847806e53e93e99a0b25e6f8fd36c105e0797f0bd68f1a7b6f"),
+    "a_rag": ("2", "6dae6cc88cdc540008aa837a3f2feb63e330350fa7616eb1cfba362208299357"),
     "always_in_state": ("1", "35585bd60b42b640f3278d36c7675a9468db89a1b92407f3ae79135c89d1c5a9"),
     "backbone": ("1", "3ac78c46d4522ceb891c16dfb142868289cc689dff19c26dd4580cf475f79034"),
-    "hipporag2": ("2", "4340353f02190778b37959010bbdc8c6a78e89353c62f992ec7cdcbe6072c19c"),
-    "mem0": ("2", "414cd9d0199025e745039b986a5423ff59ab84cf15d3d14c0bbabafde1226b9c"),
-    "memoryos": ("1", "899da7c6f964b0e9d263f9dd3a9c52e9f6010b5211a38a4edf2b85c7d0cbb311"),
+    "hipporag2": ("2", "7578b7cfcbf263f14575148c0b69a73f0c245fc8561f005c4207bf6828b8a014"),
+    "mem0": ("2", "4935913fd8cc19188dc05d1457ab40d8fe3c44542f844c4e709314479f8e85fb"),
+    "memoryos": ("2", "3dc15f8cf8b7e1e0016c4065fcedfb722f88d5d0fb397035bdf789cb2619699c"),
     "naive_rag": ("1", "a81679e196c092378d931d33386872716e2fa75fd0a497edfa8c59d8925e544a"),
-    "xmemory": ("2", "46edd3c0af3ae5145d67723a134dc4d6275fdfbc2ca9cb489e28f9b326a485e5"),
+    "xmemory": ("2", "9e412488c4c8491b8e63a381740dd2897c077d1c8b7defc4a1a81cfb6833485e"),
 }
 BUILT_IN = Path(__file__).resolve().parents[2] / "systems"
 

@@ -16,11 +16,11 @@ from inmind_exp.memory import SYSTEMS
 from systems.xmemory import XMemory
 from tests.conftest import make_trace
 
-BOUNDARY = "segmenting dialogue into episodes"
-EPISODE = "turn conversations into episodic memories"
-COLD = "specialise in knowledge extraction"
-COMPARE = "comparing an original conversation"
-PREDICT = "predict episodes from knowledge"
+BOUNDARY = "dialogue boundary detection expert"
+EPISODE = "episodic memory generation expert"
+COLD = "knowledge extraction specialist"
+COMPARE = "comparing original conversation with predicted"
+PREDICT = "knowledge-based episode prediction system"
 THEME = "stable high-level theme summary"
 GATE = "# THEMES"
 ANSWER = "Semantic Memories:"
@@ -72,7 +72,7 @@ def dispatch(body: dict):
     """One scripted memory/reader LLM for the whole pipeline."""
     p = prompt_of(body)
     if BOUNDARY in p:
-        new = p.split("Newly added message:\n", 1)[1].split("\n\nWeigh", 1)[0]
+        new = p.split("Newly added messages:\n", 1)[1].split("\n\nPlease carefully", 1)[0]
         return {"should_end": "NEWTOPIC" in new, "reason": "topic change" if "NEWTOPIC" in new else "same topic"}
     if EPISODE in p:
         if "planted" in p:
@@ -128,8 +128,8 @@ def test_boundaries_create_episodes_where_the_fake_says(fake, models, tmp_path, 
     assert len(bounds) == 5  # every message but the first of each episode
     assert all(b["response_format"] == {"type": "json_object"} and b["temperature"] == 0.1 for b in bounds)
     first = prompt_of(bounds[0])
-    assert "Conversation so far:\nuser: I planted tomatoes last weekend.\n" in first
-    assert "Newly added message:\nassistant: Great, keep the soil moist." in first
+    assert "Current conversation history:\nuser: I planted tomatoes last weekend.\n" in first
+    assert "Newly added messages:\nassistant: Great, keep the soil moist." in first
     eps = list(mem.st.episodes.values())
     assert [[m["content"] for m in e["messages"]] for e in eps] == [
         ["I planted tomatoes last weekend.", "Great, keep the soil moist."],
@@ -147,7 +147,7 @@ def test_buffer_cap_forces_a_boundary_and_long_history_drops_the_last_message(fa
     mem.ingest_session(session("s", D1, "m0", "m1", "m2", "m3"))
     bounds = requests_with(fake, BOUNDARY)
     assert len(bounds) == 2  # m1 and m2 are asked; m3 meets a full buffer and closes it without a call
-    assert "Conversation so far:\nuser: m0\n\nNewly" in prompt_of(bounds[1])  # buffer (m0, m1) minus its last message
+    assert "Current conversation history:\nuser: m0\n\nNewly" in prompt_of(bounds[1])  # buffer (m0, m1) minus its last message
     (ep,) = mem.st.episodes.values()
     assert ep["reason"] == "Buffer reached maximum size" and len(ep["messages"]) == 3
     assert [m["content"] for m in mem.st.buffer] == ["m3"]
@@ -156,12 +156,12 @@ def test_buffer_cap_forces_a_boundary_and_long_history_drops_the_last_message(fa
 def test_facts_are_predicted_corrected_and_attached_to_themes(fake, models, tmp_path, encoder):
     mem = build(fake, models, tmp_path, encoder)
     cold = requests_with(fake, COLD)
-    assert len(cold) == 1 and "Episode title: Planting tomatoes" in prompt_of(cold[0])
-    assert "Episode time: 2024-01-01" in prompt_of(cold[0])
+    assert len(cold) == 1 and "Episode Title: Planting tomatoes" in prompt_of(cold[0])
+    assert "Episode Time: 2024-01-01" in prompt_of(cold[0])
     # the second episode is predicted from the known facts scoring >= 0.7 as chroma scores them (2·cos - 1):
     # F1 (cosine 0.94 to the episode) qualifies, F2 (cosine 0.82, score 0.63) does not
     (pred,) = requests_with(fake, PREDICT)
-    assert f"(your current model of the world):\n- {F1}\n\n## Task" in prompt_of(pred) and pred["temperature"] == 0.3
+    assert f"(your current world model):\n- {F1}\n\n## Your Task" in prompt_of(pred) and pred["temperature"] == 0.3
     (cmp_,) = requests_with(fake, COMPARE)
     assert "PREDICTED EPISODE" in prompt_of(cmp_)
     assert "Message 1 [2024-01-01T10:00:00] - user: NEWTOPIC: about my tomatoes again" in prompt_of(cmp_)
@@ -339,7 +339,7 @@ def test_snapshot_restore_round_trips_a_non_empty_buffer(fake, models, tmp_path,
     fake.reset_log()
     mem.ingest_session(nxt)
     a_prompts = [prompt_of(b) for b in fake.chat_requests()]
-    assert "Conversation so far:\nuser: NEWTOPIC: my car needs new tyres.\nassistant: Check the tread" in a_prompts[0]
+    assert "Current conversation history:\nuser: NEWTOPIC: my car needs new tyres.\nassistant: Check the tread" in a_prompts[0]
     fake.reset_log()
     other.ingest_session(nxt)
     assert fake.chat_requests() == []  # every prompt byte-identical, so all answered by the shared call cache
@@ -382,10 +382,10 @@ def protocol_dispatch(truncate_fact_episode: bool = False):
     def reply(body: dict):
         p = prompt_of(body)
         if BOUNDARY in p:
-            new = p.split("Newly added message:\n", 1)[1].split("\n\nWeigh", 1)[0]
+            new = p.split("Newly added messages:\n", 1)[1].split("\n\nPlease carefully", 1)[0]
             return {"should_end": new.startswith("user:"), "reason": "new exchange"}
         if EPISODE in p:
-            conv = p.split("Conversation:\n", 1)[1].split("\n\nWhy the episode", 1)[0]
+            conv = p.split("Conversation content:\n", 1)[1].split("\n\nBoundary detection reason", 1)[0]
             if truncate_fact_episode and "beehives" in conv:
                 return '{"title": "Beehives on the roof", "content": "The user keeps'  # cut off mid-reply
             return {"title": "Exchange", "content": "Conversation: " + conv, "timestamp": "2024-01-01T10:00:00"}
