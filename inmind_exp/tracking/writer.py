@@ -31,7 +31,7 @@ from mlflow.tracking import MlflowClient  # noqa: E402,F401  (analysis.load reac
 from inmind_exp.run.labels import injection_label, split_override  # noqa: E402
 from inmind_exp.secrets import scrub, scrub_obj  # noqa: E402
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 #: Experiment tag the MLflow 3 UI reads to choose its layout; "custom_model_development" opens the runs table
 #: (an untagged experiment may be inferred as GenAI and open on the traces overview).
