@@ -125,3 +125,22 @@ def test_only_tracking_imports_mlflow():
     users = sorted(m for m, f in modules().items() if any(n.split(".")[0] == "mlflow" for n in imported_names(m, f)))
     assert users and all(m == "inmind_exp.tracking" or m.startswith(("inmind_exp.tracking.", "inmind_exp.tracking_"))
                          for m in users), users
+
+
+#: the launch's Hydra glue: callbacks, the launch session and the sweep's driver side
+HYDRA_GLUE = ("inmind_exp.hydra_lock", "inmind_exp.hydra_secrets", "inmind_exp.sweep_check", "inmind_exp.run.session",
+              "inmind_exp.run.sweep")
+
+
+def test_workers_never_import_the_hydra_glue():
+    """What a worker process loads when it imports its module (a fresh interpreter, as a Ray actor starts)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, inmind_exp.run.worker; print(' '.join(sorted(m for m in sys.modules "
+            "if m.startswith(('inmind_exp', 'analysis', 'systems', 'hydra_plugins')))))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                                check=True).stdout.split())
+    assert "inmind_exp.protocol" in loaded  # the check sees what a worker runs
+    assert not loaded & set(HYDRA_GLUE), sorted(loaded & set(HYDRA_GLUE))
+    assert not {m for m in loaded if m.split(".")[0] in ("analysis", "systems", "hydra_plugins")}

@@ -67,7 +67,9 @@ def test_ctrl_c_before_anything_ran_prints_the_command(tmp_path):
         silent.listen(16)
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
         cmd = launch_cmd(tmp_path, url, "system=backbone,naive_rag", "embedding=bm25")
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # SIGINT as a terminal sends it (a shell's background job would start with it ignored)
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None and len(list((tmp_path / "sweep").glob("*/.hydra"))) < 2:
             time.sleep(0.2)

@@ -1,5 +1,5 @@
-"""MLflow logging through one writer (the driver): a parent run per sweep, one child run per configuration, found
-again by tags on resume so a rerun never duplicates a run. The only module that imports mlflow.
+"""The MLflow writer (the driver's ``Tracker``): a parent run per sweep, one child run per configuration, found
+again by tags on resume so a rerun never duplicates a run.
 
 The layout answers "which system is better?" in the MLflow UI without setup: the experiment is a classic (non-GenAI)
 one so it opens on its runs; metrics are logged once at step 0 (one bar per run in the chart view); the coordinates
@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import subprocess
 import time
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from inmind_exp import env
 from inmind_exp import tags as T
@@ -26,87 +24,14 @@ env.apply(env.MLFLOW)
 
 import mlflow  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
-from mlflow.tracking import MlflowClient  # noqa: E402,F401  (analysis.load reaches MLflow through this module)
+from mlflow.tracking import MlflowClient  # noqa: E402,F401  (analysis.load reaches MLflow through this package)
 
-from inmind_exp.run.labels import injection_label, split_override  # noqa: E402
+from inmind_exp.run.labels import split_override  # noqa: E402
 from inmind_exp.secrets import scrub, scrub_obj  # noqa: E402
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
-#: Experiment tag the MLflow 3 UI reads to choose its layout; "custom_model_development" opens the runs table
-#: (an untagged experiment may be inferred as GenAI and open on the traces overview).
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
-EXPERIMENT_KIND = "custom_model_development"
-
-#: Flattened-config keys logged as params: what changes a result (see ``inmind_exp.config.result_identity``) plus
-#: the coordinates ``analysis.load.RunConfig`` reads. Everything else (server threads, timeouts, cluster, tracking,
-#: prices, paths of caches) stays in the ``config.yaml`` artifact.
-RESULT_PARAM_PREFIXES = ("system.", "answer.mode", "run.judge_attempts", "judges.", "controls.",
-                         "inmind.traits.")  # traits.PARAM_PREFIX
-RESULT_PARAM_KEYS = (
-    "embedding.name", "embedding.kind", "embedding.model", "embedding.dim",
-    "injection.name", "injection.user_turn", "injection.fraction",
-    "llm.name", "llm.provider", "llm.base_url", "llm.model", "llm.temperature", "llm.top_p", "llm.max_tokens", "llm.seed",
-    "llm.reasoning", "dataset.path", "dataset.limit", "trace.path", "trace.index", "dataset.name", "trace.name",
-)
-RESULT_ROLE_FIELDS = ("model", "base_url", "temperature", "top_p", "max_tokens", "seed")
-
-#: Rate metrics are percentages: two decimals are all a reader can use (n=125 moves a rate in steps of 0.8).
-METRIC_DECIMALS = 2
-COST_DECIMALS = 4
-
-#: A saved runs-table view stored on the experiment (the MLflow UI's "share view" tag): Table 1's columns shown,
-#: sorted by application. Open it with ``#/experiments/<id>/runs?viewStateShareKey=inmind-table``.
-VIEW_KEY = "inmind-table"
-VIEW_TAG_PREFIX = "mlflow.sharedViewState."
-#: the headline rates each followed by its Wilson interval's bounds, first (#25 item 6), then the rest of Table 1
-VIEW_METRICS = ("application", "application_ci_low", "application_ci_high", "target_recall", "target_recall_ci_low",
-                "target_recall_ci_high", "naive", "answer_only", "target_recall_exact", "delta_application_recall",
-                "n_tasks", "n_errors", "cost_usd")
-#: the chart view of the saved view shows Table 1's rates and deltas first (a regex over metric names; the search box
-#: shows it, clear it for every metric)
-VIEW_CHARTS = "^(application|target_recall|naive|answer_only|target_recall_exact|delta_.*)$"
-VIEW_TAGS = ("inmind.system", "inmind.embedding", "inmind.injection", "inmind.answerer_model", "inmind.judge_model",
-             T.FIDELITY)
-
-
-def runs_view_state() -> dict[str, Any]:
-    """The saved view: search facets and UI state in the shape the MLflow 3 experiment page shares."""
-    cols = [f"metrics.`{m}`" for m in VIEW_METRICS] + [f"tags.`{t}`" for t in VIEW_TAGS]
-    return {"searchFilter": "", "orderByKey": "metrics.`application`", "orderByAsc": False, "startTime": "ALL",
-            "lifecycleFilter": "Active", "datasetsFilter": [], "modelVersionFilter": "All Runs",
-            "selectedColumns": cols, "runsHiddenMode": "SHOW_ALL", "groupBy": None, "useGroupedValuesInCharts": True,
-            "hideEmptyCharts": True, "chartsSearchFilter": VIEW_CHARTS}
-
-
-def runs_view_url(base: str, experiment_id: str) -> str:
-    """The UI address of the saved runs view, e.g. ``runs_view_url("http://127.0.0.1:5000", "1")``."""
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
-
-
-#: Sweep-level overrides that do not tell configurations apart (paths, limits, tracking, cluster, hydra).
-SWEEP_NAME_SKIP = ("hydra.", "tracking.", "cluster", "run.", "dataset.path", "trace.path", "llm.base_url",
-                   "embedding.base_url", "llm.model_path", "dry_run")
-
-
-def provenance_tags() -> dict[str, str]:
-    """Git commit and dirty flag of the code that ran, and the package version."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    tags: dict[str, str] = {}
-    try:
-        tags[T.VERSION] = version("inmind-exp")
-    except PackageNotFoundError:
-        tags[T.VERSION] = "unknown"
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
-        if commit.returncode == 0:
-            tags[T.GIT_COMMIT] = commit.stdout.strip()
-            tags[T.GIT_DIRTY] = str(bool(dirty.stdout.strip())).lower()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return tags
+from inmind_exp.tracking.naming import sweep_name, sweep_overrides  # noqa: E402
+from inmind_exp.tracking.params import config_tags, provenance_tags, result_params  # noqa: E402
+from inmind_exp.tracking.records_table import COST_DECIMALS, METRIC_DECIMALS, display_metrics, records_table  # noqa: E402
+from inmind_exp.tracking.view import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, VIEW_KEY, VIEW_TAG_PREFIX, runs_view_state  # noqa: E402
 
 
 def artifact_location(uri: str) -> str | None:
@@ -126,137 +51,6 @@ def _scrub_file(path: Path) -> None:
     clean = scrub(text)
     if clean != text:
         path.write_text(clean, encoding="utf-8")
-
-
-# -- what a configuration run shows ---------------------------------------------------------------------------------
-
-def result_params(flat_cfg: Mapping[str, str], config_hash: str) -> dict[str, str]:
-    """The params worth comparing across runs: result-changing keys only, nulls dropped."""
-    def wanted(k: str) -> bool:
-        if k in RESULT_PARAM_KEYS or k.startswith(RESULT_PARAM_PREFIXES):
-            return True
-        parts = k.split(".")
-        return len(parts) == 4 and parts[:2] == ["llm", "roles"] and parts[3] in RESULT_ROLE_FIELDS
-
-    out = {k: v for k, v in flat_cfg.items() if wanted(k) and v not in ("None", "null", "")}
-    out["inmind.config_hash"] = config_hash
-    return out
-
-
-def config_tags(plan: Any, flat_cfg: Mapping[str, str]) -> dict[str, str]:
-    """Tags for filtering and grouping in the runs table: the configuration's coordinates and models.
-
-    ``plan`` is the run's plan (duck-typed: name, config_hash, system_name, answer_mode, endpoints, session_index,
-    trace); ``flat_cfg`` its flattened config.
-    """
-    def get(k: str) -> str | None:
-        v = flat_cfg.get(k)
-        return None if v in (None, "None", "null", "") else str(v)
-
-    turn, fraction = get("injection.user_turn"), get("injection.fraction")
-    point = f"turn{turn}" if turn is not None else f"{float(fraction or 0):.0%} of user turns"
-    tags = {
-        T.KIND: T.CONFIG,
-        T.CONFIG_HASH: plan.config_hash,
-        "inmind.label": plan.name,
-        T.SYSTEM: plan.system_name,
-        "inmind.embedding": get("embedding.name") or "?",
-        "inmind.injection": injection_label(get("injection.name") or "?", turn, fraction),
-        "inmind.injection_point": f"{point} (session {plan.session_index + 1}/{len(plan.trace.sessions)})",
-        "inmind.llm": get("llm.name") or "?",
-        "inmind.answer_mode": str(plan.answer_mode),
-    }
-    for role, ep in sorted(plan.endpoints.items()):
-        tags[f"inmind.{role}_model"] = str(ep.model)
-    from inmind_exp.fidelity import fidelity, setting_of_params
-
-    # a Plan (its endpoints and data hashes), else what the flattened config says
-    fid = fidelity(plan) if hasattr(plan, "params") else fidelity(
-        setting_of_params(flat_cfg, n_tasks=len(getattr(plan, "tasks", ())) or None))
-    tags[T.FIDELITY], tags[T.TASK_SET] = fid.tag, fid.task_set
-    return tags
-
-
-def sweep_overrides(root: Path) -> list[str]:
-    """The command-line overrides of the sweep rooted at ``root`` (Hydra writes them to ``multirun.yaml``)."""
-    f = Path(root) / "multirun.yaml"
-    if not f.is_file():
-        return []
-    try:
-        import yaml
-
-        doc = yaml.safe_load(f.read_text()) or {}
-        return [str(o) for o in (((doc.get("hydra") or {}).get("overrides") or {}).get("task") or [])]
-    except Exception:  # noqa: BLE001  (a name is cosmetic: never fail a run over it)
-        return []
-
-
-def sweep_name(root: Path, overrides: Iterable[str]) -> str:
-    """``sweep <dir>: system=a,b embedding=x,y`` (path-like and bookkeeping overrides left out)."""
-    shown = [o for o in overrides if not split_override(o)[0].startswith(SWEEP_NAME_SKIP)]
-    return f"sweep {Path(root).name}" + (f": {' '.join(shown)}" if shown else "")
-
-
-#: Overrides that do not make another sweep: where and how it runs, not what it computes.
-SWEEP_KEY_SKIP = ("hydra.", "tracking.", "cluster", "dry_run", "run.progress_every_s", "run.wait_for_lock",
-                  "run.keep_workdirs", "run.cache_dir", "run.cache", "run.retry_errors")
-
-
-def sweep_run_key(root: Path, overrides: Iterable[str]) -> str:
-    """The ``inmind.key`` of a sweep's parent run: its directory and the overrides that say what it computes, so a
-    rerun of one sweep finds its parent again while another sweep in the same directory (other overrides) gets a
-    parent of its own instead of renaming this one. A sweep without such overrides keeps ``sweep:<dir>``."""
-    import hashlib
-
-    kept = sorted(o for o in overrides if not split_override(o)[0].lstrip("+~").startswith(SWEEP_KEY_SKIP))
-    if not kept:
-        return f"sweep:{Path(root)}"
-    return f"sweep:{Path(root)}:{hashlib.sha256(json.dumps(kept).encode()).hexdigest()[:12]}"
-
-
-def display_metrics(flat: Mapping[str, float]) -> dict[str, float]:
-    """Metric values as the runs table should show them: percentages to two decimals, cost to four."""
-    out = {}
-    for k, v in flat.items():
-        if isinstance(v, float) and math.isnan(v):
-            continue
-        digits = COST_DECIMALS if k.startswith("cost") else METRIC_DECIMALS
-        out[k] = round(float(v), digits)
-    return out
-
-
-def records_table(records: Iterable[Any]) -> dict[str, list[Any]]:
-    """One row per task for MLflow's per-sample table view: the queries, answers, verdicts and errors."""
-    # verdicts first: the UI's per-sample view ("artifact" mode) compares runs on the first column after task_id
-    cols: dict[str, list[Any]] = {k: [] for k in (
-        "task_id", "application", "target_recall", "naive", "answer_only", "target_recall_exact",
-        "target_recall_provenance", "query", "answer", "naive_query", "naive_answer", "domain", "faults", "error")}
-    for r in records:
-        naive, indirect = r.naive, r.indirect
-
-        def last_user(a: Any) -> str:
-            users = [m.content or "" for m in (a.context if a is not None else ()) if m.role == "user"]
-            return users[-1] if users else ""
-
-        def verdict(name: str) -> Any:
-            v = r.verdicts.get(name)
-            return None if v is None else (v.score if v.error is None else "error")
-
-        cols["task_id"].append(r.task_id)
-        cols["domain"].append(r.domain)
-        cols["naive_query"].append(last_user(naive))
-        cols["naive_answer"].append(naive.text if naive else "")
-        cols["query"].append(last_user(indirect))
-        cols["answer"].append(indirect.text if indirect else "")
-        cols["naive"].append(verdict("naive"))
-        cols["target_recall"].append(verdict("target_recall"))
-        cols["target_recall_exact"].append(r.target_recall_exact)
-        cols["target_recall_provenance"].append(r.target_recall_provenance)
-        cols["application"].append(verdict("application"))
-        cols["answer_only"].append(verdict("answer_only"))
-        cols["faults"].append(", ".join(f"{k}×{n}" for k, n in r.fault_counts().items()))
-        cols["error"].append(r.error or "")
-    return cols
 
 
 class Tracker:

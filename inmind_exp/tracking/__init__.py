@@ -1,0 +1,43 @@
+"""MLflow logging through one writer (the driver): a parent run per sweep, one child run per configuration, found
+again by tags on resume so a rerun never duplicates a run. This package and ``inmind_exp.tracking_store`` (opening
+a store safely) are the only modules that import mlflow; ``analysis`` reaches MLflow through ``MlflowClient`` here.
+
+``writer`` (the ``Tracker``), ``params`` (what a configuration run shows: params, tags, provenance), ``naming`` (a
+sweep parent's name and key), ``view`` (the MLflow UI's saved view) and ``records_table`` (rounded metrics, the
+per-task table); every name is re-exported here.
+"""
+
+from __future__ import annotations
+
+
+from inmind_exp.tracking.naming import SWEEP_KEY_SKIP, SWEEP_NAME_SKIP, sweep_name, sweep_overrides, sweep_run_key
+from inmind_exp.tracking.params import (
+    REPO_ROOT,
+    RESULT_PARAM_KEYS,
+    RESULT_PARAM_PREFIXES,
+    RESULT_ROLE_FIELDS,
+    config_tags,
+    provenance_tags,
+    result_params,
+)
+from inmind_exp.tracking.records_table import COST_DECIMALS, METRIC_DECIMALS, display_metrics, records_table
+from inmind_exp.tracking.view import (
+    EXPERIMENT_KIND,
+    EXPERIMENT_KIND_TAG,
+    VIEW_CHARTS,
+    VIEW_KEY,
+    VIEW_METRICS,
+    VIEW_TAG_PREFIX,
+    VIEW_TAGS,
+    runs_view_state,
+    runs_view_url,
+)
+from inmind_exp.tracking.writer import MlflowClient, Tracker, artifact_location
+
+__all__ = [
+    "COST_DECIMALS", "EXPERIMENT_KIND", "EXPERIMENT_KIND_TAG", "METRIC_DECIMALS", "REPO_ROOT", "RESULT_PARAM_KEYS",
+    "RESULT_PARAM_PREFIXES", "RESULT_ROLE_FIELDS", "SWEEP_KEY_SKIP", "SWEEP_NAME_SKIP", "VIEW_CHARTS", "VIEW_KEY",
+    "VIEW_METRICS", "VIEW_TAG_PREFIX", "VIEW_TAGS", "MlflowClient", "Tracker", "artifact_location", "config_tags",
+    "display_metrics", "provenance_tags", "records_table", "result_params", "runs_view_state", "runs_view_url",
+    "sweep_name", "sweep_overrides", "sweep_run_key",
+]
