@@ -16,7 +16,9 @@ EXPERIMENT_KIND = "custom_model_development"
 #: sorted by application. Open it with ``#/experiments/<id>/runs?viewStateShareKey=inmind-table``.
 VIEW_KEY = "inmind-table"
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
-#: the headline rates each followed by its Wilson interval's bounds, first (#25 item 6), then the rest of Table 1
+#: the headline rates with their Wilson interval's bounds (#25 item 6), then the rest of Table 1. MLflow 3.17's runs
+#: table orders the metric columns by name whatever this order is, so a rate's bounds sit beside it
+#: (``application``, ``application_ci_high``, ``application_ci_low``) rather than first
 VIEW_METRICS = ("application", "application_ci_low", "application_ci_high", "target_recall", "target_recall_ci_low",
                 "target_recall_ci_high", "naive", "answer_only", "target_recall_exact", "delta_application_recall",
                 "n_tasks", "n_errors", "cost_usd")
