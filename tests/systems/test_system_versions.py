@@ -17,7 +17,7 @@ from inmind_exp.memory import SYSTEMS
 #: {system: (version, sha256 of its module's source)}
 RECORDED = {
     "a_mem": ("1", "29b7cf9802725ea9cd93db656bf4925470a4fe481cf35d85b7014fca2cea7d49"),
-    "a_rag": ("1", "57c6c77b0dad56c448ac582a63a2e106b759bd43e84672e25bab362f57630f0a"),
+    "a_rag": ("1", "65ed9a5426def6486bdcc7b8f470b8afbf5a040762b732161278558bec39c1fe"),
     "always_in_state": ("1", "3239c98657a2ef28581d45217b2dd1be445b67762726647ac0b6e8d8e4668aa2"),
     "backbone": ("1", "137b4583315edcb172dc3a23979e78ae988a4d53b3de77a821a7e0ba03204ab6"),
     "hipporag2": ("2", "4340353f02190778b37959010bbdc8c6a78e89353c62f992ec7cdcbe6072c19c"),
