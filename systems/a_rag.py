@@ -168,7 +168,7 @@ PROBE_TOOL = {"type": "function", "function": {
 PROBE_MESSAGES = (Message("user", "What time is it? Call the get_current_time tool to find out."),)
 #: what the probe's tool returns: a time no model can guess, which the model's next reply must state
 PROBE_RESULT = "2031-05-17 07:43"
-PROBE_RESULT_SEEN = re.compile(r"(?<!\d)0?7:43(?!\d)")
+PROBE_RESULT_SEEN = re.compile(r"(?<!\d)0?7:43(?!\d)|2031-05-17")  # its time or its date, in any sentence
 #: "auto", as the agent loop asks: a forced choice proves nothing about the loop (llama-cpp-python without a
 #: function-calling chat format grammar-forces a named choice into a structured call, yet writes calls as text under
 #: "auto"), and its chatml-function-calling handler rejects "required" with an HTTP 500
