@@ -21,7 +21,7 @@ RECORDED = {
     "always_in_state": ("1", "9259ec9881d98ab3b3d05197483a2c66a00db521882b69c2f981fc9421f8ca53"),
     "backbone": ("1", "137b4583315edcb172dc3a23979e78ae988a4d53b3de77a821a7e0ba03204ab6"),
     "hipporag2": ("2", "26d9b7ae168f5dcc9255362848b9a2d8c54d8a022d38a60e5771ca1d3e622e56"),
-    "mem0": ("2", "1b3f0791adcc22769a30dd1c5c4de1f85da3d99f481dec03200fd04b4c5ecfad"),
+    "mem0": ("2", "e9d58f3375073736bca615bfd00215844041d372f564ebbc5961e02638258046"),
     "memoryos": ("2", "3dc15f8cf8b7e1e0016c4065fcedfb722f88d5d0fb397035bdf789cb2619699c"),
     "naive_rag": ("1", "c01dd92a3ead0c9cfb5debd56baa575864ae2f7deaaa8bdafb0aa578e9c26f8c"),
     "xmemory": ("2", "df04beb669ba3b52f72910e9e67e76b079662dd0c85ee702734995823ede4f40"),
