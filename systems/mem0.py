@@ -74,7 +74,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from inmind_exp.embed import TextIndex
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, turn_pairs, union_sources, write_json
@@ -135,6 +135,16 @@ class Mem0(MemorySystem):
 
     param_ranges = {"top_k": at_least(1), "search_top_s": at_least(1), "recent_messages": at_least(0),
                     "json_attempts": at_least(1)}
+
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any]) -> list[str]:
+        """The ranges, and ``extraction_prompt`` one of ``EXTRACTION_PROMPTS``, at planning (before anything runs)."""
+        problems = super().check_params(params)
+        choice = params.get("extraction_prompt", "user")
+        if choice not in EXTRACTION_PROMPTS:
+            problems.append(f"system.params.extraction_prompt={choice} (mem0): must be one of "
+                            f"{', '.join(EXTRACTION_PROMPTS)}")
+        return problems
 
     def __init__(self, llm, encoder, workdir: Path, top_k: int = 30, search_top_s: int = 5,
                  recent_messages: int = 10, json_attempts: int = 1, extraction_prompt: str = "user",

@@ -129,6 +129,9 @@ def test_extraction_prompt_user_is_the_default_and_legacy_is_fact_retrieval(fake
         assert f"Create the facts based on {rule}." in system and "{" not in system.replace('{"facts"', "")
     with pytest.raises(ValueError, match="extraction_prompt must be one of user, legacy"):
         Mem0(models, encoder, tmp_path / "bad", extraction_prompt="agent")
+    assert Mem0.check_params({"extraction_prompt": "agent"}) == [
+        "system.params.extraction_prompt=agent (mem0): must be one of user, legacy"]  # caught at planning
+    assert Mem0.check_params({"extraction_prompt": "legacy"}) == []
 
 
 def test_update_replaces_text_vector_and_timestamp(fake, models, tmp_path, encoder):
