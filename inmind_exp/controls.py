@@ -234,12 +234,12 @@ def build_no_fact(make_system: Callable[[Path], Any], trace: Trace, session_inde
 
 def run_controls(spec: ControlSpec, task: Task, make_system: Callable[[Path], Any], judge_client: Any,
                  judges: Mapping[str, "Judge"], state: Path, no_fact_state: Path | None, workdir: Path,
-                 attempts: int = 3, phase: Callable[[str], None] = lambda p: None) -> dict[str, ControlResult]:
+                 attempts: int = 3, phase: Callable[[str], None] = lambda p: None, *,
+                 ask: Callable[..., Answer]) -> dict[str, ControlResult]:
     """Each of the run's controls for ``task``: its query answered from a fresh instance restored from its state
-    (the no-fact state, or the task's own post-injection ``state``) and judged. A failure is the control's
-    ``error`` (never a score, never the task's error)."""
+    (the no-fact state, or the task's own post-injection ``state``) by the protocol's ``ask`` and judged. A failure
+    is the control's ``error`` (never a score, never the task's error)."""
     from inmind_exp.judges import judge
-    from inmind_exp.protocol import ask
 
     by_name = control_judges(spec, judges)
     out: dict[str, ControlResult] = {}

@@ -234,7 +234,7 @@ def run_task(
 
             control_results = run_controls(controls, task, make_system, models.judge,
                                            JUDGES if judges is None else judges, state, no_fact_state, workdir,
-                                           judge_attempts, phase)
+                                           judge_attempts, phase, ask=ask)
     except LLMCallError as e:
         error = f"{type(e).__name__}: {e}"
     except Exception as e:  # a system bug must not take the sweep down; it is recorded with its traceback

@@ -13,8 +13,6 @@ PACKAGE = "inmind_exp"
 
 #: circles waiting on another lane's change, with the reason (remove the entry once it lands)
 KNOWN_CIRCLES: dict[frozenset[str], str] = {
-    frozenset({"inmind_exp.run.executor", "inmind_exp.run.worker"}):
-        "worker.py imports RayCacheClient from executor.py; the executor split (throughput lane) moves it to llm/",
 }
 
 

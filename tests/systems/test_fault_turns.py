@@ -123,7 +123,7 @@ def test_a_cut_xmemory_reply_is_charged_to_the_episode_or_theme_it_writes(fake, 
         if not isinstance(obj, dict):
             return obj
         obj = {**obj, "should_end": True, "timestamp": "2024-01-01T10:00:00"}
-        if "into one episodic memory" in last and (FACT in last if cut_fact else "Session 1 answer 1" in last):
+        if "convert the following conversation into an episodic memory" in last and (FACT in last if cut_fact else "Session 1 answer 1" in last):
             return CutReply(json.dumps(obj))
         return obj
 
