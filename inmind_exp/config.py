@@ -6,20 +6,19 @@ A misspelt key or a wrong type fails at composition, naming the key, before anyt
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from inmind_exp.embed import EmbeddingSpec
-from inmind_exp.errors import PlanError
 from inmind_exp.llm import ROLES, Endpoint
 from inmind_exp.llm.local_server import DEFAULT_CHAT_FORMAT, DEFAULT_N_CTX
 from inmind_exp.records import InjectionSpec
+# the result identity has its own module; callers also reach it as ``config.result_identity``
+from inmind_exp.result_identity import file_digest, identity_hash, result_identity, result_settings  # noqa: F401
 
 
 @dataclass
@@ -299,63 +298,6 @@ def embedding_spec(emb: DictConfig | Any, llm: DictConfig | Any) -> EmbeddingSpe
 
 def injection_spec(inj: DictConfig | Any) -> InjectionSpec:
     return InjectionSpec(name=str(inj.name), user_turn=inj.user_turn, fraction=inj.fraction)
-
-
-def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
-def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_digest: str, trace_digest: str,
-                    uses_embedding: bool = True, judges: Any = None, answer_prompt: Any = None,
-                    system_cls: type | None = None) -> dict[str, Any]:
-    """Everything that changes a task's result, and nothing else (not the limit, tracking, cluster or paths; not the
-    embedding of a system that uses none, ``MemorySystem.uses_embedding``, so its runs share one hash).
-    ``judges`` is the run's judge set (``JUDGES`` if None); ``answer_prompt`` the release's answer prompt of
-    ``answer=paper`` (its version and SHA-256 stand for the mode). ``code`` is what the code contributes: every
-    prompt the configuration uses and its system's version (``inmind_exp.identity``); ``settings`` the run settings
-    that change a result."""
-    from inmind_exp.identity import code_identity
-    from inmind_exp.judges import JUDGES
-    from inmind_exp.memory import SYSTEMS
-    from inmind_exp.secrets import without_userinfo
-
-    judges = JUDGES if judges is None else judges
-
-    def ep(e: Endpoint) -> dict[str, Any]:
-        return {"endpoint": e.cache_id or without_userinfo(e.base_url), "model": e.model, "temperature": e.temperature,
-                "top_p": e.top_p, "max_tokens": e.max_tokens, "max_tokens_param": e.max_tokens_param, "seed": e.seed,
-                **({"reasoning": True} if e.reasoning else {})}
-
-    emb = OmegaConf.to_container(cfg.embedding, resolve=True)
-    if not isinstance(emb, dict):
-        raise PlanError(f"embedding: expected a mapping, got {type(emb).__name__}")
-    return {
-        "system": OmegaConf.to_container(cfg.system, resolve=True),
-        "embedding": {k: emb[k] for k in ("name", "kind", "model", "dim")} if uses_embedding else "unused",
-        "injection": {"user_turn": cfg.injection.user_turn, "fraction": cfg.injection.fraction},
-        "roles": {r: ep(e) for r, e in sorted(endpoints.items())},
-        "answer": answer_prompt.identity() if answer_prompt is not None else cfg.answer.mode,
-        "judges": {k: v.version for k, v in sorted(judges.items())},
-        "dataset": dataset_digest,
-        "trace": {"digest": trace_digest, "index": cfg.trace.index},
-        "code": code_identity(system_cls or SYSTEMS.get(cfg.system.name)),
-        "settings": result_settings(cfg),
-    }
-
-
-def result_settings(cfg: DictConfig) -> dict[str, Any]:
-    """Run settings that change a task's result (the judges' JSON re-asks: a verdict that parses on the third try
-    is an error with one)."""
-    return {"judge_attempts": int(cfg.run.judge_attempts)}
-
-
-def identity_hash(identity: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
 
 
 

@@ -16,7 +16,7 @@ PROBE = """
 import json, os, time
 import ray
 from inmind_exp.run.executor import RayExecutor
-from inmind_exp.run.plan import ClusterSettings
+from inmind_exp.run.settings import ClusterSettings
 
 os.environ.pop("MKL_NUM_THREADS", None)
 ex = RayExecutor()

@@ -28,9 +28,10 @@ from inmind_exp.records import Task
 from inmind_exp.run import snapshots
 from inmind_exp.run.interface import (ClusterError, Executor, Job, Progress, Report, display_safely,
                                       retry_or_report)
-from inmind_exp.run.plan import ClusterSettings, Plan
+from inmind_exp.run.plan import Plan
+from inmind_exp.run.settings import ClusterSettings
 from inmind_exp.run.progress import STARTING, PhaseBoard
-from inmind_exp.run.schedule import PoolWorker, Schedule, feed_usage
+from inmind_exp.run.schedule import Schedule
 from inmind_exp.run.shipping import code_runtime_env
 from inmind_exp.run.spend_cap import SpendCap, spends
 from inmind_exp.run.worker import Secrets, TaskWorker, collect_secrets, plan_endpoints

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from inmind_exp.errors import InmindError
 from inmind_exp.records import Task, TaskRecord, Usage
 from inmind_exp.run.plan import Plan
+from inmind_exp.run.settings import ClusterSettings
 
 log = logging.getLogger(__name__)
 
@@ -84,3 +86,40 @@ def display_safely(what: str, show: Callable[[], None]) -> None:
         show()
     except Exception as e:  # noqa: BLE001
         log.debug(f"{what}: {type(e).__name__}: {e}")
+
+
+@dataclass(eq=False)
+class PoolWorker:
+    """One task actor of the pool, as the schedule sees it: started when, ready or not, where, how busy."""
+
+    actor: Any
+    started: float
+    ready_ref: Any = None
+    where: dict[str, Any] = field(default_factory=dict)
+    running: int = 0  # units in flight on this actor (up to cluster.tasks_per_worker; a prefix build takes one)
+
+
+class Pool(Protocol):
+    """What the schedule needs of the pool it runs on (``executor.RayExecutor``)."""
+
+    cluster: ClusterSettings | None
+    workers: list[PoolWorker]
+    ray: Any
+    board: Any
+    lock: threading.Lock
+    inbox: deque[Job]
+    failed: BaseException | None
+    said_capacity: int | None  # the capacity last logged as below cluster.workers
+
+    def start(self, cluster: ClusterSettings) -> Any: ...
+    def add_secrets(self, secrets: Any) -> None: ...
+    def capacity(self) -> int: ...
+    def spawn(self) -> PoolWorker: ...
+    def drop(self, w: PoolWorker) -> None: ...
+
+
+def feed_usage(progress: Any, usage: Any) -> None:
+    """Hand the board's count of a configuration's completed calls to its progress (``PlanProgress.live``)."""
+    feed = getattr(progress, "live", None)
+    if feed is not None:
+        feed(usage)

@@ -23,68 +23,16 @@ from inmind_exp.controls import ControlSpec, control_spec
 from inmind_exp.errors import PlanError
 from inmind_exp.judges import JUDGES, Judge, judge_set
 from inmind_exp.llm import Endpoint
-from inmind_exp.llm.local_server import model_cache_id
 from inmind_exp.memory import ANSWER_MODES, SYSTEMS, MemorySystem
 from inmind_exp.protocol import injection_session_index
 from inmind_exp.records import Task, TaskRecord, Trace
 from inmind_exp.run.labels import injection_label, label_suffix, run_label, swept_values
 from inmind_exp.run.ledger import Ledger
+from inmind_exp.run.plan_checks import check_params, check_ranges, check_run_extras, check_tracking_uri
+from inmind_exp.run.settings import (ClusterSettings, LocalServerSpec, RunSettings, TrackingSettings, cache_mode,
+                                     cluster_settings, container, local_server)
 from inmind_exp.secrets import redact
 from inmind_exp.traits import Traits
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """``run.*``: where the call cache lives, how often a task is retried, what is kept."""
-
-    cache_dir: str
-    #: "local" (each node its cache_dir) or "cluster" (one cache service on the driver's node)
-    cache: str = "local"
-    retry_errors: bool = True
-    max_task_attempts: int = 2
-    judge_attempts: int = 3
-    keep_workdirs: bool = False
-    progress_every_s: float = 10.0
-    #: the per-call latency the dry run's wall-time estimate assumes (seconds)
-    latency_s: float = 10.0
-    #: the spend cap of the launch (``run.spend_cap``) and the live display mode (``run.live``)
-    max_usd: float | None = None
-    max_tokens: int | None = None
-    progress: str = "auto"
-
-
-@dataclass(frozen=True)
-class ClusterSettings:
-    """``cluster.*``: join ``address`` or start a local Ray; ``workers`` task actors."""
-
-    address: str | None = None
-    num_cpus: int | None = None
-    workers: int = 2
-    object_store_memory: int | None = 200_000_000
-    runtime_env: Mapping[str, Any] = field(default_factory=dict)
-    start_timeout_s: float = 120.0
-    ship_code: bool = False
-    tasks_per_worker: int = 16
-
-
-@dataclass(frozen=True)
-class TrackingSettings:
-    uri: str = "sqlite:///mlflow.db"
-    experiment: str = "inmind"
-
-
-@dataclass(frozen=True)
-class LocalServerSpec:
-    """``llm=local``: the embedded llama.cpp server to start and the roles it serves (those without a base URL)."""
-
-    model: str
-    model_path: str | None
-    n_ctx: int
-    n_threads: int
-    startup_timeout_s: float
-    cache_id: str
-    roles: tuple[str, ...]
-    chat_format: str | None = None
 
 
 @dataclass(frozen=True)
@@ -214,54 +162,6 @@ class Plan:
                        traits=Traits.of(self.system_cls, self.system_params).to_dict())
 
 
-def _container(node: Any, key: str) -> dict[str, Any]:
-    value = OmegaConf.to_container(node, resolve=True) if node is not None else {}
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise PlanError(f"{key}: expected a mapping, got {type(value).__name__}")
-    return value
-
-
-def _local_server(cfg: DictConfig) -> LocalServerSpec | None:
-    llm = cfg.llm
-    if llm.provider == "openai":
-        return None
-    if llm.provider != "local":
-        raise PlanError(f"llm.provider={llm.provider!r}: expected 'openai' or 'local'")
-    return LocalServerSpec(
-        model=str(llm.model), model_path=llm.model_path, n_ctx=int(llm.server.n_ctx),
-        n_threads=int(llm.server.n_threads), startup_timeout_s=float(llm.server.startup_timeout_s),
-        cache_id=model_cache_id(llm.model_path, int(llm.server.n_ctx), llm.server.chat_format),
-        chat_format=llm.server.chat_format,
-        roles=tuple(r for r in llm.roles if not llm.roles[r].base_url),
-    )
-
-
-def _cache_mode(cfg: DictConfig) -> str:
-    mode = cfg.run.get("cache") or ("cluster" if cfg.cluster.address else "local")
-    if mode not in ("local", "cluster"):
-        raise PlanError(f"run.cache={mode}: expected local or cluster")
-    return mode
-
-
-def cluster_settings(cfg: DictConfig) -> ClusterSettings:
-    return ClusterSettings(
-        address=cfg.cluster.address, num_cpus=cfg.cluster.num_cpus, workers=int(cfg.cluster.workers),
-        object_store_memory=cfg.cluster.object_store_memory,
-        runtime_env=_container(cfg.cluster.runtime_env, "cluster.runtime_env"),
-        start_timeout_s=float(cfg.cluster.start_timeout_s), ship_code=bool(cfg.cluster.ship_code),
-        tasks_per_worker=_tasks_per_worker(cfg),
-    )
-
-
-def _tasks_per_worker(cfg: DictConfig) -> int:
-    n = cfg.cluster.get("tasks_per_worker", 16)
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise PlanError(f"cluster.tasks_per_worker={n!r}: expected a whole number of at least 1")
-    return n
-
-
 def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence[str] = (),
                 overrides: Sequence[str] = ()) -> Plan:
     """Validate and resolve a composed config; every problem names its key and is raised before work starts.
@@ -288,7 +188,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
         session_index = injection_session_index(trace, C.injection_spec(cfg.injection))
     except ValueError as e:
         raise PlanError(str(e)) from None
-    local = _local_server(cfg)
+    local = local_server(cfg)
     endpoints = C.role_endpoints(cfg.llm)
     if local is not None:  # the served roles' identity is the model, not the port the server gets
         endpoints = {r: (replace(e, base_url="", cache_id=local.cache_id) if r in local.roles else e)
@@ -303,16 +203,16 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
         raise PlanError(f"embedding={cfg.embedding.name}: set embedding.base_url (or llm.base_url) for the embeddings API")
     if cfg.dataset.get("name") == OFFICIAL and system_cls.official_params:
         _apply_official_params(cfg, system_cls.official_params)
-    params = _container(cfg.system.params, "system.params")
+    params = container(cfg.system.params, "system.params")
     if cfg.answer.mode not in ANSWER_MODES:
         raise PlanError(f"answer={cfg.answer.mode}: expected one of {', '.join(ANSWER_MODES)}")
-    _check_params(system_cls, cfg.system.name, params)
+    check_params(system_cls, cfg.system.name, params)
     latency = cfg.run.get("latency_s", 10.0)
     if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not latency > 0:
         raise PlanError(f"run.latency_s={latency}: must be a number of seconds > 0")
-    _check_ranges(cfg, system_cls, params)
-    _check_run_extras(cfg.run)
-    _check_tracking_uri(str(cfg.tracking.uri))
+    check_ranges(cfg, system_cls, params)
+    check_run_extras(cfg.run)
+    check_tracking_uri(str(cfg.tracking.uri))
     judges, answer_prompt = _release_prompts(cfg)
     identity = C.result_identity(cfg, endpoints, dataset.digest, background.digest, system_cls.uses_embedding,
                                  judges=judges, answer_prompt=answer_prompt, system_cls=system_cls)
@@ -331,7 +231,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
         tasks=tuple(tasks), trace=trace, session_index=session_index, root=root, job_dir=job_dir,
         tasks_path=dataset.path,
         run=RunSettings(
-            cache_dir=str(Path(run.cache_dir).expanduser().resolve()), cache=_cache_mode(cfg),
+            cache_dir=str(Path(run.cache_dir).expanduser().resolve()), cache=cache_mode(cfg),
             retry_errors=bool(run.retry_errors),
             max_task_attempts=max(1, int(run.max_task_attempts)), judge_attempts=int(run.judge_attempts),
             keep_workdirs=bool(run.keep_workdirs), progress_every_s=float(run.progress_every_s),
@@ -418,71 +318,3 @@ def check_config(cfg: DictConfig) -> None:
         plan_config(cfg, Path(d), Path(d))
 
 
-def _check_tracking_uri(uri: str) -> None:
-    """A local MLflow store (``sqlite:///path``, ``file:`` or a plain path) must be writable: else a ``PlanError``
-    naming the path now, not a traceback after Ray started. Remote stores are the server's business."""
-    import os
-
-    if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):]).expanduser()
-    elif uri.startswith("file:"):
-        path = Path(uri[len("file:"):].lstrip("/") and "/" + uri[len("file:"):].lstrip("/")).expanduser()
-    elif "://" not in uri:
-        path = Path(uri).expanduser()
-    else:
-        return
-    if path.exists():
-        target = path if path.is_dir() else path
-        if not os.access(target, os.W_OK):
-            raise PlanError(f"tracking.uri={uri}: {path} is not writable")
-        return
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise PlanError(f"tracking.uri={uri}: cannot create {path} ({parent} is not a writable directory)")
-
-
-def _check_ranges(cfg: DictConfig, system_cls: type[MemorySystem], params: dict[str, Any]) -> None:
-    """Every numeric setting and system parameter in its range (``inmind_exp.ranges``), or one ``PlanError``
-    listing each key out of range."""
-    from inmind_exp.llm import ROLES
-    from inmind_exp.ranges import check_settings
-
-    missing = object()
-
-    def get(key: str) -> Any:
-        value = OmegaConf.select(cfg, key, default=missing)
-        if value is missing:
-            raise KeyError(key)
-        return value
-
-    problems = check_settings(get, ROLES) + system_cls.check_params(params)
-    if problems:
-        raise PlanError("; ".join(problems))
-
-
-def _check_params(system_cls: type[MemorySystem], name: str, params: dict[str, Any]) -> None:
-    """Fail on unknown or ill-typed system parameters now, not inside a worker: build one throwaway instance."""
-    with tempfile.TemporaryDirectory(prefix="inmind-check-") as d:
-        try:
-            system_cls(None, None, Path(d), **params)  # type: ignore[arg-type]
-        except TypeError as e:
-            raise PlanError(f"system.params for {name}: {e}") from None
-        except Exception:
-            pass  # constructors that need a live client or encoder are checked by their first task
-
-
-#: ``run.progress``: in place on a terminal and plain lines otherwise, always in place, always plain, or none
-PROGRESS_MODES = ("auto", "live", "plain", "off")
-
-
-def _check_run_extras(run: Any) -> None:
-    """``run.max_usd`` > 0, ``run.max_tokens`` >= 1 (or null) and a known ``run.progress``, before anything starts."""
-    usd, tokens, mode = run.get("max_usd"), run.get("max_tokens"), run.get("progress", "auto")
-    if usd is not None and (isinstance(usd, bool) or not isinstance(usd, (int, float)) or not usd > 0):
-        raise PlanError(f"run.max_usd={usd}: must be a number of dollars > 0, or null for no cap")
-    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
-        raise PlanError(f"run.max_tokens={tokens}: must be a whole number of tokens >= 1, or null for no cap")
-    if str(mode) not in PROGRESS_MODES:
-        raise PlanError(f"run.progress={mode}: expected one of {', '.join(PROGRESS_MODES)}")

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 from inmind_exp.embed import EmbeddingSpec
 from inmind_exp.errors import PlanError
 from inmind_exp.llm import Endpoint
-from inmind_exp.run.plan import LocalServerSpec, TrackingSettings
+from inmind_exp.run.settings import LocalServerSpec, TrackingSettings
 
 log = logging.getLogger(__name__)
 

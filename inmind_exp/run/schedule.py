@@ -10,52 +10,21 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from inmind_exp.records import Task, TaskRecord
 from inmind_exp.run import snapshots
-from inmind_exp.run.interface import ClusterError, Job, display_safely, first_line, retry_or_report
-from inmind_exp.run.plan import ClusterSettings, Plan
+from inmind_exp.run.interface import (ClusterError, Job, Pool, PoolWorker, display_safely, feed_usage, first_line,
+                                     retry_or_report)
+from inmind_exp.run.plan import Plan
 from inmind_exp.run.progress import STARTING, unit_key
 from inmind_exp.run.spend_cap import SpendCap, spends
 from inmind_exp.run.worker import collect_secrets, plan_endpoints
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(eq=False)
-class PoolWorker:
-    """One task actor of the pool, as the schedule sees it: started when, ready or not, where, how busy."""
-
-    actor: Any
-    started: float
-    ready_ref: Any = None
-    where: dict[str, Any] = field(default_factory=dict)
-    running: int = 0  # units in flight on this actor (up to cluster.tasks_per_worker; a prefix build takes one)
-
-
-class Pool(Protocol):
-    """What the schedule needs of the pool it runs on (``executor.RayExecutor``)."""
-
-    cluster: ClusterSettings | None
-    workers: list[PoolWorker]
-    ray: Any
-    board: Any
-    lock: threading.Lock
-    inbox: deque[Job]
-    failed: BaseException | None
-    said_capacity: int | None  # the capacity last logged as below cluster.workers
-
-    def start(self, cluster: ClusterSettings) -> Any: ...
-    def add_secrets(self, secrets: Any) -> None: ...
-    def capacity(self) -> int: ...
-    def spawn(self) -> PoolWorker: ...
-    def drop(self, w: PoolWorker) -> None: ...
 
 
 class Schedule:
@@ -368,10 +337,3 @@ def _placement(plan: Plan, task: Task, attempt: int, where: dict[str, Any]) -> N
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps({"task_id": task.id, "config": plan.config_hash, "attempt": attempt, **where},
                            sort_keys=True) + "\n")
-
-
-def feed_usage(progress: Any, usage: Any) -> None:
-    """Hand the board's count of a configuration's completed calls to its progress (``PlanProgress.live``)."""
-    feed = getattr(progress, "live", None)
-    if feed is not None:
-        feed(usage)

@@ -45,7 +45,7 @@ class SharedExecutor:
 def warm_up(cfg: Any, res: Resources) -> threading.Thread:
     """Open the MLflow store (creating a new SQLite store takes seconds) in the background while the sweep is
     planned from ``cfg``, its base config. A failure is not reported here: it recurs, with context, when plans run."""
-    from inmind_exp.run.plan import TrackingSettings
+    from inmind_exp.run.settings import TrackingSettings
 
     def work() -> None:
         try:
@@ -61,7 +61,7 @@ def warm_up(cfg: Any, res: Resources) -> threading.Thread:
 def start_cluster(cfg: Any, res: Resources) -> BaseException | None:
     """Start (or join) Ray for the sweep of base config ``cfg``, in the calling thread: it must be a thread that
     lives as long as Ray (Ray's local daemons die with the thread that started them). Returns the error, if any."""
-    from inmind_exp.run.plan import cluster_settings
+    from inmind_exp.run.settings import cluster_settings
 
     if cfg.dry_run:
         return None

@@ -1,0 +1,84 @@
+"""The checks planning makes before any work starts, each a ``PlanError`` naming its key: the tracking store is
+writable, every numeric setting and system parameter is in range, the system accepts its parameters, and the
+spend cap and display mode are valid."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from inmind_exp.errors import PlanError
+from inmind_exp.memory import MemorySystem
+
+
+def check_tracking_uri(uri: str) -> None:
+    """A local MLflow store (``sqlite:///path``, ``file:`` or a plain path) must be writable: else a ``PlanError``
+    naming the path now, not a traceback after Ray started. Remote stores are the server's business."""
+    import os
+
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):]).expanduser()
+    elif uri.startswith("file:"):
+        path = Path(uri[len("file:"):].lstrip("/") and "/" + uri[len("file:"):].lstrip("/")).expanduser()
+    elif "://" not in uri:
+        path = Path(uri).expanduser()
+    else:
+        return
+    if path.exists():
+        target = path if path.is_dir() else path
+        if not os.access(target, os.W_OK):
+            raise PlanError(f"tracking.uri={uri}: {path} is not writable")
+        return
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise PlanError(f"tracking.uri={uri}: cannot create {path} ({parent} is not a writable directory)")
+
+
+def check_ranges(cfg: DictConfig, system_cls: type[MemorySystem], params: dict[str, Any]) -> None:
+    """Every numeric setting and system parameter in its range (``inmind_exp.ranges``), or one ``PlanError``
+    listing each key out of range."""
+    from inmind_exp.llm import ROLES
+    from inmind_exp.ranges import check_settings
+
+    missing = object()
+
+    def get(key: str) -> Any:
+        value = OmegaConf.select(cfg, key, default=missing)
+        if value is missing:
+            raise KeyError(key)
+        return value
+
+    problems = check_settings(get, ROLES) + system_cls.check_params(params)
+    if problems:
+        raise PlanError("; ".join(problems))
+
+
+def check_params(system_cls: type[MemorySystem], name: str, params: dict[str, Any]) -> None:
+    """Fail on unknown or ill-typed system parameters now, not inside a worker: build one throwaway instance."""
+    with tempfile.TemporaryDirectory(prefix="inmind-check-") as d:
+        try:
+            system_cls(None, None, Path(d), **params)  # type: ignore[arg-type]
+        except TypeError as e:
+            raise PlanError(f"system.params for {name}: {e}") from None
+        except Exception:
+            pass  # constructors that need a live client or encoder are checked by their first task
+
+
+#: ``run.progress``: in place on a terminal and plain lines otherwise, always in place, always plain, or none
+PROGRESS_MODES = ("auto", "live", "plain", "off")
+
+
+def check_run_extras(run: Any) -> None:
+    """``run.max_usd`` > 0, ``run.max_tokens`` >= 1 (or null) and a known ``run.progress``, before anything starts."""
+    usd, tokens, mode = run.get("max_usd"), run.get("max_tokens"), run.get("progress", "auto")
+    if usd is not None and (isinstance(usd, bool) or not isinstance(usd, (int, float)) or not usd > 0):
+        raise PlanError(f"run.max_usd={usd}: must be a number of dollars > 0, or null for no cap")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
+        raise PlanError(f"run.max_tokens={tokens}: must be a whole number of tokens >= 1, or null for no cap")
+    if str(mode) not in PROGRESS_MODES:
+        raise PlanError(f"run.progress={mode}: expected one of {', '.join(PROGRESS_MODES)}")
