@@ -26,8 +26,8 @@ from inmind_exp.errors import PlanError
 from inmind_exp.llm.services import CacheActor, LimiterActor, RayLimiterClient
 from inmind_exp.records import Task
 from inmind_exp.run import snapshots
-from inmind_exp.run.interface import (ClusterError, Executor, Job, Progress, Report, display_safely,
-                                      retry_or_report)
+from inmind_exp.run.interface import (ClusterError, Executor, Job, PoolWorker, Progress, Report, display_safely,
+                                      feed_usage, retry_or_report)
 from inmind_exp.run.plan import Plan
 from inmind_exp.run.settings import ClusterSettings
 from inmind_exp.run.progress import STARTING, PhaseBoard
