@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from inmind_exp.fake_openai import FakeOpenAI  # noqa: E402
-from inmind_exp.tracking import runs_view_url  # noqa: E402
+from inmind_exp.tracking import TASKS_VIEW_KEY, runs_view_url  # noqa: E402
 from tests.launch_helpers import write_small_data  # noqa: E402
 
 SYSTEMS = ("backbone", "naive_rag", "always_in_state")
@@ -157,7 +157,8 @@ def main() -> int:
     pages = {
         "mlflow_runs.png": view,
         "mlflow_charts.png": f"{view}&compareRunsMode=CHART",
-        "mlflow_samples.png": f"{view}&compareRunsMode=ARTIFACT",
+        "mlflow_samples.png": f"{runs_view_url(f'http://127.0.0.1:{port}', exp.experiment_id, TASKS_VIEW_KEY)}"
+                              "&compareRunsMode=ARTIFACT",
         "mlflow_compare.png": (f"http://127.0.0.1:{port}/#/compare-runs?runs={json.dumps(run_ids)}"
                                f"&experiments={json.dumps([exp.experiment_id])}"),
     }

@@ -25,6 +25,7 @@ from inmind_exp.tracking.view import (
     EXPERIMENT_KIND,
     EXPERIMENT_KIND_TAG,
     VIEW_CHARTS,
+    TASKS_VIEW_KEY,
     VIEW_KEY,
     VIEW_METRICS,
     VIEW_TAG_PREFIX,
@@ -36,7 +37,8 @@ from inmind_exp.tracking.writer import MlflowClient, Tracker, artifact_location
 
 __all__ = [
     "COST_DECIMALS", "EXPERIMENT_KIND", "EXPERIMENT_KIND_TAG", "METRIC_DECIMALS", "REPO_ROOT", "RESULT_PARAM_KEYS",
-    "RESULT_PARAM_PREFIXES", "RESULT_ROLE_FIELDS", "SWEEP_KEY_SKIP", "SWEEP_NAME_SKIP", "VIEW_CHARTS", "VIEW_KEY",
+    "RESULT_PARAM_PREFIXES", "RESULT_ROLE_FIELDS", "SWEEP_KEY_SKIP", "SWEEP_NAME_SKIP", "TASKS_VIEW_KEY", "VIEW_CHARTS",
+    "VIEW_KEY",
     "VIEW_METRICS", "VIEW_TAG_PREFIX", "VIEW_TAGS", "MlflowClient", "Tracker", "artifact_location", "config_tags",
     "display_metrics", "provenance_tags", "records_table", "result_params", "runs_view_state", "runs_view_url",
     "sweep_name", "sweep_overrides", "sweep_run_key",

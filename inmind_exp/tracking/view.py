@@ -3,7 +3,7 @@ columns, sorted by application) with its address."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from inmind_exp import tags as T
 
@@ -15,6 +15,8 @@ EXPERIMENT_KIND = "custom_model_development"
 #: A saved runs-table view stored on the experiment (the MLflow UI's "share view" tag): Table 1's columns shown,
 #: sorted by application. Open it with ``#/experiments/<id>/runs?viewStateShareKey=inmind-table``.
 VIEW_KEY = "inmind-table"
+#: the same columns ungrouped: MLflow's per-task (evaluation) view refuses a grouped table
+TASKS_VIEW_KEY = "inmind-tasks"
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 #: the headline rates with their Wilson interval's bounds (#25 item 6), then the rest of Table 1. MLflow 3.17's runs
 #: table orders the metric columns by name whatever this order is, so a rate's bounds sit beside it
@@ -29,15 +31,25 @@ VIEW_TAGS = ("inmind.system", "inmind.embedding", "inmind.injection", "inmind.an
              T.FIDELITY)
 
 
-def runs_view_state() -> dict[str, Any]:
-    """The saved view: search facets and UI state in the shape the MLflow 3 experiment page shares."""
+def runs_view_state(sweeps: Sequence[str] = (), grouped: bool = True) -> dict[str, Any]:
+    """The saved view: search facets and UI state in the shape the MLflow 3 experiment page shares. Configuration
+    runs only, grouped by their sweep (the parent's name, tag ``inmind.sweep``), each of ``sweeps`` and the runs of
+    no sweep expanded, sorted by application within a group; ``grouped=False``: the same, ungrouped."""
     cols = [f"metrics.`{m}`" for m in VIEW_METRICS] + [f"tags.`{t}`" for t in VIEW_TAGS]
-    return {"searchFilter": "", "orderByKey": "metrics.`application`", "orderByAsc": False, "startTime": "ALL",
-            "lifecycleFilter": "Active", "datasetsFilter": [], "modelVersionFilter": "All Runs",
-            "selectedColumns": cols, "runsHiddenMode": "SHOW_ALL", "groupBy": None, "useGroupedValuesInCharts": True,
-            "hideEmptyCharts": True, "chartsSearchFilter": VIEW_CHARTS}
+    group = {"mode": "tag", "groupByData": T.SWEEP_NAME}
+    expanded = {f"tag.{T.SWEEP_NAME}.{name}": True for name in sweeps} | {f"tag.{T.SWEEP_NAME}": True}
+    return {"searchFilter": f"tags.`{T.KIND}` = '{T.CONFIG}'", "orderByKey": "metrics.`application`",
+            "orderByAsc": False, "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [],
+            "modelVersionFilter": "All Runs", "selectedColumns": cols, "runsHiddenMode": "SHOW_ALL",
+            "groupBy": {"aggregateFunction": "average", "groupByKeys": [group]} if grouped else None,
+            "groupsExpanded": expanded if grouped else {},
+            # full run names, whole CI column headers, and the metric columns in VIEW_METRICS' order (the UI's
+            # own default sorts them by name)
+            "columnWidths": {"attributes.`Run Name`": 330, **{c: 150 for c in cols if "_ci_" in c}},
+            "columnOrder": ["attributes.`Run Name`", "attributes.`Created`", "attributes.`Duration`", *cols],
+            "useGroupedValuesInCharts": False, "hideEmptyCharts": True, "chartsSearchFilter": VIEW_CHARTS}
 
 
-def runs_view_url(base: str, experiment_id: str) -> str:
-    """The UI address of the saved runs view, e.g. ``runs_view_url("http://127.0.0.1:5000", "1")``."""
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
+def runs_view_url(base: str, experiment_id: str, key: str = VIEW_KEY) -> str:
+    """The UI address of a saved runs view, e.g. ``runs_view_url("http://127.0.0.1:5000", "1")``."""
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?viewStateShareKey={key}"

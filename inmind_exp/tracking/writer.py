@@ -31,7 +31,8 @@ from inmind_exp.secrets import scrub, scrub_obj  # noqa: E402
 from inmind_exp.tracking.naming import sweep_name, sweep_overrides  # noqa: E402
 from inmind_exp.tracking.params import config_tags, provenance_tags, result_params  # noqa: E402
 from inmind_exp.tracking.records_table import COST_DECIMALS, METRIC_DECIMALS, display_metrics, records_table  # noqa: E402
-from inmind_exp.tracking.view import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, VIEW_KEY, VIEW_TAG_PREFIX, runs_view_state  # noqa: E402
+from inmind_exp.tracking.view import (EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, TASKS_VIEW_KEY, VIEW_KEY,  # noqa: E402
+                                      VIEW_TAG_PREFIX, runs_view_state)
 
 
 def artifact_location(uri: str) -> str | None:
@@ -66,9 +67,17 @@ class Tracker:
         tags = self.client.get_experiment(self.experiment_id).tags
         if EXPERIMENT_KIND_TAG not in tags:  # also for experiments made before the tag existed
             self.client.set_experiment_tag(self.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
-        view = json.dumps(runs_view_state(), sort_keys=True)
-        if tags.get(VIEW_TAG_PREFIX + VIEW_KEY) != view:
-            self.client.set_experiment_tag(self.experiment_id, VIEW_TAG_PREFIX + VIEW_KEY, view)
+        self._write_views(tags)
+
+    def _write_views(self, tags: Mapping[str, str]) -> None:
+        """The saved runs views (``tracking.view``): grouped by sweep, with every sweep of the experiment expanded,
+        and ungrouped for the per-task view."""
+        sweeps = self.client.search_runs([self.experiment_id], filter_string=T.kind_filter(T.SWEEP), max_results=200)
+        names = sorted({r.info.run_name for r in sweeps})
+        for key, grouped in ((VIEW_KEY, True), (TASKS_VIEW_KEY, False)):
+            view = json.dumps(runs_view_state(names, grouped=grouped), sort_keys=True)
+            if tags.get(VIEW_TAG_PREFIX + key) != view:
+                self.client.set_experiment_tag(self.experiment_id, VIEW_TAG_PREFIX + key, view)
 
     def find_run(self, key: str) -> str | None:
         runs = self.client.search_runs(
@@ -83,6 +92,7 @@ class Tracker:
         all_tags = scrub_obj({T.KEY: key, **provenance_tags(), **tags})
         if parent_id:
             all_tags[T.PARENT_RUN] = parent_id
+            all_tags[T.SWEEP_NAME] = self.client.get_run(parent_id).info.run_name  # the saved view groups by it
         if run_id is None:
             run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
             return run.info.run_id, True
@@ -99,6 +109,7 @@ class Tracker:
                                                                                "inmind.sweep_dir": str(root)})
         self.log_params(run_id, {f"sweep.{k}": v for k, v in map(split_override, overrides)
                                  if not k.startswith(("hydra.", "tracking."))})
+        self._write_views(self.client.get_experiment(self.experiment_id).tags)
         return run_id
 
     def add_to_sweep(self, parent_id: str, run_id: str, flat: Mapping[str, float]) -> None:
