@@ -211,7 +211,11 @@ def _config_block(k: int, run: Run, rec: TaskRecord | None, task: Task | None) -
         lis = "".join(f"<li><b>{esc(f.kind)}</b> in {esc(f.where)} ({esc(f.phase or '?')}): {esc(f.detail)}"
                       + (f" <span class='src'>turns {esc(', '.join(f.turns))}</span>" if f.turns else "") + "</li>"
                       for f in rec.faults)
-        parts.append(f"<details class='faults'{' open' if len(rec.faults) <= 3 else ''}><summary>{len(rec.faults)} memory fault(s)</summary>"
+        n_diag = sum(1 for f in rec.faults if f.diagnostic)  # diagnostics are no faults (README: Comparing fairly)
+        n_fault = len(rec.faults) - n_diag
+        summary = ", ".join(x for x in (f"{n_fault} memory fault(s)" if n_fault else "",
+                                        f"{n_diag} diagnostic(s)" if n_diag else "") if x)
+        parts.append(f"<details class='faults'{' open' if len(rec.faults) <= 3 else ''}><summary>{summary}</summary>"
                      f"<ul>{lis}</ul></details>")
     retrieval = run.config.is_retrieval
     parts.append(_answer_block("Naive query", rec.naive, task, rec.naive_fact_rank, retrieval))
