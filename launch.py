@@ -82,9 +82,10 @@ def run_job(cfg: DictConfig, session: Session) -> float | None:
     try:
         parent_key = None
         if multirun:
-            from inmind_exp.tracking import sweep_run_key
+            from inmind_exp.tracking import sweep_overrides, sweep_run_key
 
-            parent_key = sweep_run_key(root, [str(o) for o in hc.overrides.task])
+            # the sweep's overrides (multirun.yaml), not this job's: every job of the sweep finds one parent
+            parent_key = sweep_run_key(root, sweep_overrides(root) or [str(o) for o in hc.overrides.task])
         result = run_plan(plan, parent_key=parent_key, parent_name=f"sweep {root.name}",
                           resources=session.resources)
     except KeyboardInterrupt:
@@ -103,7 +104,7 @@ def run_job(cfg: DictConfig, session: Session) -> float | None:
     print(session.table(full=str(job_dir / "results.md")), flush=True)
     from inmind_exp.run.end_screen import view_line
 
-    print(f"records: {job_dir / 'records.jsonl'}  |  MLflow run {result.run_id}\n{view_line(plan)}", flush=True)
+    print(f"records: {job_dir / 'records.jsonl'}  |  MLflow run {result.run_id}\n{view_line(plan, session.resources)}", flush=True)
     return value
 
 

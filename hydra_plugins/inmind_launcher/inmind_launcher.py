@@ -165,7 +165,7 @@ class InmindLauncher(Launcher):
                                      "MLflow parent run"), flush=True)
             from inmind_exp.run.end_screen import records_line, view_line
 
-            print(f"{records_line(plans, sweep_dir)}  |  parent run 'sweep {root.name}'\n{view_line(plans[0])}",
+            print(f"{records_line(plans, sweep_dir)}  |  parent run 'sweep {root.name}'\n{view_line(plans[0], session.resources)}",
                   flush=True)
         if any(isinstance(e, KeyboardInterrupt) for _, e in failures):
             stop.stopped()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from inmind_exp.run.plan import Plan
 
@@ -16,14 +16,14 @@ log = logging.getLogger(__name__)
 LOCAL_UI = "http://127.0.0.1:5000"
 
 
-def view_line(plan: Plan) -> str:
-    """``MLflow view: <url>`` for the plan's experiment (serving a file store needs ``mlflow ui``, named)."""
-    from inmind_exp.run.resources import Resources
+def view_line(plan: Plan, resources: Any) -> str:
+    """``MLflow view: <url>`` for the plan's experiment, from the launch's ``resources`` (``run.resources.Resources``:
+    its tracker for the store); serving a file store needs ``mlflow ui``, named."""
     from inmind_exp.tracking import runs_view_url
 
     uri = str(plan.tracking.uri)
     try:
-        experiment_id = Resources.get().tracker(plan.tracking).experiment_id
+        experiment_id = resources.tracker(plan.tracking).experiment_id
     except Exception as e:  # noqa: BLE001 - the address is a convenience
         log.debug(f"saved view: {type(e).__name__}: {e}")
         return f"MLflow: {uri} (experiment {plan.tracking.experiment})"
