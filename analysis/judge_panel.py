@@ -17,7 +17,7 @@ import pandas as pd
 
 from analysis.load import Run
 from analysis.rejudge import PANEL_JUDGES, agreement, settings_of
-from analysis.tables import METRIC_TITLES, Table
+from analysis.tables import METRIC_TITLES, Table, display_frame
 
 #: The name the run's own judge has in these tables.
 ORIGINAL = "run's judge"
@@ -75,7 +75,7 @@ def between_settings(sources: Sequence[Run], rejudged: Sequence[Run]) -> Table:
                                 "κ": "–" if math.isnan(ag.kappa) else f"{ag.kappa:.2f}"})
     return Table(
         "judge_settings_agreement", "Judge robustness: verdict flips and Cohen's κ between every two judge settings",
-        pd.DataFrame(data), pd.DataFrame(display) if display else pd.DataFrame(columns=["Configuration"]),
+        pd.DataFrame(data), display_frame(display),
         note=("Per configuration, the same stored answers judged under two settings (the run's own judge is one; "
               "sample 0 of each): flip rate is the share of tasks, among those both judged validly, whose verdict "
               "differs; κ is Cohen's κ of the two settings' verdicts ('–' when both are constant). A κ near 1 says "
@@ -125,7 +125,7 @@ def self_audit(sources: Sequence[Run], rejudged: Sequence[Run]) -> Table:
     return Table(
         "judge_settings_self_audit",
         "Judge robustness: each judge setting's rates over repeated samples and its free self-audit",
-        pd.DataFrame(data), pd.DataFrame(display) if display else pd.DataFrame(columns=["Configuration"]),
+        pd.DataFrame(data), display_frame(display),
         note=("Rates are mean ± SD [min–max] over a setting's samples (a single value for one sample). The "
               "self-audit needs no labels: a target-recall verdict of 1 where no item derived from the fact turn "
               "reached the answerer (provenance 0) is certainly wrong (FP), and a 0 where the fact's text is "

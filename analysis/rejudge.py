@@ -42,7 +42,7 @@ from inmind_exp.records import Task, TaskRecord, Verdict, msgs, write_jsonl
 from analysis.compare import verdict_outcome
 from analysis.load import Run, RunSet, read_records
 from analysis.stats import cohen_kappa
-from analysis.tables import METRIC_TITLES, Table
+from analysis.tables import METRIC_TITLES, Table, display_frame
 
 #: MLflow run kind of a rejudged run (``inmind.kind``) and the tag naming its source run.
 KIND = "rejudge"
@@ -494,7 +494,7 @@ def panel(sources: Sequence[Run], rejudged: Sequence[Run]) -> Table:
                 })
     return Table(
         "judge_robustness", "Judge robustness: the same stored answers re-judged by other judge settings",
-        pd.DataFrame(data), pd.DataFrame(display) if display else pd.DataFrame(columns=["Configuration"]),
+        pd.DataFrame(data), display_frame(display),
         note=("No memory or answering call is repeated: each judge setting (prompt set / judge model, sampled N "
               "times with its own cache entry per sample) judges the contexts and answers stored in the run's "
               "records. flips vs original: tasks whose verdict differs from the run's own judge (sample 0, tasks "

@@ -81,6 +81,11 @@ class Table:
 
 # -- formatting ---------------------------------------------------------------------------------------------------
 
+def display_frame(rows: list[dict[str, object]]) -> pd.DataFrame:
+    """A table's display rows as a frame; with no row, an empty frame that still has its Configuration column."""
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=["Configuration"])
+
+
 def fmt_rate(pct: float, lo: float, hi: float, n: int = 0) -> str:
     """"pct [lo, hi]" with ``caveats.FLAG`` when the interval is uninformative for ``n`` tasks; "–" for NaN."""
     return "–" if math.isnan(pct) else f"{pct:.1f} [{lo:.1f}, {hi:.1f}]{flag(lo, hi, n)}"

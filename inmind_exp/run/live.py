@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import re
 import shutil
-import sys
 from contextlib import contextmanager
 from typing import IO, Iterator
 

@@ -70,12 +70,12 @@ class SpendCap:
             return False
         spent = list(spent)
         running = [*in_flight, plan]
-        tokens = sum(s.paid_tokens for s in spent) + sum(self._estimate(p).tokens for p in running)
+        paid = sum(s.paid_tokens for s in spent)
+        ahead = sum(self._estimate(p).tokens for p in running)
         over = []
-        if plan.run.max_tokens is not None and tokens > plan.run.max_tokens:
-            over.append(f"run.max_tokens={plan.run.max_tokens}: {sum(s.paid_tokens for s in spent)} paid tokens so "
-                        f"far + about {tokens - sum(s.paid_tokens for s in spent):.0f} for the tasks in flight and "
-                        f"the next")
+        if plan.run.max_tokens is not None and paid + ahead > plan.run.max_tokens:
+            over.append(f"run.max_tokens={plan.run.max_tokens}: {paid} paid tokens so far + about {ahead:.0f} for the "
+                        f"tasks in flight and the next")
         if plan.run.max_usd is not None:
             est = [self._estimate(p).usd for p in running]
             costs = [s.cost_usd for s in spent]
