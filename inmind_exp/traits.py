@@ -45,10 +45,6 @@ class Traits:
         return cls(control=control, retrieval=bool(system_cls.retrieval),
                    uses_embedding=bool(system_cls.uses_embedding), asks_naive=bool(system_cls.asks_naive(dict(params or {}))))
 
-    @property
-    def is_control(self) -> bool:
-        return bool(self.control)
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
