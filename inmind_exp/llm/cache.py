@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from inmind_exp.llm.inflight import SingleFlight
+
 CACHE_FORMAT_VERSION = 1
 
 
@@ -59,6 +61,8 @@ class CallCache:
         self.dir.mkdir(parents=True, exist_ok=True)
         #: Entries found unusable by this process (corrupt or of the wrong shape), per kind; each was a miss.
         self.invalid: dict[str, int] = {}
+        #: the requests this process's callers of this cache have in flight (``inmind_exp.llm.inflight``)
+        self.flights = SingleFlight()
 
     def _path(self, kind: str, key: str) -> Path:
         return self.dir / kind / key[:2] / f"{key}.json"

@@ -40,6 +40,8 @@ class CallPolicy:
     max_attempts: int = 1
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 60.0
+    #: how long a request waits for the same request already in flight in this process before sending its own
+    flight_wait_s: float | None = 1800.0
 
     @classmethod
     def of(cls, ep: Endpoint) -> "CallPolicy":
@@ -70,12 +72,23 @@ class Model:
         params = self.provider.chat_params(**kwargs)
         wire = [m.to_openai() for m in messages]
         key = cache_key(self.provider.chat_key(wire, params, sample))
-        if self.cache is not None:
-            hit = self.cache.get("chat", key)
-            if hit is not None:
-                self.meter.add(self.role, hit["prompt_tokens"], hit["completion_tokens"], cached=True)
-                self.meter.finished(self.role, hit.get("finish_reason"), _prompt_text(wire))
-                return Completion.from_cache(hit, key)
+        if self.cache is None:
+            return self._paid_chat(wire, params, key)
+        hit = self.cache.get("chat", key)
+        if hit is None:
+            with self.cache.flights.claim("chat", key, self.policy.flight_wait_s) as flight:
+                if flight.leader:
+                    completion = self._paid_chat(wire, params, key)
+                    flight.publish(completion.to_cache())
+                    return completion
+                hit = flight.value  # the same request, sent by a task running at the same time: its reply
+                if hit is None:  # its call failed (or outlasted the wait): this caller makes its own
+                    return self._paid_chat(wire, params, key)
+        self.meter.add(self.role, hit["prompt_tokens"], hit["completion_tokens"], cached=True)
+        self.meter.finished(self.role, hit.get("finish_reason"), _prompt_text(wire))
+        return Completion.from_cache(hit, key)
+
+    def _paid_chat(self, wire: list[dict[str, Any]], params: dict[str, Any], key: str) -> Completion:
         completion = self._call(lambda: self.provider.chat(wire, params), self.provider.estimate_tokens(wire, params))
         self.meter.add(self.role, completion.prompt_tokens, completion.completion_tokens, cached=False)  # paid: counted
         self.meter.finished(self.role, completion.finish_reason, _prompt_text(wire))

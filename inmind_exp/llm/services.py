@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from inmind_exp.llm.inflight import SingleFlight
+
 log = logging.getLogger(__name__)
 
 
@@ -126,6 +128,7 @@ class RayCacheClient:
         self.actor = actor
         self.dir = Path(directory)
         self.lost = False
+        self.flights = SingleFlight()  # this worker's callers; the service itself serves every worker's later ones
 
     def _call(self, method: str, *args: Any) -> Any:
         """The service's answer; should it be lost, the worker goes on uncached (logged once), never fails a task."""
