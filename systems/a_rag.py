@@ -206,7 +206,7 @@ def tool_support_problem(client: "LLMClient") -> str:
     else:
         call = {"id": str(calls[0].get("id") or "call_probe"), "type": "function",
                 "function": {"name": name, "arguments": _wire_arguments((calls[0].get("function") or {}).get("arguments"))}}
-        messages = (*PROBE_MESSAGES, Message("assistant", first.text or None, tool_calls=(call,)),
+        messages = (*PROBE_MESSAGES, Message("assistant", first.text or "", tool_calls=(call,)),
                     Message("tool", PROBE_RESULT, tool_call_id=call["id"]))
         second = client.chat(messages, tools=[PROBE_TOOL], tool_choice=PROBE_TOOL_CHOICE)
         problem = "" if not second.tool_calls and PROBE_RESULT_SEEN.search(second.text or "") else (
@@ -348,7 +348,8 @@ def _as_top_k(value: Any, default: int, cap: int) -> int:
 class ARAG(MemorySystem):
     """Sentence-indexed chunks of the trace, searched by the answerer through three tools in a ReAct loop."""
 
-    version = "2"  # 2: upstream's system prompt, forced-answer demand and tool descriptions verbatim (were ours)
+    version = "3"  # 2: upstream's system prompt, forced-answer demand and tool descriptions verbatim (were ours);
+    # 3: an assistant message beside tool calls carries content "" not null (llama-cpp-python's server refuses null)
 
     embeddings = ("minilm", "emb3")
     # no write-path calls; per query the loop makes up to max_loops + 1 answerer calls with a growing context
@@ -589,7 +590,7 @@ class ARAG(MemorySystem):
                               "arguments": _wire_arguments((tc.get("function") or {}).get("arguments"))}}
                 for i, tc in enumerate(comp.tool_calls)
             )
-            messages.append(Message("assistant", comp.text or None, tool_calls=tool_calls))
+            messages.append(Message("assistant", comp.text or "", tool_calls=tool_calls))
             for tc in tool_calls:
                 name, raw = tc["function"]["name"], tc["function"]["arguments"]
                 found: list[ContextItem] = []

@@ -590,3 +590,22 @@ def test_snapshot_restore_keeps_provenance(fake, models, encoder, tmp_path):
     items: list = []
     text, _ = old.run_tool("read_chunk", '{"chunk_ids": ["0"]}', {}, items)
     assert old.chunk_texts[0] in text and items[0].sources == ()
+
+
+def test_the_probe_and_the_loop_send_requests_llama_cpp_pythons_server_accepts(fake, models, encoder, tmp_path):
+    """llama-cpp-python's server (llm=local) validates each message against its request model, which wants an
+    assistant message's content to be a string: ``None`` beside tool calls was an HTTP 500 at the probe's second
+    request, so A-RAG failed every task on the embedded model (the nine-system run of session 8). Every request of
+    the probe and of a whole agent loop must pass that model."""
+    pytest.importorskip("llama_cpp.server.types")
+    from llama_cpp.server.types import CreateChatCompletionRequest
+
+    fake.add_rule(SYSTEM_MARK, scripted)
+    ARAG.preflight(models)
+    mem = build(models, encoder, tmp_path, answer_mode="native")
+    mem.ingest_session(ALLERGY)
+    mem.answer("Can you give me a macaron recipe?")
+    requests = fake.chat_requests()
+    assert any(m["role"] == "assistant" and m.get("tool_calls") for r in requests for m in r["messages"])
+    for body in requests:
+        CreateChatCompletionRequest.model_validate({"messages": body["messages"], "tools": body.get("tools")})
