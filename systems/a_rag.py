@@ -45,7 +45,9 @@ and each indexed sentence the turn id of its line; snapshots keep both (older on
 Tool calls must be structured and their results must reach the model. ``tool_support_problem(client)`` probes an
 endpoint once per process with one tool round trip: a tiny request offering one trivial tool with
 ``tool_choice="auto"``, as the loop asks, and a prompt that needs it; then the same conversation with the tool's
-result (a time no model can guess), whose reply must state it. The result is kept per endpoint identity, and the
+result (a time no model can guess), whose reply must state it; should the model call the tool again instead (the
+embedded 1.5B model does, with the result in its prompt), the probe ends as the loop ends at ``max_loops``: upstream's
+forced-answer demand with no tools offered, whose reply must state it. The result is kept per endpoint identity, and the
 requests go through the client so the call cache answers them in later processes. Measured on the embedded
 Qwen2.5-Coder-1.5B: llama-cpp-python's server without a chat format writes the call as fenced JSON text (A-RAG
 refuses); ``chatml-function-calling`` returns a structured call, which a one-request probe passed, but its template
@@ -161,7 +163,7 @@ TOOL_PARAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # name -> (
 
 # -- tool-call support: the preflight probe and tool calls written as text -------------------------------------------
 
-PROBE_VERSION = "a_rag-tool-probe-v2"
+PROBE_VERSION = "a_rag-tool-probe-v3"
 PROBE_TOOL = {"type": "function", "function": {
     "name": "get_current_time", "description": "Return the current date and time.",
     "parameters": {"type": "object", "properties": {}, "required": []}}}
@@ -191,8 +193,9 @@ def tool_support_problem(client: "LLMClient") -> str:
     """What the endpoint gets wrong in one tool round trip, "" when nothing: offered one trivial tool with
     ``tool_choice="auto"`` (as the loop) and a prompt that asks for it, the model must call it in the ``tool_calls``
     field (a call written as text is no support), then, sent the tool's result (a time it cannot guess), reply with
-    that time: a chat format that drops tool results from the prompt fails here. The result is kept per endpoint
-    identity for the process, and both requests go through the client, so its call cache answers them for every
+    that time (after one more tool call, asked for a final answer without tools, as the loop's last step): a chat
+    format that drops tool results from the prompt fails here. The result is kept per endpoint
+    identity for the process, and the requests go through the client, so its call cache answers them for every
     later process of the run."""
     key = client.endpoint.identity
     with _TOOL_SUPPORT_LOCK:
@@ -209,10 +212,13 @@ def tool_support_problem(client: "LLMClient") -> str:
         messages = (*PROBE_MESSAGES, Message("assistant", first.text or "", tool_calls=(call,)),
                     Message("tool", PROBE_RESULT, tool_call_id=call["id"]))
         second = client.chat(messages, tools=[PROBE_TOOL], tool_choice=PROBE_TOOL_CHOICE)
+        forced = bool(second.tool_calls)
+        if forced:  # it asked again (a small model does, with the result in view): end as the loop does at max_loops
+            second = client.chat((*messages, Message("user", FORCE_ANSWER_PROMPT)))
         problem = "" if not second.tool_calls and PROBE_RESULT_SEEN.search(second.text or "") else (
             f"called the tool, but its reply to the tool's result ({PROBE_RESULT!r}) did not state it "
-            f"({'another tool call' if second.tool_calls else repr((second.text or '')[:120])}): the model never saw "
-            "the result")
+            f"({'another tool call' if second.tool_calls else repr((second.text or '')[:120])}"
+            f"{', even when asked for a final answer without tools' if forced else ''}): the model never saw the result")
     with _TOOL_SUPPORT_LOCK:
         _TOOL_SUPPORT[key] = problem
     return problem
@@ -349,7 +355,8 @@ class ARAG(MemorySystem):
     """Sentence-indexed chunks of the trace, searched by the answerer through three tools in a ReAct loop."""
 
     version = "3"  # 2: upstream's system prompt, forced-answer demand and tool descriptions verbatim (were ours);
-    # 3: an assistant message beside tool calls carries content "" not null (llama-cpp-python's server refuses null)
+    # 3: an assistant message beside tool calls carries content "" not null (llama-cpp-python's server refuses null),
+    # and the tool probe ends with the loop's forced final answer when the model calls the tool again
 
     embeddings = ("minilm", "emb3")
     # no write-path calls; per query the loop makes up to max_loops + 1 answerer calls with a growing context

@@ -545,14 +545,29 @@ def test_an_endpoint_that_drops_tool_results_is_refused_naming_a_format_that_kee
     """What llama-cpp-python's chatml-function-calling does: a structured call, but the tool message never reaches
     the prompt, so the model cannot use the result; the one-request probe passed it."""
     fake.add_rule("", lambda b: after_result if b["messages"][-1]["role"] == "tool" else
-                  ToolCalls([("get_current_time", {})]))
-    assert a_rag_tool_support(models.answerer) is False and len(fake.chat_requests()) == 2
+                  "I cannot tell the time." if "tools" not in b else ToolCalls([("get_current_time", {})]))
+    asked_again = isinstance(after_result, ToolCalls)  # then asked for a final answer without tools: still blind
+    n = 3 if asked_again else 2
+    assert a_rag_tool_support(models.answerer) is False and len(fake.chat_requests()) == n
     with pytest.raises(ToolSupportError) as e:
         ARAG.preflight(models)
     msg = str(e.value)
     assert fake.base_url in msg and "fake-model" in msg and "did not state it" in msg
     assert "gguf-tool-calls" in msg and "chatml-function-calling, which drops tool results" in msg
-    assert len(fake.chat_requests()) == 2  # kept for the process
+    assert ("even when asked for a final answer without tools" in msg) is asked_again
+    assert len(fake.chat_requests()) == n  # kept for the process
+
+
+def test_a_model_that_calls_again_but_states_the_result_when_asked_for_a_final_answer_passes(fake, models):
+    """The embedded 1.5B model on gguf-tool-calls: with the tool's result in its prompt it calls the tool again, and
+    states the time once asked for a final answer without tools, as A-RAG's loop asks at ``max_loops``."""
+    fake.add_rule("", lambda b: "It is 2031-05-17 07:43." if "tools" not in b else ToolCalls([("get_current_time", {})]))
+    assert a_rag_tool_support(models.answerer) is True
+    first, again, final = fake.chat_requests()
+    assert [m["role"] for m in again["messages"]] == ["user", "assistant", "tool"]
+    assert "tools" not in final and "tool_choice" not in final
+    assert final["messages"][:3] == again["messages"] and final["messages"][3] == {
+        "role": "user", "content": FORCE_ANSWER_PROMPT}
 
 
 def test_a_reply_that_states_the_time_in_its_own_words_passes(fake, models):

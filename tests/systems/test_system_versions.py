@@ -17,7 +17,7 @@ from inmind_exp.memory import SYSTEMS
 #: {system: (version, sha256 of its module's source)}
 RECORDED = {
     "a_mem": ("2", "65bcb2803e56d9847806e53e93e99a0b25e6f8fd36c105e0797f0bd68f1a7b6f"),
-    "a_rag": ("3", "d90bf4400b95ac2f331a675c56673c7933ed2425efd6fd810bcc250eeaf326fa"),
+    "a_rag": ("3", "8053379601222e5c7b8ddb9dbb2691fed1aae893cc48b7880c63ca7da9832428"),
     "always_in_state": ("1", "35585bd60b42b640f3278d36c7675a9468db89a1b92407f3ae79135c89d1c5a9"),
     "backbone": ("1", "3ac78c46d4522ceb891c16dfb142868289cc689dff19c26dd4580cf475f79034"),
     "hipporag2": ("2", "7578b7cfcbf263f14575148c0b69a73f0c245fc8561f005c4207bf6828b8a014"),
