@@ -289,7 +289,7 @@ def write_mlflow(results: Sequence[Rejudged], tracking_uri: str, experiment: str
     samples. A rerun of the same setting reopens the same run (found by its key), more samples adding steps.
     Returns the run ids."""
     from inmind_exp import tracking
-    from inmind_exp.config import identity_hash
+    from inmind_exp.result_identity import identity_hash
 
     tracker = tracking.Tracker(tracking_uri, experiment)
     groups: dict[tuple[str, str, str], list[Rejudged]] = {}
