@@ -1,6 +1,8 @@
 """Turn one composed Hydra config into a frozen, fully resolved ``Plan``: the system class and its parameters, the
 endpoints, the embedding, the tasks and trace, the injection session, the result identity and every run setting.
 Nothing downstream reads the raw config; every problem is raised here, naming its key, before any work starts.
+``plan_config`` reads top to bottom: values from ``run.settings``, checks from ``run.plan_checks``, the hash from
+``result_identity``; none of them calls back (the schemas are ``inmind_exp.config``'s).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from inmind_exp.records import Task, TaskRecord, Trace
 from inmind_exp.result_identity import identity_hash, result_identity
 from inmind_exp.run.labels import injection_label, label_suffix, run_label, swept_values
 from inmind_exp.run.ledger import Ledger
-from inmind_exp.run.plan_checks import check_params, check_ranges, check_run_extras, check_tracking_uri
+from inmind_exp.run.plan_checks import (check_latency, check_params, check_ranges, check_run_extras,
+                                        check_tracking_uri)
 from inmind_exp.run.settings import (ClusterSettings, LocalServerSpec, RunSettings, TrackingSettings,
                                      cluster_settings, container, embedding_spec, flatten_params, injection_spec,
                                      local_server, role_endpoints, run_settings, tracking_settings)
@@ -208,15 +211,13 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
     if cfg.answer.mode not in ANSWER_MODES:
         raise PlanError(f"answer={cfg.answer.mode}: expected one of {', '.join(ANSWER_MODES)}")
     check_params(system_cls, cfg.system.name, params)
-    latency = cfg.run.get("latency_s", 10.0)
-    if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not latency > 0:
-        raise PlanError(f"run.latency_s={latency}: must be a number of seconds > 0")
+    check_latency(cfg.run)
     check_ranges(cfg, system_cls, params)
     check_run_extras(cfg.run)
     check_tracking_uri(str(cfg.tracking.uri))
     judges, answer_prompt = _release_prompts(cfg)
     identity = result_identity(cfg, endpoints, dataset.digest, background.digest, system_cls.uses_embedding,
-                                 judges=judges, answer_prompt=answer_prompt, system_cls=system_cls)
+                               judges=judges, answer_prompt=answer_prompt, system_cls=system_cls)
     controls = _controls(cfg, tasks)
     if controls is not None:  # only then: a run without controls keeps its identity
         identity["controls"] = controls.identity(judges)
