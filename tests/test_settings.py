@@ -39,7 +39,8 @@ def test_the_frozen_settings_are_their_schema_frozen(schema, frozen):
 
 
 def test_the_local_server_spec_adds_only_what_it_resolves():
-    extra = {f.name for f in dataclasses.fields(S.LocalServerSpec)} - {f.name for f in dataclasses.fields(LocalServerConf)}
+    names = {f.name for f in dataclasses.fields(S.LocalServerSpec)}
+    extra = names - {f.name for f in dataclasses.fields(LocalServerConf)}
     assert extra == {"model", "model_path", "roles"}
     spec = S.LocalServerSpec(model="m", model_path=None, roles=("judge",), n_ctx=4096)
     other = dataclasses.replace(spec, n_ctx=8192)
@@ -85,7 +86,8 @@ def test_every_run_cluster_and_tracking_override_reaches_the_plan(tmp_path):
                   "llm.roles.judge.temperature=0.5", "llm.rpm=30", "llm.roles.memory.max_tokens=64")
     plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
     run, cluster = plan.run, plan.cluster
-    assert (run.max_usd, run.max_tokens, run.progress, run.latency_s, run.keep_workdirs) == (5.0, 900, "plain", 3.0, True)
+    assert (run.max_usd, run.max_tokens, run.progress, run.latency_s) == (5.0, 900, "plain", 3.0)
+    assert run.keep_workdirs is True
     assert isinstance(run.max_usd, float) and run.max_task_attempts == 3
     assert run.cache == "cluster" and run.cache_dir == str((tmp_path / "cache").resolve())  # resolved values
     assert (cluster.tasks_per_worker, cluster.address, cluster.start_timeout_s) == (3, "auto", 7.0)

@@ -144,8 +144,8 @@ def local_server(cfg: DictConfig) -> LocalServerSpec | None:
 #: the settings a role may override (``llm.roles.<role>.*``; null: as ``llm``), each an ``Endpoint`` field
 ROLE_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RoleConf))
 #: the ``Endpoint`` fields that only ``llm.*`` sets, for every role: the rest it shares with ``LLMConf``
-LLM_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Endpoint)
-                                  if f.name in {g.name for g in dataclasses.fields(LLMConf)} and f.name not in ROLE_KEYS)
+LLM_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Endpoint) if f.name not in ROLE_KEYS
+                                  and f.name in {g.name for g in dataclasses.fields(LLMConf)})
 
 
 def role_endpoints(llm: DictConfig | Any) -> dict[str, Endpoint]:
