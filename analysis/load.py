@@ -203,7 +203,7 @@ def make_runs(items: Iterable[dict[str, Any]]) -> tuple[Run, ...]:
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, str]:
-    """A nested config as ``a.b.c -> str``, the way ``inmind_exp.config.flatten_params`` logs MLflow params."""
+    """A nested config as ``a.b.c -> str``, the way ``inmind_exp.run.settings.flatten_params`` logs MLflow params."""
     out: dict[str, str] = {}
     if isinstance(node, dict):
         for k, v in sorted(node.items()):

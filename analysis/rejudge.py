@@ -107,7 +107,7 @@ def _param(params: Mapping[str, str], key: str) -> str | None:
 
 def source_judge_endpoint(params: Mapping[str, str]) -> Endpoint:
     """The judge endpoint a run used, rebuilt from its flattened config (``llm.roles.judge.*`` over ``llm.*``, as
-    ``inmind_exp.config.role_endpoints``): the same cache identity, so an unchanged judge hits the run's cache."""
+    ``inmind_exp.run.settings.role_endpoints``): the same cache identity, so an unchanged judge hits the run's cache."""
     def pick(key: str) -> str | None:
         return _param(params, f"llm.roles.judge.{key}") or _param(params, f"llm.{key}")
 
@@ -289,7 +289,7 @@ def write_mlflow(results: Sequence[Rejudged], tracking_uri: str, experiment: str
     samples. A rerun of the same setting reopens the same run (found by its key), more samples adding steps.
     Returns the run ids."""
     from inmind_exp import tracking
-    from inmind_exp.config import identity_hash
+    from inmind_exp.result_identity import identity_hash
 
     tracker = tracking.Tracker(tracking_uri, experiment)
     groups: dict[tuple[str, str, str], list[Rejudged]] = {}

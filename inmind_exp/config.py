@@ -1,24 +1,20 @@
-"""Typed schemas for every config group, registered with Hydra's ConfigStore (values live in ``conf/``), and the
-functions that turn a composed config into the objects the pipeline uses (endpoints, embedding, injection, hash).
+"""Typed schemas for every config group, registered with Hydra's ConfigStore (values live in ``conf/``). Each
+setting is stated here once: the frozen settings a ``Plan`` holds are generated from these (``run.settings``), and
+the LLM settings an ``Endpoint`` shares take its defaults; resolving a composed config is ``run.plan``'s.
 
 A misspelt key or a wrong type fails at composition, naming the key, before anything runs.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING
 
-from inmind_exp.embed import EmbeddingSpec
-from inmind_exp.llm import ROLES, Endpoint
+from inmind_exp.llm.endpoint import Endpoint
 from inmind_exp.llm.local_server import DEFAULT_CHAT_FORMAT, DEFAULT_N_CTX
-from inmind_exp.records import InjectionSpec
-# the result identity has its own module; callers also reach it as ``config.result_identity``
-from inmind_exp.result_identity import file_digest, identity_hash, result_identity, result_settings  # noqa: F401
 
 
 @dataclass
@@ -49,7 +45,8 @@ class InjectionConf:
 
 @dataclass
 class RoleConf:
-    """Per-role overrides; null means "as ``llm``"."""
+    """Per-role overrides; null means "as ``llm``". Each is an ``LLMConf`` and an ``Endpoint`` field
+    (``run.settings.role_endpoints``)."""
 
     base_url: Optional[str] = None
     model: Optional[str] = None
@@ -71,6 +68,8 @@ class RolesConf:
 
 @dataclass
 class LocalServerConf:
+    """``llm.server.*``: how the embedded llama.cpp server is started (``llm=local``)."""
+
     n_ctx: int = DEFAULT_N_CTX
     n_threads: int = 2
     startup_timeout_s: float = 300.0
@@ -93,26 +92,27 @@ class LLMConf:
     api_key_env: Optional[str] = None
     model_path: Optional[str] = None
     server: LocalServerConf = field(default_factory=LocalServerConf)
-    temperature: Optional[float] = 0.0
-    top_p: Optional[float] = None
-    max_tokens: Optional[int] = 512
-    max_tokens_param: str = "max_tokens"
+    # the settings every role's Endpoint takes: their defaults (and meaning) are Endpoint's (inmind_exp.llm.endpoint)
+    temperature: Optional[float] = Endpoint.temperature
+    top_p: Optional[float] = Endpoint.top_p
+    max_tokens: Optional[int] = Endpoint.max_tokens
+    max_tokens_param: str = Endpoint.max_tokens_param
     #: a reasoning-model endpoint (GPT-5-mini, o-series): send no temperature, top_p or logprobs, and the token
     #: limit as max_completion_tokens, from every role including the memory systems' internal calls
-    reasoning: bool = False
-    seed: Optional[int] = None
-    timeout_s: float = 300.0
+    reasoning: bool = Endpoint.reasoning
+    seed: Optional[int] = Endpoint.seed
+    timeout_s: float = Endpoint.timeout_s
     #: the whole call (connect + response) ends within this, else it is a retryable timeout; sized for reasoning
     #: models (timeout_s bounds each read only)
-    deadline_s: Optional[float] = 600.0
+    deadline_s: Optional[float] = Endpoint.deadline_s
     #: a reply larger than this is an error for its task (4 MiB)
-    max_response_bytes: int = 4 * 1024 * 1024
-    max_concurrency: int = 4
-    rpm: Optional[float] = None
-    tpm: Optional[float] = None
-    max_attempts: int = 6
-    backoff_initial_s: float = 1.0
-    backoff_max_s: float = 60.0
+    max_response_bytes: int = Endpoint.max_response_bytes
+    max_concurrency: int = Endpoint.max_concurrency
+    rpm: Optional[float] = Endpoint.rpm
+    tpm: Optional[float] = Endpoint.tpm
+    max_attempts: int = Endpoint.max_attempts
+    backoff_initial_s: float = Endpoint.backoff_initial_s
+    backoff_max_s: float = Endpoint.backoff_max_s
     roles: RolesConf = field(default_factory=RolesConf)
     prices: Dict[str, PriceConf] = field(default_factory=dict)
     #: how many tasks a run takes when dataset.limit is not given: small for the embedded model only (null: all)
@@ -169,6 +169,8 @@ class TraceConf:
 
 @dataclass
 class TrackingConf:
+    """``tracking.*``: the MLflow store and experiment."""
+
     uri: str = "sqlite:///mlflow.db"
     experiment: str = "inmind"
     report_at_end: bool = True  # a -m sweep logs the analysis report to its parent run (inmind_exp/sweep_report.py)
@@ -176,6 +178,8 @@ class TrackingConf:
 
 @dataclass
 class ClusterConf:
+    """``cluster.*``: join ``address`` or start a local Ray; ``workers`` task actors."""
+
     name: str = "local"
     address: Optional[str] = None  # null: start a local Ray; "auto" or "ray://host:10001": join a cluster
     num_cpus: Optional[int] = None
@@ -194,6 +198,8 @@ class ClusterConf:
 
 @dataclass
 class RunConf:
+    """``run.*``: where the call cache lives, how often a task is retried, what is kept, the spend cap, the display."""
+
     cache_dir: str = ".inmind_cache"
     #: a second launch of the same sweep waits for the first (up to lock_timeout_s) instead of exiting with 75
     wait_for_lock: bool = False
@@ -237,87 +243,3 @@ class Config:
 def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
-
-
-# -- resolution ---------------------------------------------------------------------------------------------------
-
-def role_endpoints(llm: DictConfig | Any) -> dict[str, Endpoint]:
-    """One ``Endpoint`` per role: the role's overrides on top of ``llm``'s values."""
-    out = {}
-    for role in ROLES:
-        r = llm.roles[role]
-
-        def pick(key: str, r=r) -> Any:
-            v = r.get(key)
-            return llm[key] if v is None else v
-
-        base_url = pick("base_url")
-        out[role] = Endpoint(
-            role=role,
-            base_url=base_url or "",
-            model=pick("model"),
-            api_key_env=pick("api_key_env"),
-            timeout_s=float(pick("timeout_s")),
-            max_concurrency=int(pick("max_concurrency")),
-            rpm=llm.rpm,
-            tpm=llm.tpm,
-            max_attempts=int(llm.max_attempts),
-            backoff_initial_s=float(llm.backoff_initial_s),
-            backoff_max_s=float(llm.backoff_max_s),
-            temperature=pick("temperature"),
-            top_p=pick("top_p"),
-            max_tokens=pick("max_tokens"),
-            max_tokens_param=llm.max_tokens_param,
-            reasoning=bool(pick("reasoning")),
-            seed=llm.seed,
-            deadline_s=None if llm.deadline_s is None else float(llm.deadline_s),
-            max_response_bytes=int(llm.max_response_bytes),
-        )
-    return out
-
-
-def embedding_spec(emb: DictConfig | Any, llm: DictConfig | Any) -> EmbeddingSpec:
-    endpoint = None
-    if emb.kind == "api":
-        endpoint = Endpoint(
-            role="embedding",
-            base_url=emb.base_url or llm.base_url or "",
-            model=emb.model,
-            api_key_env=emb.api_key_env,
-            timeout_s=float(emb.timeout_s),
-            max_concurrency=int(emb.max_concurrency),
-            max_attempts=int(llm.max_attempts),
-            backoff_initial_s=float(llm.backoff_initial_s),
-            backoff_max_s=float(llm.backoff_max_s),
-            deadline_s=None if llm.deadline_s is None else max(float(llm.deadline_s), float(emb.timeout_s)),
-            max_response_bytes=max(int(llm.max_response_bytes), 64 * 1024 * 1024),  # a batch of vectors is large
-        )
-    return EmbeddingSpec(name=emb.name, kind=emb.kind, model=emb.model, dim=emb.dim, batch_size=int(emb.batch_size),
-                         endpoint=endpoint)
-
-
-def injection_spec(inj: DictConfig | Any) -> InjectionSpec:
-    return InjectionSpec(name=str(inj.name), user_turn=inj.user_turn, fraction=inj.fraction)
-
-
-
-def flatten_params(cfg: DictConfig) -> dict[str, str]:
-    """The resolved config flattened to ``a.b.c -> str`` for MLflow params; values of secret-looking keys are dropped
-    (``*_env`` keys hold only the *name* of an environment variable and are kept)."""
-    from inmind_exp.secrets import is_secret_key, redact
-
-    container = redact(OmegaConf.to_container(cfg, resolve=True))
-    out: dict[str, str] = {}
-
-    def walk(prefix: str, node: Any) -> None:
-        if isinstance(node, dict):
-            for k, v in sorted(node.items()):
-                walk(f"{prefix}.{k}" if prefix else str(k), v)
-        else:
-            leaf = prefix.rsplit(".", 1)[-1]
-            if is_secret_key(leaf):
-                return
-            out[prefix] = json.dumps(node) if isinstance(node, (list, dict)) else str(node)
-
-    walk("", container)
-    return out

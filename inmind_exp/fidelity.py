@@ -153,7 +153,7 @@ def setting_of(source: Any) -> Setting:
     from omegaconf import DictConfig
 
     if isinstance(source, DictConfig):  # before Mapping: a DictConfig is one, but nested
-        from inmind_exp.config import flatten_params
+        from inmind_exp.run.settings import flatten_params
 
         return setting_of_params(flatten_params(source))
     if isinstance(source, Mapping):

@@ -1,5 +1,5 @@
 """What of the *code* makes a result: the prompt texts a configuration uses and the implementation version of its
-memory system. Part of the result identity (``inmind_exp.config.result_identity``, key ``code``) and of the prefix
+memory system. Part of the result identity (``inmind_exp.result_identity.result_identity``, key ``code``) and of the prefix
 snapshot's, so that editing a prompt or bumping a system's ``version`` gives new config hashes: nothing is reused
 from a ledger or a snapshot made by other code.
 

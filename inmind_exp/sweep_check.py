@@ -68,7 +68,7 @@ def _trace(name: str | None, path: str | None, index: int, release_dir: str | No
 
 def check_job(cfg: DictConfig) -> list[str]:
     """Problems of one composed job that need no endpoint: worker count, data files, injection point."""
-    from inmind_exp import config as C
+    from inmind_exp.run.settings import injection_spec
     from inmind_exp.data import DataError
     from inmind_exp.data.release import ReleaseError
     from inmind_exp.protocol import injection_session_index
@@ -86,7 +86,7 @@ def check_job(cfg: DictConfig) -> list[str]:
     except ReleaseError as e:
         return problems + [str(e)]
     try:
-        injection_session_index(trace, C.injection_spec(cfg.injection))
+        injection_session_index(trace, injection_spec(cfg.injection))
     except ValueError as e:
         problems.append(str(e))
     return problems

@@ -32,7 +32,7 @@ def test_a_full_disk_under_the_ledger_stops_the_run_failed_naming_the_path(tmp_p
         assert str(plan.ledger_path) in text and "No space left on device" in text and "free on its filesystem" in text
         assert len(fake.chat_requests()) < 4 * 5  # dispatch stopped at the first task's record
         run_info = res.tracker(plan.tracking).run_info(res.tracker(plan.tracking).find_run(
-            __import__("inmind_exp.config", fromlist=["identity_hash"]).identity_hash(
+            __import__("inmind_exp.result_identity", fromlist=["identity_hash"]).identity_hash(
                 {"root": str(plan.root.resolve()), "config": plan.config_hash})))
         assert run_info.info.status == "FAILED"
 

@@ -1,5 +1,5 @@
 """The result identity covers the code and settings that make a result (``inmind_exp.identity``,
-``inmind_exp.config.result_identity``): a changed answer, judge or system prompt, a bumped system ``version``,
+``inmind_exp.result_identity.result_identity``): a changed answer, judge or system prompt, a bumped system ``version``,
 ``run.judge_attempts`` or ``llm.max_tokens_param`` gives a new config hash, so nothing stale is reused from a ledger
 (the issue's probe: a replaced shared answer prompt rerun as "2 already done"); the system's prompts and version
 also key the prefix snapshot. Credentials in a base URL are no part of it."""

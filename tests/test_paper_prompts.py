@@ -213,7 +213,7 @@ def test_bounds_and_self_audit_apply_under_both_prompt_sets(tmp_path):
 def test_paper_configuration_plans_runs_and_estimates(tmp_path, monkeypatch):
     """Composed from conf/: the identity carries the prompts' versions and hashes (strict's is unchanged), the
     worker sends the release's prompts, the estimate sizes them; without a release the plan fails."""
-    from inmind_exp import config as C
+    from inmind_exp import result_identity as RI
     from inmind_exp.run import estimate, plan_config, run_plan
     from inmind_exp.run.executor import InProcessExecutor
     from inmind_exp.run.resources import Resources
@@ -225,9 +225,9 @@ def test_paper_configuration_plans_runs_and_estimates(tmp_path, monkeypatch):
     with FakeOpenAI(rules=[("", replies)]) as fake:
         strict_cfg = compose(tmp_path / "s", fake.base_url, "system=backbone", "embedding=bm25")
         strict = plan_config(strict_cfg, tmp_path / "s" / "root", tmp_path / "s" / "job")
-        old = C.result_identity(strict_cfg, dict(strict.endpoints), strict.identity["dataset"],
+        old = RI.result_identity(strict_cfg, dict(strict.endpoints), strict.identity["dataset"],
                                 strict.identity["trace"]["digest"], False)
-        assert strict.config_hash == C.identity_hash(old) and strict.identity["answer"] == "shared"
+        assert strict.config_hash == RI.identity_hash(old) and strict.identity["answer"] == "shared"
         cfg = compose(tmp_path / "p", fake.base_url, "system=backbone", "embedding=bm25", "answer=paper",
                       "judges=paper", "+system.params.answer_naive=true")
         plan = plan_config(cfg, tmp_path / "p" / "root", tmp_path / "p" / "job")

@@ -18,6 +18,7 @@ import yaml
 from inmind_exp import config as C
 from inmind_exp.fidelity import fidelity
 from inmind_exp.run.labels import CONF_DIR
+from inmind_exp.run.settings import role_endpoints
 
 PRESET = CONF_DIR / "preset" / "leaderboard.yaml"
 #: the options the preset selects, and the deviation a run shows when it runs the default instead
@@ -50,7 +51,7 @@ def test_the_preset_sets_the_release_models_caps_and_reasoning_profile(tmp_path)
     assert sorted(map(str, yaml.safe_load(PRESET.read_text())["defaults"])) == sorted(
         str({f"override /{g}": o}) for g, o in OPTIONS)
     cfg = compose(tmp_path)
-    eps = C.role_endpoints(cfg.llm)
+    eps = role_endpoints(cfg.llm)
     for role, cap in (("answerer", 16384), ("judge", 4096)):
         e = eps[role]
         assert (e.model, e.max_tokens, e.reasoning, e.temperature, e.top_p) == ("gpt-5-mini", cap, True, None, None)

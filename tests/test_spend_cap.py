@@ -10,18 +10,13 @@ import pytest
 
 from inmind_exp.errors import PlanError
 from inmind_exp.run import plan_config, run_plan
-from inmind_exp.run import spend_cap
 from inmind_exp.run.executor import InProcessExecutor
 from inmind_exp.run.resources import Resources
+from inmind_exp.run.session import Session
 from inmind_exp.run.spend_cap import EXIT_SPEND_CAP, task_estimate
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import launch_cmd, run, write_small_data
 from tests.test_runner_ray import compose
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cap_state(monkeypatch):
-    monkeypatch.setattr(spend_cap, "_REACHED", {})
 
 
 def test_a_token_cap_stops_dispatch_and_a_rerun_resumes_paying_only_the_rest(tmp_path, caplog):
@@ -32,14 +27,15 @@ def test_a_token_cap_stops_dispatch_and_a_rerun_resumes_paying_only_the_rest(tmp
         # the first task fits (0 + one estimate); a task only starts while spent + its estimate stays under the cap
         capped = plan_config(compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25",
                                      f"run.max_tokens={int(est) + 600}"), tmp_path / "root", tmp_path / "job")
-        first = run_plan(capped, executor=InProcessExecutor(), resources=Resources())
+        executor = InProcessExecutor()
+        first = run_plan(capped, executor=executor, resources=Resources())
         asked_first = len(fake.chat_requests())
         done = len(first.records)
         assert 0 < done < len(plan.tasks) and not any(r.error for r in first.records)
-        assert capped.name in spend_cap.reached()
+        assert capped.name in executor.spend_cap.reached()  # the executor's record, no module state
         said = [r.getMessage() for r in caplog.records if "spend cap" in r.getMessage()]
         assert len(said) == 1 and f"run.max_tokens={int(est) + 600}" in said[0] and "rerun with a higher cap" in said[0]
-        assert "spend cap" in spend_cap.closing_line()
+        assert "spend cap" in executor.spend_cap.closing_line()
 
         again = plan_config(compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25",
                                     f"run.max_tokens={int(est) * 100}"), tmp_path / "root", tmp_path / "job")
@@ -57,9 +53,31 @@ def test_a_dollar_cap_without_prices_stops_before_the_first_task(tmp_path):
     with FakeOpenAI() as fake:
         plan = plan_config(compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "run.max_usd=5"),
                            tmp_path / "root", tmp_path / "job")
-        result = run_plan(plan, executor=InProcessExecutor(), resources=Resources())
+        executor = InProcessExecutor()
+        result = run_plan(plan, executor=executor, resources=Resources())
         assert result.records == [] and fake.chat_requests() == []
-    assert "has no price in llm.prices" in spend_cap.reached()[plan.name]
+    assert "has no price in llm.prices" in executor.spend_cap.reached()[plan.name]
+
+
+def test_the_session_exits_4_from_its_executors_cap_record():
+    """The exit code reads the cap record of the launch's executor (``Resources``), not a module global: a fresh
+    launch starts clean, one whose executor stopped a plan exits 4 with the closing line."""
+    import io
+
+    class Stopped:
+        def __init__(self):
+            from inmind_exp.run.spend_cap import CapRecord
+            self.spend_cap = CapRecord()
+
+    clean = Session()
+    assert clean.exit_code(io.StringIO()) == 0
+    capped = Session()
+    capped.resources._executor = Stopped()
+    capped.resources._executor.spend_cap.add("backbone/bm25", "stopped")
+    out = io.StringIO()
+    assert capped.exit_code(out) == EXIT_SPEND_CAP
+    assert "stopped at the spend cap" in out.getvalue() and "backbone/bm25" in out.getvalue()
+    assert Session().exit_code(io.StringIO()) == 0  # nothing carried over from the other launch
 
 
 @pytest.mark.parametrize("override, message", [("run.max_usd=0", "run.max_usd=0(.0)?: must be"),

@@ -12,7 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from inmind_exp import tracking as T
-from inmind_exp.config import flatten_params
+from inmind_exp.run.settings import flatten_params
 from inmind_exp.records import Answer, Message, TaskRecord, Task, Verdict
 
 

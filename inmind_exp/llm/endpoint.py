@@ -14,7 +14,8 @@ ROLES: tuple[str, ...] = ("answerer", "judge", "memory")
 
 @dataclass(frozen=True)
 class Endpoint:
-    """One role's endpoint. ``cache_id`` names the endpoint in cache keys (stable across local-server ports)."""
+    """One role's endpoint. ``cache_id`` names the endpoint in cache keys (stable across local-server ports).
+    These defaults are also ``llm.*``'s: ``config.LLMConf`` takes each shared setting's default from here."""
 
     role: str
     base_url: str

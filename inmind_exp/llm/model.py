@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -45,8 +45,9 @@ class CallPolicy:
 
     @classmethod
     def of(cls, ep: Endpoint) -> "CallPolicy":
-        return cls(ep.limit_key, ep.max_concurrency, ep.rpm, ep.tpm, ep.max_attempts, ep.backoff_initial_s,
-                   ep.backoff_max_s)
+        """The endpoint's policy: each field is the endpoint's value of the same name (its defaults here are for a
+        provider without an endpoint, a local encoder: unlimited, no retry)."""
+        return cls(**{f.name: getattr(ep, f.name) for f in fields(cls)})
 
 
 class Model:

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inmind_exp import config as C
 from inmind_exp.console import FILE_ONLY, retry_summary
 from inmind_exp.fidelity import Fidelity, fidelity
 from inmind_exp.metrics import RunMetrics, compute, cost_usd, results_table
 from inmind_exp.official_aggregate import official_line, official_metrics
 from inmind_exp.records import Task, TaskRecord, write_jsonl
+from inmind_exp.result_identity import identity_hash
 from inmind_exp.run import live
 from inmind_exp.run.ledger import Ledger
 from inmind_exp.run.plan import Plan
@@ -53,7 +53,7 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
     tracker = res.tracker(plan.tracking)
     parent_id = tracker.open_sweep_run(parent_key, plan.root) if parent_key else None  # MLflow layout: tracking.py
     # a configuration run per sweep identity: another sweep in the same directory holding it has its own child
-    run_key = C.identity_hash({"root": str(plan.root.resolve()), "config": plan.config_hash,
+    run_key = identity_hash({"root": str(plan.root.resolve()), "config": plan.config_hash,
                                **({"sweep": parent_key} if parent_key else {})})
     run_id = tracker.open_config_run(plan, dict(plan.params), run_key, parent_id, _dataset_path(plan))
     status = "FINISHED"

@@ -33,7 +33,7 @@ from inmind_exp.run.settings import ClusterSettings
 from inmind_exp.run.progress import STARTING, PhaseBoard
 from inmind_exp.run.schedule import Schedule
 from inmind_exp.run.shipping import code_runtime_env
-from inmind_exp.run.spend_cap import SpendCap, spends
+from inmind_exp.run.spend_cap import CapRecord, SpendCap, spends
 from inmind_exp.run.worker import Secrets, TaskWorker, collect_secrets, plan_endpoints
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,8 @@ class InProcessExecutor:
     def __init__(self, limiter: Any = None) -> None:
         self.board = PhaseBoard()
         self.worker = TaskWorker(limiter, board=self.board)
+        #: the plans this executor stopped at their spend cap (``Session.exit_code`` reads it)
+        self.spend_cap = CapRecord()
 
     def run(self, plan: Plan, tasks: list[Task], report: Report, progress: Progress) -> None:
         spec = plan.worker_spec()
@@ -63,7 +65,7 @@ class InProcessExecutor:
 
             blob = snapshots.prefix_blob(plan, build)
             queue = [(t, 1) for t in tasks]
-            cap = SpendCap()
+            cap = SpendCap(self.spend_cap)
             while queue:
                 task, attempt = queue.pop(0)
                 if not cap.allows(plan, spends([progress]), []):
@@ -97,6 +99,8 @@ class RayExecutor:
         self.ray: Any = None
         self.cluster: ClusterSettings | None = None
         self.secrets: Secrets = Secrets({})
+        #: the plans this executor's schedules stopped at their spend cap (``Session.exit_code`` reads it)
+        self.spend_cap = CapRecord()
         self.lock = threading.Lock()
         self.inbox: deque[Job] = deque()
         self.failed: BaseException | None = None  # set when a schedule ended by an error: later jobs get it

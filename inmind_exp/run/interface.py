@@ -110,6 +110,7 @@ class Pool(Protocol):
     inbox: deque[Job]
     failed: BaseException | None
     said_capacity: int | None  # the capacity last logged as below cluster.workers
+    spend_cap: Any  # the plans stopped at their spend cap (``spend_cap.CapRecord``)
 
     def start(self, cluster: ClusterSettings) -> Any: ...
     def add_secrets(self, secrets: Any) -> None: ...

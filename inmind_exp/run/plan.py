@@ -1,6 +1,8 @@
 """Turn one composed Hydra config into a frozen, fully resolved ``Plan``: the system class and its parameters, the
 endpoints, the embedding, the tasks and trace, the injection session, the result identity and every run setting.
 Nothing downstream reads the raw config; every problem is raised here, naming its key, before any work starts.
+``plan_config`` reads top to bottom: values from ``run.settings``, checks from ``run.plan_checks``, the hash from
+``result_identity``; none of them calls back (the schemas are ``inmind_exp.config``'s).
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from typing import Any, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from inmind_exp import config as C
 from inmind_exp import tags as T
 from inmind_exp.data import DataError
 from inmind_exp.data.release import ReleaseError
@@ -26,11 +27,14 @@ from inmind_exp.llm import Endpoint
 from inmind_exp.memory import ANSWER_MODES, SYSTEMS, MemorySystem
 from inmind_exp.protocol import injection_session_index
 from inmind_exp.records import Task, TaskRecord, Trace
+from inmind_exp.result_identity import identity_hash, result_identity
 from inmind_exp.run.labels import injection_label, label_suffix, run_label, swept_values
 from inmind_exp.run.ledger import Ledger
-from inmind_exp.run.plan_checks import check_params, check_ranges, check_run_extras, check_tracking_uri
-from inmind_exp.run.settings import (ClusterSettings, LocalServerSpec, RunSettings, TrackingSettings, cache_mode,
-                                     cluster_settings, container, local_server)
+from inmind_exp.run.plan_checks import (check_latency, check_params, check_ranges, check_run_extras,
+                                        check_tracking_uri)
+from inmind_exp.run.settings import (ClusterSettings, LocalServerSpec, RunSettings, TrackingSettings,
+                                     cluster_settings, container, embedding_spec, flatten_params, injection_spec,
+                                     local_server, role_endpoints, run_settings, tracking_settings)
 from inmind_exp.secrets import redact
 from inmind_exp.traits import Traits
 
@@ -115,7 +119,7 @@ class Plan:
         ident["session_index"] = self.session_index
         if self.controls is not None and self.controls.no_fact:
             ident["no_fact"] = True  # the snapshot also holds the no-fact state (``controls.build_no_fact``)
-        return C.identity_hash(ident)
+        return identity_hash(ident)
 
     @property
     def prefix_path(self) -> Path:
@@ -185,11 +189,11 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
         raise PlanError(str(e)) from None
     tasks, trace = dataset.tasks, background.trace
     try:
-        session_index = injection_session_index(trace, C.injection_spec(cfg.injection))
+        session_index = injection_session_index(trace, injection_spec(cfg.injection))
     except ValueError as e:
         raise PlanError(str(e)) from None
     local = local_server(cfg)
-    endpoints = C.role_endpoints(cfg.llm)
+    endpoints = role_endpoints(cfg.llm)
     if local is not None:  # the served roles' identity is the model, not the port the server gets
         endpoints = {r: (replace(e, base_url="", cache_id=local.cache_id) if r in local.roles else e)
                      for r, e in endpoints.items()}
@@ -198,7 +202,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
             raise PlanError(f"llm.base_url (or llm.roles.{r}.base_url) is not set for role '{r}'")
         if not e.model:
             raise PlanError(f"llm.model is not set for role '{r}'")
-    embedding = C.embedding_spec(cfg.embedding, cfg.llm)
+    embedding = embedding_spec(cfg.embedding, cfg.llm)
     if embedding.kind == "api" and not (embedding.endpoint and embedding.endpoint.base_url):
         raise PlanError(f"embedding={cfg.embedding.name}: set embedding.base_url (or llm.base_url) for the embeddings API")
     if cfg.dataset.get("name") == OFFICIAL and system_cls.official_params:
@@ -207,20 +211,17 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
     if cfg.answer.mode not in ANSWER_MODES:
         raise PlanError(f"answer={cfg.answer.mode}: expected one of {', '.join(ANSWER_MODES)}")
     check_params(system_cls, cfg.system.name, params)
-    latency = cfg.run.get("latency_s", 10.0)
-    if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not latency > 0:
-        raise PlanError(f"run.latency_s={latency}: must be a number of seconds > 0")
+    check_latency(cfg.run)
     check_ranges(cfg, system_cls, params)
     check_run_extras(cfg.run)
     check_tracking_uri(str(cfg.tracking.uri))
     judges, answer_prompt = _release_prompts(cfg)
-    identity = C.result_identity(cfg, endpoints, dataset.digest, background.digest, system_cls.uses_embedding,
-                                 judges=judges, answer_prompt=answer_prompt, system_cls=system_cls)
+    identity = result_identity(cfg, endpoints, dataset.digest, background.digest, system_cls.uses_embedding,
+                               judges=judges, answer_prompt=answer_prompt, system_cls=system_cls)
     controls = _controls(cfg, tasks)
     if controls is not None:  # only then: a run without controls keeps its identity
         identity["controls"] = controls.identity(judges)
-    config_hash = C.identity_hash(identity)
-    run = cfg.run
+    config_hash = identity_hash(identity)
     plan = Plan(
         name=run_label(cfg.system.name, cfg.embedding.name,
                        injection_label(cfg.injection.name, cfg.injection.user_turn, cfg.injection.fraction),
@@ -230,22 +231,11 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
         system_params=params, answer_mode=cfg.answer.mode, endpoints=endpoints, embedding=embedding,
         tasks=tuple(tasks), trace=trace, session_index=session_index, root=root, job_dir=job_dir,
         tasks_path=dataset.path,
-        run=RunSettings(
-            cache_dir=str(Path(run.cache_dir).expanduser().resolve()), cache=cache_mode(cfg),
-            retry_errors=bool(run.retry_errors),
-            max_task_attempts=max(1, int(run.max_task_attempts)), judge_attempts=int(run.judge_attempts),
-            keep_workdirs=bool(run.keep_workdirs), progress_every_s=float(run.progress_every_s),
-            latency_s=float(run.get("latency_s", 10.0)),
-            max_usd=None if run.get("max_usd") is None else float(run.max_usd),
-            max_tokens=None if run.get("max_tokens") is None else int(run.max_tokens),
-            progress=str(run.get("progress", "auto")),
-        ),
-        cluster=cluster_settings(cfg),
-        tracking=TrackingSettings(uri=cfg.tracking.uri, experiment=cfg.tracking.experiment),
+        run=run_settings(cfg), cluster=cluster_settings(cfg), tracking=tracking_settings(cfg.tracking),
         local=local,
         prices={k: (float(v.prompt_per_1m), float(v.completion_per_1m)) for k, v in cfg.llm.prices.items()},
         # controls.* only when the run has controls: a run without them keeps its MLflow params
-        params={**{k: v for k, v in C.flatten_params(cfg).items()
+        params={**{k: v for k, v in flatten_params(cfg).items()
                    if controls is not None or not k.startswith("controls.")},
                 **_traits(system_cls, params).params(), T.CONFIG_HASH: config_hash},
         config_yaml=OmegaConf.to_yaml(OmegaConf.create(redact(OmegaConf.to_container(cfg, resolve=True)))),

@@ -10,6 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from inmind_exp.config import RunConf
 from inmind_exp.errors import PlanError
 from inmind_exp.memory import MemorySystem
 
@@ -73,9 +74,16 @@ def check_params(system_cls: type[MemorySystem], name: str, params: dict[str, An
 PROGRESS_MODES = ("auto", "live", "plain", "off")
 
 
+def check_latency(run: Any) -> None:
+    """``run.latency_s`` (the dry run's seconds per call) > 0; a saved config without it has the default."""
+    latency = run.get("latency_s", RunConf.latency_s)
+    if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not latency > 0:
+        raise PlanError(f"run.latency_s={latency}: must be a number of seconds > 0")
+
+
 def check_run_extras(run: Any) -> None:
     """``run.max_usd`` > 0, ``run.max_tokens`` >= 1 (or null) and a known ``run.progress``, before anything starts."""
-    usd, tokens, mode = run.get("max_usd"), run.get("max_tokens"), run.get("progress", "auto")
+    usd, tokens, mode = run.get("max_usd"), run.get("max_tokens"), run.get("progress", RunConf.progress)
     if usd is not None and (isinstance(usd, bool) or not isinstance(usd, (int, float)) or not usd > 0):
         raise PlanError(f"run.max_usd={usd}: must be a number of dollars > 0, or null for no cap")
     if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):

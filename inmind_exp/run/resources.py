@@ -39,6 +39,11 @@ class Resources:
             self._executor = RayExecutor()
         return self._executor
 
+    @property
+    def started_executor(self) -> Any:
+        """The executor if this launch made one (None for a dry run or before the first run)."""
+        return self._executor
+
     def local_base_url(self, spec: LocalServerSpec, cluster_address: str | None, log_dir: Path) -> str:
         """The embedded server's URL, starting it (again, if it died) when needed."""
         with self._lock:

@@ -18,7 +18,7 @@ import copy
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from inmind_exp.config import identity_hash
+from inmind_exp.result_identity import identity_hash
 from inmind_exp.run.ledger import read_records
 
 #: The directory under a root holding one marker per (answers key, configuration) that ran.

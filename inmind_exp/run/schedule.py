@@ -41,7 +41,7 @@ class Schedule:
         self.building: set[str] = set()
         self.inflight: dict[Any, tuple[str, Job, Task | None, int, PoolWorker, float]] = {}
         self.stalled_since: float | None = None
-        self.cap = SpendCap()
+        self.cap = SpendCap(ex.spend_cap)
 
     # -- intake ----------------------------------------------------------------------------------------------
 

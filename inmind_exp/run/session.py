@@ -97,14 +97,20 @@ class Session:
         return retry_summary(self.errored, [name for name, _ in self.failed], retry_errors=self.retry_errors,
                              messages=[m for _, m in self.failed])
 
+    def spend_cap_line(self) -> str | None:
+        """The closing line when the executor of this launch stopped a configuration at its spend cap, else None."""
+        executor = self.resources.started_executor
+        record = getattr(executor, "spend_cap", None)
+        return None if record is None else record.closing_line()
+
     def exit_code(self, out: TextIO | None = None) -> int:
         """0 when every task of every configuration finished; 4 (``run.spend_cap``) when the spend cap stopped
         dispatch; else the summary is printed and the code is 3."""
-        from inmind_exp.run import spend_cap
+        from inmind_exp.run.spend_cap import EXIT_SPEND_CAP
 
-        if (capped := spend_cap.closing_line()) is not None:
+        if (capped := self.spend_cap_line()) is not None:
             print(capped, file=out or sys.stderr, flush=True)
-            return spend_cap.EXIT_SPEND_CAP
+            return EXIT_SPEND_CAP
         summary = self.summary()
         if summary is None:
             return 0

@@ -6,7 +6,8 @@ them and pays nothing for what finished (cache hits cost nothing). The launch th
 
 The estimate of one task is the dry run's upper bound (``run.estimate``) divided over the tasks still to run, prefix
 build included, so the cap stops early rather than late. The schedulers call ``SpendCap.allows`` before handing out a
-task; the logic lives here so their hook is one call."""
+task; the logic lives here so their hook is one call. Which configurations stopped is a ``CapRecord`` the executor
+keeps (``executor.spend_cap``), read by the launch's ``Session`` for its exit code: no module state."""
 
 from __future__ import annotations
 
@@ -22,9 +23,31 @@ log = logging.getLogger(__name__)
 #: the exit code of a launch that stopped at its spend cap before every task ran (launch.py, the sweep launcher)
 EXIT_SPEND_CAP = 4
 
-_lock = threading.Lock()
-#: the configurations of this process that stopped at a cap, with the message that said so
-_REACHED: dict[str, str] = {}
+
+class CapRecord:
+    """The configurations an executor stopped at a spend cap, with the message that said so (thread-safe: the
+    schedulers of a sweep's plans add to it); the executor keeps one for its life, the ``Session`` reads it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reached: dict[str, str] = {}
+
+    def add(self, name: str, message: str) -> None:
+        with self._lock:
+            self._reached[name] = message
+
+    def reached(self) -> dict[str, str]:
+        """The configurations that stopped at a spend cap (name -> message)."""
+        with self._lock:
+            return dict(self._reached)
+
+    def closing_line(self) -> str | None:
+        """The launch's closing line when a cap stopped it (exit ``EXIT_SPEND_CAP``), else None."""
+        names = sorted(self.reached())
+        if not names:
+            return None
+        return (f"stopped at the spend cap (run.max_usd / run.max_tokens) before every task ran: {', '.join(names)}. "
+                f"Rerun the same command with a higher cap to finish; finished tasks are not run or paid again.")
 
 
 @dataclass(frozen=True)
@@ -46,9 +69,11 @@ def task_estimate(plan: Plan) -> TaskEstimate:
 
 
 class SpendCap:
-    """The caps of the plans a scheduler runs, checked before each task is handed out."""
+    """The caps of the plans a scheduler runs, checked before each task is handed out; a plan it stops goes into
+    ``record`` (the executor's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, record: CapRecord) -> None:
+        self.record = record
         self._estimates: dict[str, TaskEstimate] = {}
         self._stopped: set[str] = set()
 
@@ -92,24 +117,8 @@ class SpendCap:
                f"finish, the others are not started. Finished results are kept: rerun with a higher cap to finish "
                f"(nothing finished is paid again).")
         log.warning(msg)
-        with _lock:
-            _REACHED[plan.name] = msg
+        self.record.add(plan.name, msg)
         return False
-
-
-def reached() -> dict[str, str]:
-    """The configurations of this process that stopped at a spend cap (name -> message)."""
-    with _lock:
-        return dict(_REACHED)
-
-
-def closing_line() -> str | None:
-    """The launch's closing line when a cap stopped it (exit ``EXIT_SPEND_CAP``), else None."""
-    names = sorted(reached())
-    if not names:
-        return None
-    return (f"stopped at the spend cap (run.max_usd / run.max_tokens) before every task ran: {', '.join(names)}. "
-            f"Rerun the same command with a higher cap to finish; finished tasks are not run or paid again.")
 
 
 def spends(progresses: Iterable[Any]) -> list[Any]:

@@ -12,7 +12,7 @@ from inmind_exp.run.labels import injection_label
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-#: Flattened-config keys logged as params: what changes a result (see ``inmind_exp.config.result_identity``) plus
+#: Flattened-config keys logged as params: what changes a result (see ``inmind_exp.result_identity.result_identity``) plus
 #: the coordinates ``analysis.load.RunConfig`` reads. Everything else (server threads, timeouts, cluster, tracking,
 #: prices, paths of caches) stays in the ``config.yaml`` artifact.
 RESULT_PARAM_PREFIXES = ("system.", "answer.mode", "run.judge_attempts", "judges.", "controls.",

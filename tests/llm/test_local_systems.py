@@ -60,7 +60,7 @@ def test_shipped_smoke_trace_is_what_the_generator_writes():
 
 
 def test_trace_smoke_config_selects_the_small_trace_and_an_injection_inside_it(monkeypatch):
-    from inmind_exp.config import injection_spec
+    from inmind_exp.run.settings import injection_spec
 
     monkeypatch.chdir(REPO)  # trace.path is relative to the repository root
     cfg = compose("trace=smoke")

@@ -636,7 +636,8 @@ def test_hipporag_is_an_alias_with_the_same_config_and_result_identity(repo_root
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from inmind_exp.config import identity_hash, register_configs, result_identity
+    from inmind_exp.config import register_configs
+    from inmind_exp.result_identity import identity_hash, result_identity
 
     register_configs()
     with initialize_config_dir(config_dir=str(repo_root / "conf"), version_base="1.3"):
