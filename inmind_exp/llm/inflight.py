@@ -9,6 +9,10 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+#: how long a request waits for the same request already in flight before sending its own (beyond any one call's
+#: deadline and retries at the default llm.* settings)
+WAIT_S = 1800.0
+
 
 class _Flight:
     def __init__(self) -> None:
@@ -48,7 +52,7 @@ class SingleFlight:
         self.__init__()
 
     @contextmanager
-    def claim(self, kind: str, key: str, timeout_s: float | None = None) -> Iterator[Flight]:
+    def claim(self, kind: str, key: str, timeout_s: float | None = WAIT_S) -> Iterator[Flight]:
         """The first caller of a key leads (its block makes the call and ``publish``es the reply); a later caller
         waits until the leader's block ends (at most ``timeout_s``) and follows."""
         k = (kind, key)

@@ -40,8 +40,6 @@ class CallPolicy:
     max_attempts: int = 1
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 60.0
-    #: how long a request waits for the same request already in flight in this process before sending its own
-    flight_wait_s: float | None = 1800.0
 
     @classmethod
     def of(cls, ep: Endpoint) -> "CallPolicy":
@@ -77,7 +75,7 @@ class Model:
             return self._paid_chat(wire, params, key)
         hit = self.cache.get("chat", key)
         if hit is None:
-            with self.cache.flights.claim("chat", key, self.policy.flight_wait_s) as flight:
+            with self.cache.flights.claim("chat", key) as flight:
                 if flight.leader:
                     completion = self._paid_chat(wire, params, key)
                     flight.publish(completion.to_cache())
