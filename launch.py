@@ -34,7 +34,7 @@ from inmind_exp.errors import InmindError  # noqa: E402
 from inmind_exp.run import run_plan  # noqa: E402
 from inmind_exp.run import stop  # noqa: E402
 from inmind_exp.run.session import Session, hydra_job_plan  # noqa: E402
-from inmind_exp.secrets import scrub  # noqa: E402
+from inmind_exp.safety.redact import scrub  # noqa: E402
 
 register_configs()
 stop.install()  # SIGTERM stops like Ctrl-C (installed again once Ray has started: inmind_exp.run.stop)

@@ -1,5 +1,5 @@
 """Keep secrets out of Hydra's own output: the ``.hydra/*.yaml`` files, ``multirun.yaml``, job directory names and
-log lines. Kept apart from ``inmind_exp.secrets`` (pure redaction, no Hydra import) so that workers never import Hydra.
+log lines. Kept apart from ``inmind_exp.safety.redact`` (pure redaction, no Hydra import) so that workers never import Hydra.
 
 Enable in ``conf/config.yaml``::
 
@@ -26,7 +26,7 @@ from typing import Any, Iterable
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from inmind_exp.secrets import is_secret_key, redact, redact_overrides, redact_text, scrub, secret_values
+from inmind_exp.safety.redact import is_secret_key, redact, redact_overrides, redact_text, scrub, secret_values
 
 log = logging.getLogger(__name__)
 RESOLVER = "inmind.job_dirname"

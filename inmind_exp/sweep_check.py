@@ -128,7 +128,7 @@ class CheckSweep(Callback):
         self.check = check
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from inmind_exp.secrets import redact_overrides
+        from inmind_exp.safety.redact import redact_overrides
 
         overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=[]) or []]
         params = OmegaConf.select(config, "hydra.sweeper.params", default=None)

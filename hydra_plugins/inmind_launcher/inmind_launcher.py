@@ -25,7 +25,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
 from inmind_exp.console import error_line, route_project_logs
-from inmind_exp.secrets import scrub
+from inmind_exp.safety.redact import scrub
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from inmind_exp.run.ledger import Ledger
 from inmind_exp.run.plan_checks import check_params, check_ranges, check_run_extras, check_tracking_uri
 from inmind_exp.run.settings import (ClusterSettings, LocalServerSpec, RunSettings, TrackingSettings, cache_mode,
                                      cluster_settings, container, local_server)
-from inmind_exp.secrets import redact
+from inmind_exp.safety.redact import redact
 from inmind_exp.traits import Traits
 
 

@@ -47,7 +47,7 @@ class Secrets:
 
     def apply(self, environ: Any = None) -> None:
         """Set each key in this process's environment (``os.environ`` only: nothing is written)."""
-        from inmind_exp.secrets import remember
+        from inmind_exp.safety.redact import remember
 
         target = os.environ if environ is None else environ
         remember(self._values.values())
