@@ -29,7 +29,7 @@ from inmind_exp.fake_openai import FakeOpenAI  # noqa: E402
 from inmind_exp.llm import CallCache, Endpoint, Models  # noqa: E402
 from inmind_exp.memory import SYSTEMS  # noqa: E402
 from inmind_exp.metrics import compute, fmt_ran  # noqa: E402
-from inmind_exp.paths import child_dir  # noqa: E402
+from inmind_exp.safety.paths import child_dir  # noqa: E402
 from inmind_exp.protocol import build_prefix, injection_session_index, run_task  # noqa: E402
 from inmind_exp.records import InjectionSpec  # noqa: E402
 

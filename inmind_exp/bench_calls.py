@@ -20,7 +20,7 @@ from inmind_exp.data import load_tasks, load_trace
 from inmind_exp.embed import MiniLMEncoder
 from inmind_exp.fake_openai import FakeOpenAI
 from inmind_exp.llm import CallCache, Endpoint, Models
-from inmind_exp.paths import child_dir
+from inmind_exp.safety.paths import child_dir
 from inmind_exp.protocol import build_prefix, injection_session_index, run_task
 from inmind_exp.records import InjectionSpec, Usage
 from inmind_exp.memory import SYSTEMS

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from inmind_exp import env
 from inmind_exp.memory import SYSTEMS, MemorySystem
-from inmind_exp.paths import child_dir
+from inmind_exp.safety.paths import child_dir
 from inmind_exp.records import Task, TaskRecord, Trace, Usage
 from inmind_exp.run import snapshots
 from inmind_exp.run.plan import WorkerSpec
