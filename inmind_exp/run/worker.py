@@ -106,7 +106,7 @@ class TaskWorker:
         self.limiter = limiter
         self.shared_cache = cache
         self.board = board
-        from inmind_exp.workdirs import open_worker_dir
+        from inmind_exp.safety.workdirs import open_worker_dir
 
         self._workdir = open_worker_dir()  # removes the dirs of killed workers first; removed again at exit
         self.tmp = self._workdir.path
