@@ -13,12 +13,12 @@ import time
 
 import pytest
 
-from inmind_exp.sweep_lock import LOCK_NAME, SweepLock, SweepLockedError
+from inmind_exp.safety.sweep_lock import LOCK_NAME, SweepLock, SweepLockedError
 from tests.launch_helpers import REPO, env
 
 HOLD = """
 import sys, time
-from inmind_exp.sweep_lock import SweepLock
+from inmind_exp.safety.sweep_lock import SweepLock
 lock = SweepLock(sys.argv[1], command="launch.py -m system=mem0 llm.api_key=***").acquire()
 print("held", flush=True)
 time.sleep(float(sys.argv[2]))
@@ -28,7 +28,7 @@ print("released", flush=True)
 
 RACE = """
 import sys, time
-from inmind_exp.sweep_lock import SweepLock, SweepLockedError
+from inmind_exp.safety.sweep_lock import SweepLock, SweepLockedError
 start = float(sys.argv[2])
 while time.time() < start:
     pass
