@@ -121,7 +121,7 @@ def test_the_core_never_imports_systems_or_analysis():
 
 def test_only_tracking_imports_mlflow():
     users = sorted(m for m, f in modules().items() if any(n.split(".")[0] == "mlflow" for n in imported_names(m, f)))
-    assert users and all(m == "inmind_exp.tracking" or m.startswith(("inmind_exp.tracking.", "inmind_exp.tracking_"))
+    assert users and all(m == "inmind_exp.tracking" or m.startswith("inmind_exp.tracking.")
                          for m in users), users
 
 

@@ -1,5 +1,5 @@
 """MLflow logging through one writer (the driver): a parent run per sweep, one child run per configuration, found
-again by tags on resume so a rerun never duplicates a run. This package and ``inmind_exp.tracking_store`` (opening
+again by tags on resume so a rerun never duplicates a run. This package and ``inmind_exp.tracking.store`` (opening
 a store safely) are the only modules that import mlflow; ``analysis`` reaches MLflow through ``MlflowClient`` here.
 
 ``writer`` (the ``Tracker``), ``params`` (what a configuration run shows: params, tags, provenance), ``naming`` (a

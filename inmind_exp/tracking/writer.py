@@ -60,7 +60,7 @@ class Tracker:
     def __init__(self, uri: str, experiment: str):
         self.uri = uri
         mlflow.set_tracking_uri(uri)
-        from inmind_exp.tracking_store import ensure_experiment, open_tracking_store
+        from inmind_exp.tracking.store import ensure_experiment, open_tracking_store
 
         self.client = open_tracking_store(uri)  # two processes creating one new SQLite store do not race
         self.experiment_id = ensure_experiment(self.client, experiment, artifact_location(uri))
