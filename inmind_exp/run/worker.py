@@ -29,7 +29,7 @@ from inmind_exp.run.plan import WorkerSpec
 from inmind_exp.traits import Traits
 
 
-class Secrets:
+class ApiKeys:
     """API keys by environment-variable name, handed to workers through Ray at run time (never through the config,
     a runtime env or a file). Its repr names the variables only, so a logged argument never shows a key."""
 
@@ -55,21 +55,21 @@ class Secrets:
             target[k] = v
 
     def __repr__(self) -> str:
-        return f"Secrets({', '.join(self.names())})"
+        return f"ApiKeys({', '.join(self.names())})"
 
     __str__ = __repr__
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secrets) and other._values == self._values
+        return isinstance(other, ApiKeys) and other._values == self._values
 
     def __hash__(self) -> int:
         return hash(tuple(self.names()))
 
 
-def collect_secrets(endpoints: Any) -> Secrets:
+def collect_api_keys(endpoints: Any) -> ApiKeys:
     """The driver's values of every key variable the given endpoints use (LLM roles and the embeddings API)."""
     names = {e.api_key_env for e in endpoints if e is not None and e.api_key_env}
-    return Secrets({n: os.environ[n] for n in sorted(names) if os.environ.get(n)})
+    return ApiKeys({n: os.environ[n] for n in sorted(names) if os.environ.get(n)})
 
 
 def plan_endpoints(plan: Any) -> list[Any]:
@@ -120,10 +120,10 @@ class TaskWorker:
         """Remove this worker's temp dir (Ray kills actor processes without running atexit)."""
         self._workdir.close()
 
-    def configure(self, secrets: Secrets | None = None) -> dict[str, Any]:
+    def configure(self, api_keys: ApiKeys | None = None) -> dict[str, Any]:
         """Take the driver's API keys into this process's environment; returns where this worker runs."""
-        if secrets is not None:
-            secrets.apply()
+        if api_keys is not None:
+            api_keys.apply()
         return self.identity()
 
     @staticmethod

@@ -35,7 +35,7 @@ _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*\\?:(?:\\?/){2})[^\s/@?#'\"]+@")  # Hydra writes \: too
 #: text shaped like a key, whether or not this process knows it: OpenAI-style ``sk-...`` keys and bearer tokens
 _KEY_SHAPES = (re.compile(r"\bsk-[A-Za-z0-9_\-*]{12,}"), re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{12,}"))
-#: keys this process has read (``Endpoint.api_key``, the workers' ``Secrets``): redacted wherever they appear
+#: keys this process has read (``Endpoint.api_key``, the workers' ``ApiKeys``): redacted wherever they appear
 _KNOWN: set[str] = set()
 
 
