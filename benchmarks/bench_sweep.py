@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from inmind_exp.fake_openai import FakeOpenAI  # noqa: E402
+from inmind_exp.testing.fake_openai import FakeOpenAI  # noqa: E402
 from tests.launch_helpers import launch_cmd, run, write_small_data  # noqa: E402
 
 SWEEP = ["system=backbone,naive_rag", "embedding=bm25", "llm.seed=1,2,3,4"]  # 2 x 4 = 8 configs; the seed is in every cache key, so every call is paid

@@ -25,7 +25,7 @@ env.apply(env.HF)
 from inmind_exp.bench_calls import plausible_reply  # noqa: E402
 from inmind_exp.data import load_tasks, load_trace  # noqa: E402
 from inmind_exp.embed import MiniLMEncoder  # noqa: E402
-from inmind_exp.fake_openai import FakeOpenAI  # noqa: E402
+from inmind_exp.testing.fake_openai import FakeOpenAI  # noqa: E402
 from inmind_exp.llm import CallCache, Endpoint, Models  # noqa: E402
 from inmind_exp.memory import SYSTEMS  # noqa: E402
 from inmind_exp.metrics import compute, fmt_ran  # noqa: E402

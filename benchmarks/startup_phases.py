@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from inmind_exp.fake_openai import FakeOpenAI  # noqa: E402
+from inmind_exp.testing.fake_openai import FakeOpenAI  # noqa: E402
 from benchmarks.bench_throughput import SWEEP, write_tasks  # noqa: E402
 from tests.launch_helpers import env, launch_cmd, write_small_data  # noqa: E402
 
