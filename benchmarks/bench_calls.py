@@ -2,7 +2,7 @@
 task once the prefix is shared and the call cache is warm. Runs against the fake OpenAI-compatible server with
 plausible structured replies, so the figures are the pipeline's call structure, not a real model's behaviour.
 
-    python -m inmind_exp.bench_calls [system ...] [--tasks 2]
+    python -m benchmarks.bench_calls [system ...] [--tasks 2]
 """
 
 from __future__ import annotations
