@@ -1,5 +1,5 @@
 """Judge-free measurement per system on the bundled trace, against the fake server with plausible structured replies
-(``benchmarks.bench_calls.plausible_reply``): provenance recall (naive and indirect), verbatim recall, the judge's
+(``inmind_exp.testing.replies.plausible_reply``): provenance recall (naive and indirect), verbatim recall, the judge's
 target recall, their agreement, memory faults by kind, the looser union provenance, visible-state and retrieved
 recall, the mean context tokens and what ran. The fake judge always answers 1, so its "false positives"
 are exactly the tasks whose provenance is 0: the figures show the pipeline's measurement, not a model's quality.
@@ -22,7 +22,7 @@ from inmind_exp import env  # noqa: E402
 
 env.apply(env.HF)
 
-from benchmarks.bench_calls import plausible_reply  # noqa: E402
+from inmind_exp.testing.replies import plausible_reply  # noqa: E402
 from inmind_exp.data import load_tasks, load_trace  # noqa: E402
 from inmind_exp.embed import MiniLMEncoder  # noqa: E402
 from inmind_exp.testing.fake_openai import FakeOpenAI  # noqa: E402
