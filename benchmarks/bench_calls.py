@@ -2,6 +2,8 @@
 task once the prefix is shared and the call cache is warm. Runs against the fake OpenAI-compatible server with
 plausible structured replies, so the figures are the pipeline's call structure, not a real model's behaviour.
 
+Run from the repository root (``benchmarks`` is a package beside ``inmind_exp`` and ``tests``):
+
     python -m benchmarks.bench_calls [system ...] [--tasks 2]
 """
 

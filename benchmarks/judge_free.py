@@ -4,7 +4,9 @@ target recall, their agreement, memory faults by kind, the looser union provenan
 recall, the mean context tokens and what ran. The fake judge always answers 1, so its "false positives"
 are exactly the tasks whose provenance is 0: the figures show the pipeline's measurement, not a model's quality.
 
-    python benchmarks/judge_free.py [system ...] [--tasks 3]
+Run from the repository root (``benchmarks`` is a package beside ``inmind_exp`` and ``tests``):
+
+    python -m benchmarks.judge_free [system ...] [--tasks 3]
 """
 
 from __future__ import annotations
@@ -15,10 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from inmind_exp import env  # noqa: E402
+from inmind_exp import env
 
 env.apply(env.HF)
 
