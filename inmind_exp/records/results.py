@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from inmind_exp.answers import Answer, ContextItem, Fault, Message, msgs  # noqa: F401  (re-exported)
+from inmind_exp.records.answers import Answer, Fault
 
 RECORD_SCHEMA_VERSION = 2
 
