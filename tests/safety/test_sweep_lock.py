@@ -119,7 +119,7 @@ def test_the_holder_record_never_holds_a_secret(tmp_path, monkeypatch):
     assert "sk-secret-in-argv-1" not in text and "OPENAI_API_KEY=***" in text
 
 
-LOCK_CB = "hydra.callbacks.sweep_lock._target_=inmind_exp.hydra_lock.HoldSweepLock"  # on by default; restated
+LOCK_CB = "hydra.callbacks.sweep_lock._target_=inmind_exp.launch.hold_lock.HoldSweepLock"  # on by default; restated
 
 
 def test_launch_refuses_a_held_sweep_then_takes_over_after_kill_9(tmp_path):
