@@ -6,7 +6,7 @@ Enable in ``conf/config.yaml``::
     hydra:
       callbacks:
         redact_secrets:
-          _target_: inmind_exp.hydra_secrets.RedactSecrets
+          _target_: inmind_exp.launch.redact_output.RedactSecrets
       sweep:
         subdir: ${inmind.job_dirname:${hydra:overrides.task},${hydra:job.config.override_dirname.exclude_keys}}
 
