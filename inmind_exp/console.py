@@ -24,7 +24,7 @@ NOISY_LOGGERS = ("httpx", "httpx2", "openai", "urllib3", "filelock", "matplotlib
 def route_project_logs(*file_handlers: logging.Handler) -> None:
     """The ``inmind_exp`` loggers write plain lines to stdout and to ``file_handlers`` (a job's or sweep's
     ``launch.log``); third-party clients only warn (mlflow: ``MLFLOW_LOGGING_LEVEL``)."""
-    from inmind_exp.launch.redact_output import install_log_redaction
+    from inmind_exp.safety.redact import install_log_redaction
 
     install_log_redaction(set())  # every log line of the driver goes through inmind_exp.safety.redact.scrub
     for noisy in NOISY_LOGGERS:
