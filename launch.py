@@ -44,7 +44,7 @@ def sweep_label_keys(root: Path) -> list[str]:
     """The keys a basic-launcher sweep varies (its overrides in ``multirun.yaml``, expanded as Hydra does) that a
     run label does not already show; the inmind launcher knows them from its planning pass."""
     from inmind_exp.run.labels import varying_keys
-    from inmind_exp.sweep_check import expand_overrides
+    from inmind_exp.launch.check_sweep import expand_overrides
     from inmind_exp.tracking import sweep_overrides
 
     params = HydraConfig.get().sweeper.get("params")

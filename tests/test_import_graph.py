@@ -126,7 +126,7 @@ def test_only_tracking_imports_mlflow():
 
 
 #: the launch's Hydra glue: callbacks, the launch session and the sweep's driver side
-HYDRA_GLUE = ("inmind_exp.launch.hold_lock", "inmind_exp.launch.redact_output", "inmind_exp.sweep_check", "inmind_exp.run.session",
+HYDRA_GLUE = ("inmind_exp.launch.hold_lock", "inmind_exp.launch.redact_output", "inmind_exp.launch.check_sweep", "inmind_exp.run.session",
               "inmind_exp.run.sweep")
 
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 EXIT_BAD_INPUT = 2
 #: the project's launcher, which plans every job of a sweep before any runs
 INMIND_LAUNCHER = "hydra_plugins.inmind_launcher.inmind_launcher.InmindLauncher"
