@@ -132,7 +132,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    from inmind_exp.override_names import check_argv
+    from inmind_exp.launch.override_names import check_argv
 
     check_argv(Path(__file__).parent / "conf")  # "did you mean" for a near-miss group or key (exit 2)
     sys.exit(main())
