@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 EXIT_BAD_INPUT = 2
 #: the project's launcher, which plans every job of a sweep before any runs
-INMIND_LAUNCHER = "hydra_plugins.inmind_launcher.inmind_launcher.InmindLauncher"
+INMIND_LAUNCHER = "hydra_plugins.inmind_launcher.launcher.InmindLauncher"
 
 
 def expand_overrides(overrides: Sequence[str], params: Mapping[str, Any] | None = None) -> list[list[str]]:
