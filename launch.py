@@ -34,7 +34,7 @@ from inmind_exp.errors import InmindError  # noqa: E402
 from inmind_exp.run import run_plan  # noqa: E402
 from inmind_exp.run import stop  # noqa: E402
 from inmind_exp.run.session import Session, hydra_job_plan  # noqa: E402
-from inmind_exp.secrets import scrub  # noqa: E402
+from inmind_exp.safety.redact import scrub  # noqa: E402
 
 register_configs()
 stop.install()  # SIGTERM stops like Ctrl-C (installed again once Ray has started: inmind_exp.run.stop)
@@ -44,7 +44,7 @@ def sweep_label_keys(root: Path) -> list[str]:
     """The keys a basic-launcher sweep varies (its overrides in ``multirun.yaml``, expanded as Hydra does) that a
     run label does not already show; the inmind launcher knows them from its planning pass."""
     from inmind_exp.run.labels import varying_keys
-    from inmind_exp.sweep_check import expand_overrides
+    from inmind_exp.launch.check_sweep import expand_overrides
     from inmind_exp.tracking import sweep_overrides
 
     params = HydraConfig.get().sweeper.get("params")
@@ -132,7 +132,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    from inmind_exp.override_names import check_argv
+    from inmind_exp.launch.override_names import check_argv
 
     check_argv(Path(__file__).parent / "conf")  # "did you mean" for a near-miss group or key (exit 2)
     sys.exit(main())

@@ -22,7 +22,7 @@ log = logging.getLogger("inmind_exp.sweep_report")
 
 #: The report's directory inside the sweep directory (also the artifact directory on the parent run).
 REPORT_DIR = "analysis"
-INMIND_LAUNCHER = "hydra_plugins.inmind_launcher.inmind_launcher.InmindLauncher"
+INMIND_LAUNCHER = "hydra_plugins.inmind_launcher.launcher.InmindLauncher"
 
 
 def report_sweep(tracking_uri: str, experiment: str, root: Path, n_boot: int | None = None,

@@ -2,7 +2,9 @@
 fake OpenAI-compatible server with a fixed latency per call, on N workers. Prints paid calls, wall time, the ideal
 (paid calls x latency / workers + the longest single task) and their ratio.
 
-    python benchmarks/bench_sweep.py --workers 4 --latency 1.0
+Run from the repository root (``benchmarks`` is a package beside ``inmind_exp`` and ``tests``):
+
+    python -m benchmarks.bench_sweep --workers 4 --latency 1.0
 
 A figure-printing script, not a timed test: the machine's load changes the numbers.
 """
@@ -16,11 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from inmind_exp.testing.fake_openai import FakeOpenAI
+from tests.launch_helpers import launch_cmd, run, write_small_data
 
-from inmind_exp.fake_openai import FakeOpenAI  # noqa: E402
-from tests.launch_helpers import launch_cmd, run, write_small_data  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 SWEEP = ["system=backbone,naive_rag", "embedding=bm25", "llm.seed=1,2,3,4"]  # 2 x 4 = 8 configs; the seed is in every cache key, so every call is paid
 

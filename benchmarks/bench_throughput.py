@@ -3,8 +3,10 @@ server with a fixed latency per call and an endpoint concurrency limit C. Prints
 (paid calls x latency / C + the longest task's own chain of calls), their ratio, and the peak resident memory of all
 the run's processes (the launch process and its descendants, Ray's and the workers included, sampled from /proc).
 
-    python benchmarks/bench_throughput.py --tasks 32 --latency 1 --concurrency 32
-    python benchmarks/bench_throughput.py --sweep --tasks 2 --latency 1 --concurrency 32
+Run from the repository root (``benchmarks`` is a package beside ``inmind_exp`` and ``tests``):
+
+    python -m benchmarks.bench_throughput --tasks 32 --latency 1 --concurrency 32
+    python -m benchmarks.bench_throughput --sweep --tasks 2 --latency 1 --concurrency 32
 
 A figure-printing script, not a timed test: the machine's load changes the numbers.
 """
@@ -21,11 +23,10 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from inmind_exp.testing.fake_openai import FakeOpenAI
+from tests.launch_helpers import TASKS, env, launch_cmd, write_small_data
 
-from inmind_exp.fake_openai import FakeOpenAI  # noqa: E402
-from tests.launch_helpers import TASKS, env, launch_cmd, write_small_data  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 ONE = ["system=naive_rag", "embedding=bm25"]
 SWEEP = ["system=backbone,naive_rag", "embedding=bm25", "llm.seed=1,2,3,4"]  # 8 configurations, all calls paid

@@ -1,10 +1,12 @@
 """Judge-free measurement per system on the bundled trace, against the fake server with plausible structured replies
-(``inmind_exp.bench_calls.plausible_reply``): provenance recall (naive and indirect), verbatim recall, the judge's
+(``inmind_exp.testing.replies.plausible_reply``): provenance recall (naive and indirect), verbatim recall, the judge's
 target recall, their agreement, memory faults by kind, the looser union provenance, visible-state and retrieved
 recall, the mean context tokens and what ran. The fake judge always answers 1, so its "false positives"
 are exactly the tasks whose provenance is 0: the figures show the pipeline's measurement, not a model's quality.
 
-    python benchmarks/judge_free.py [system ...] [--tasks 3]
+Run from the repository root (``benchmarks`` is a package beside ``inmind_exp`` and ``tests``):
+
+    python -m benchmarks.judge_free [system ...] [--tasks 3]
 """
 
 from __future__ import annotations
@@ -15,21 +17,18 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from inmind_exp import env  # noqa: E402
+from inmind_exp import env
 
 env.apply(env.HF)
 
-from inmind_exp.bench_calls import plausible_reply  # noqa: E402
+from inmind_exp.testing.replies import plausible_reply  # noqa: E402
 from inmind_exp.data import load_tasks, load_trace  # noqa: E402
 from inmind_exp.embed import MiniLMEncoder  # noqa: E402
-from inmind_exp.fake_openai import FakeOpenAI  # noqa: E402
+from inmind_exp.testing.fake_openai import FakeOpenAI  # noqa: E402
 from inmind_exp.llm import CallCache, Endpoint, Models  # noqa: E402
 from inmind_exp.memory import SYSTEMS  # noqa: E402
 from inmind_exp.metrics import compute, fmt_ran  # noqa: E402
-from inmind_exp.paths import child_dir  # noqa: E402
+from inmind_exp.safety.paths import child_dir  # noqa: E402
 from inmind_exp.protocol import build_prefix, injection_session_index, run_task  # noqa: E402
 from inmind_exp.records import InjectionSpec  # noqa: E402
 

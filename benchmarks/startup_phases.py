@@ -3,8 +3,10 @@
 of the imports alone (``python -c 'import launch'``), and Ray's start timed in a fresh process. ``--sweep`` (with
 ``--tasks``, ``--latency``) follows bench_throughput's 8-configuration sweep the same way.
 
-    python benchmarks/startup_phases.py
-    python benchmarks/startup_phases.py --sweep --tasks 4 --latency 2
+Run from the repository root (``benchmarks`` is a package beside ``inmind_exp`` and ``tests``):
+
+    python -m benchmarks.startup_phases
+    python -m benchmarks.startup_phases --sweep --tasks 4 --latency 2
 
 A figure-printing script, not a timed test.
 """
@@ -19,12 +21,11 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from inmind_exp.testing.fake_openai import FakeOpenAI
+from benchmarks.bench_throughput import SWEEP, write_tasks
+from tests.launch_helpers import env, launch_cmd, write_small_data
 
-from inmind_exp.fake_openai import FakeOpenAI  # noqa: E402
-from benchmarks.bench_throughput import SWEEP, write_tasks  # noqa: E402
-from tests.launch_helpers import env, launch_cmd, write_small_data  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 RAY_START = ("import time, ray; t = time.perf_counter(); ray.init(address='local', num_cpus=2, include_dashboard=False);"
              " print(f'{time.perf_counter() - t:.1f}')")

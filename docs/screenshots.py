@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from inmind_exp.fake_openai import FakeOpenAI  # noqa: E402
+from inmind_exp.testing.fake_openai import FakeOpenAI  # noqa: E402
 from inmind_exp.tracking import TASKS_VIEW_KEY, runs_view_url  # noqa: E402
 from tests.launch_helpers import write_small_data  # noqa: E402
 

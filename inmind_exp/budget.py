@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from inmind_exp.answers import Answer
+from inmind_exp.records.answers import Answer
 
 #: ``Answer.meta`` keys a system sets to say what its read path did: HippoRAG 2's ``retrieval_mode`` (``ppr`` or
 #: ``dense``), xMemory's ``gate_ran`` (the uncertainty gate read logprobs), A-RAG's ``tool_calls`` and ``steps``.

@@ -24,9 +24,9 @@ NOISY_LOGGERS = ("httpx", "httpx2", "openai", "urllib3", "filelock", "matplotlib
 def route_project_logs(*file_handlers: logging.Handler) -> None:
     """The ``inmind_exp`` loggers write plain lines to stdout and to ``file_handlers`` (a job's or sweep's
     ``launch.log``); third-party clients only warn (mlflow: ``MLFLOW_LOGGING_LEVEL``)."""
-    from inmind_exp.hydra_secrets import install_log_redaction
+    from inmind_exp.safety.redact import install_log_redaction
 
-    install_log_redaction(set())  # every log line of the driver goes through inmind_exp.secrets.scrub
+    install_log_redaction(set())  # every log line of the driver goes through inmind_exp.safety.redact.scrub
     for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     ours = logging.getLogger("inmind_exp")
@@ -44,7 +44,7 @@ def route_project_logs(*file_handlers: logging.Handler) -> None:
 
 def error_line(e: BaseException) -> str:
     """The first line of what went wrong; a Ray task error carries the worker's exception as ``cause``."""
-    from inmind_exp.secrets import scrub
+    from inmind_exp.safety.redact import scrub
 
     cause = getattr(e, "cause", None) or e
     text = scrub(str(cause)).strip()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from inmind_exp.budget import context_items, context_tokens, what_ran
 from inmind_exp.judges import Judge, exact_target_recall, judge_task
 from inmind_exp.llm import LLMCallError, Models
-from inmind_exp.paths import remove_tree
+from inmind_exp.safety.paths import remove_tree
 from inmind_exp.records import (FACT_REPLY_TURN_ID, FACT_TURN_ID, Answer, Fault, InjectionSpec, Session, Task, TaskRecord,
                                 Trace, Turn, Usage, Verdict)
 from inmind_exp.memory import MemorySystem

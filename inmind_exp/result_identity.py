@@ -35,7 +35,7 @@ def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_dig
     from inmind_exp.identity import code_identity
     from inmind_exp.judges import JUDGES
     from inmind_exp.memory import SYSTEMS
-    from inmind_exp.secrets import without_userinfo
+    from inmind_exp.safety.redact import without_userinfo
 
     judges = JUDGES if judges is None else judges
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from inmind_exp.sweep_check import expand_sweep
+from inmind_exp.launch.check_sweep import expand_sweep
 from tests.launch_helpers import REPO, run
 
 

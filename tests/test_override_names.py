@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inmind_exp.override_names import check_overrides
+from inmind_exp.launch.override_names import check_overrides
 from tests.launch_helpers import REPO, run
 
 

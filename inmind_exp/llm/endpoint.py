@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from inmind_exp.errors import EndpointError
-from inmind_exp.secrets import remember, strip_userinfo
+from inmind_exp.safety.redact import remember, strip_userinfo
 
 ROLES: tuple[str, ...] = ("answerer", "judge", "memory")
 

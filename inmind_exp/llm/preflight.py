@@ -5,7 +5,7 @@ from __future__ import annotations
 import openai
 
 from inmind_exp.llm.endpoint import Endpoint, EndpointError
-from inmind_exp.secrets import scrub
+from inmind_exp.safety.redact import scrub
 
 
 def check_endpoints(endpoints: list[Endpoint], timeout_s: float = 15.0) -> None:

@@ -17,7 +17,7 @@ from inmind_exp.errors import LLMCallError
 from inmind_exp.llm.endpoint import Endpoint
 from inmind_exp.llm.deadline import bounded_http_client, call_limits
 from inmind_exp.llm.retry import MalformedReply, is_retryable
-from inmind_exp.secrets import scrub, strip_userinfo
+from inmind_exp.safety.redact import scrub, strip_userinfo
 
 
 @dataclass(frozen=True)

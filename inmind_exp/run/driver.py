@@ -125,8 +125,8 @@ def _execute(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], 
 
 
 def scrub_record(rec: TaskRecord) -> TaskRecord:
-    """``rec`` with every string redacted (``inmind_exp.secrets.scrub_obj``); the same object when nothing changes."""
-    from inmind_exp.secrets import scrub_obj
+    """``rec`` with every string redacted (``inmind_exp.safety.redact.scrub_obj``); the same object when nothing changes."""
+    from inmind_exp.safety.redact import scrub_obj
 
     d = rec.to_dict()
     clean = scrub_obj(d)

@@ -5,7 +5,7 @@
 ends the ``TaskWorker`` actors that ``schedule.Schedule`` hands the tasks of one or many plans. Nothing waits
 forever: a worker that cannot be started within ``cluster.start_timeout_s`` is given up, and when no worker is alive
 or placeable the run ends with a ``ClusterError``. The driver's API keys reach the workers as a call argument
-(``worker.Secrets``), never through the config or a runtime env. ``InProcessExecutor`` runs the same worker in this
+(``worker.ApiKeys``), never through the config or a runtime env. ``InProcessExecutor`` runs the same worker in this
 process, for tests and debugging. Both log each plan's progress line every ``run.progress_every_s`` while its work
 runs, with the phases running units report to a ``PhaseBoard``.
 
@@ -34,7 +34,7 @@ from inmind_exp.run.progress import STARTING, PhaseBoard
 from inmind_exp.run.schedule import Schedule
 from inmind_exp.run.shipping import code_runtime_env
 from inmind_exp.run.spend_cap import CapRecord, SpendCap, spends
-from inmind_exp.run.worker import Secrets, TaskWorker, collect_secrets, plan_endpoints
+from inmind_exp.run.worker import ApiKeys, TaskWorker, collect_api_keys, plan_endpoints
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class RayExecutor:
         self.board: Any = None
         self.ray: Any = None
         self.cluster: ClusterSettings | None = None
-        self.secrets: Secrets = Secrets({})
+        self.api_keys: ApiKeys = ApiKeys({})
         #: the plans this executor's schedules stopped at their spend cap (``Session.exit_code`` reads it)
         self.spend_cap = CapRecord()
         self.lock = threading.Lock()
@@ -217,7 +217,7 @@ class RayExecutor:
     def spawn(self) -> PoolWorker:
         actor = self._actor_cls.remote(RayLimiterClient(self.limiter), self.cache_actor, self.board)
         w = PoolWorker(actor, time.monotonic())
-        w.ready_ref = actor.configure.remote(self.secrets)
+        w.ready_ref = actor.configure.remote(self.api_keys)
         self.workers.append(w)
         return w
 
@@ -229,14 +229,14 @@ class RayExecutor:
         except Exception:  # noqa: BLE001 - already gone
             pass
 
-    def add_secrets(self, secrets: Secrets) -> None:
+    def add_api_keys(self, api_keys: ApiKeys) -> None:
         """Keys of endpoints a later plan uses: every live worker gets them before its next call (Ray runs an
         actor's calls in order), and every worker started later gets them all."""
-        fresh = {k: v for k, v in secrets.as_dict().items() if self.secrets.get(k) != v}
+        fresh = {k: v for k, v in api_keys.as_dict().items() if self.api_keys.get(k) != v}
         if fresh:
-            self.secrets = Secrets({**self.secrets.as_dict(), **fresh})
+            self.api_keys = ApiKeys({**self.api_keys.as_dict(), **fresh})
             for w in self.workers:
-                w.actor.configure.remote(self.secrets)
+                w.actor.configure.remote(self.api_keys)
 
     def prewarm(self, plans: list[Plan]) -> None:
         """Start Ray and the workers the plans can use now, while their drivers still open MLflow runs and check
@@ -245,7 +245,7 @@ class RayExecutor:
             return
         self.start(plans[0].cluster)
         for p in plans:
-            self.add_secrets(collect_secrets(plan_endpoints(p)))
+            self.add_api_keys(collect_api_keys(plan_endpoints(p)))
         assert self.cluster is not None
         units = sum(len(p.remaining()) for p in plans)
         while len(self.workers) < min(units, self.capacity()):

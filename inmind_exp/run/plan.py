@@ -35,7 +35,7 @@ from inmind_exp.run.plan_checks import (check_latency, check_params, check_range
 from inmind_exp.run.settings import (ClusterSettings, LocalServerSpec, RunSettings, TrackingSettings,
                                      cluster_settings, container, embedding_spec, flatten_params, injection_spec,
                                      local_server, role_endpoints, run_settings, tracking_settings)
-from inmind_exp.secrets import redact
+from inmind_exp.safety.redact import redact
 from inmind_exp.traits import Traits
 
 
@@ -302,7 +302,7 @@ def _release_prompts(cfg: DictConfig) -> tuple[dict[str, Judge], PaperPrompt | N
 
 def check_config(cfg: DictConfig) -> None:
     """Everything ``plan_config`` checks, without a sweep directory: used to validate every job of a sweep before
-    the first one runs (``inmind_exp.sweep_check.CheckSweep``). Endpoint keys and reachability are checked by the
+    the first one runs (``inmind_exp.launch.check_sweep.CheckSweep``). Endpoint keys and reachability are checked by the
     driver before its first MLflow run."""
     with tempfile.TemporaryDirectory(prefix="inmind-check-") as d:
         plan_config(cfg, Path(d), Path(d))

@@ -22,7 +22,7 @@ from inmind_exp.run.interface import (ClusterError, Job, Pool, PoolWorker, displ
 from inmind_exp.run.plan import Plan
 from inmind_exp.run.progress import STARTING, unit_key
 from inmind_exp.run.spend_cap import SpendCap, spends
-from inmind_exp.run.worker import collect_secrets, plan_endpoints
+from inmind_exp.run.worker import collect_api_keys, plan_endpoints
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class Schedule:
         ex = self.ex
         ray = ex.start(job.plan.cluster)
         spec = job.plan.worker_spec()
-        ex.add_secrets(collect_secrets(plan_endpoints(job.plan)))
+        ex.add_api_keys(collect_api_keys(plan_endpoints(job.plan)))
         job.spec_ref = ray.put(spec)
         if ex.board is not None:
             ex.board.forget.remote(job.plan.config_hash)  # the live spend counts this run's calls

@@ -191,7 +191,7 @@ def injection_spec(inj: DictConfig | Any) -> InjectionSpec:
 def flatten_params(cfg: DictConfig) -> dict[str, str]:
     """The resolved config flattened to ``a.b.c -> str`` for MLflow params; values of secret-looking keys are dropped
     (``*_env`` keys hold only the *name* of an environment variable and are kept)."""
-    from inmind_exp.secrets import is_secret_key, redact
+    from inmind_exp.safety.redact import is_secret_key, redact
 
     tree = redact(OmegaConf.to_container(cfg, resolve=True))
     out: dict[str, str] = {}

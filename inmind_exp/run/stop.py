@@ -47,7 +47,7 @@ def exit_code() -> int:
 
 def resume_command() -> str:
     """The command that resumes this launch (this process's own argv, secrets redacted)."""
-    from inmind_exp.secrets import redact_overrides
+    from inmind_exp.safety.redact import redact_overrides
 
     return shlex.join(redact_overrides([sys.executable, *sys.argv]))
 

@@ -22,14 +22,14 @@ from typing import Any, Mapping
 
 from inmind_exp import env
 from inmind_exp.memory import SYSTEMS, MemorySystem
-from inmind_exp.paths import child_dir
+from inmind_exp.safety.paths import child_dir
 from inmind_exp.records import Task, TaskRecord, Trace, Usage
 from inmind_exp.run import snapshots
 from inmind_exp.run.plan import WorkerSpec
 from inmind_exp.traits import Traits
 
 
-class Secrets:
+class ApiKeys:
     """API keys by environment-variable name, handed to workers through Ray at run time (never through the config,
     a runtime env or a file). Its repr names the variables only, so a logged argument never shows a key."""
 
@@ -47,7 +47,7 @@ class Secrets:
 
     def apply(self, environ: Any = None) -> None:
         """Set each key in this process's environment (``os.environ`` only: nothing is written)."""
-        from inmind_exp.secrets import remember
+        from inmind_exp.safety.redact import remember
 
         target = os.environ if environ is None else environ
         remember(self._values.values())
@@ -55,21 +55,21 @@ class Secrets:
             target[k] = v
 
     def __repr__(self) -> str:
-        return f"Secrets({', '.join(self.names())})"
+        return f"ApiKeys({', '.join(self.names())})"
 
     __str__ = __repr__
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secrets) and other._values == self._values
+        return isinstance(other, ApiKeys) and other._values == self._values
 
     def __hash__(self) -> int:
         return hash(tuple(self.names()))
 
 
-def collect_secrets(endpoints: Any) -> Secrets:
+def collect_api_keys(endpoints: Any) -> ApiKeys:
     """The driver's values of every key variable the given endpoints use (LLM roles and the embeddings API)."""
     names = {e.api_key_env for e in endpoints if e is not None and e.api_key_env}
-    return Secrets({n: os.environ[n] for n in sorted(names) if os.environ.get(n)})
+    return ApiKeys({n: os.environ[n] for n in sorted(names) if os.environ.get(n)})
 
 
 def plan_endpoints(plan: Any) -> list[Any]:
@@ -106,7 +106,7 @@ class TaskWorker:
         self.limiter = limiter
         self.shared_cache = cache
         self.board = board
-        from inmind_exp.workdirs import open_worker_dir
+        from inmind_exp.safety.workdirs import open_worker_dir
 
         self._workdir = open_worker_dir()  # removes the dirs of killed workers first; removed again at exit
         self.tmp = self._workdir.path
@@ -120,10 +120,10 @@ class TaskWorker:
         """Remove this worker's temp dir (Ray kills actor processes without running atexit)."""
         self._workdir.close()
 
-    def configure(self, secrets: Secrets | None = None) -> dict[str, Any]:
+    def configure(self, api_keys: ApiKeys | None = None) -> dict[str, Any]:
         """Take the driver's API keys into this process's environment; returns where this worker runs."""
-        if secrets is not None:
-            secrets.apply()
+        if api_keys is not None:
+            api_keys.apply()
         return self.identity()
 
     @staticmethod

@@ -1,10 +1,11 @@
 """MLflow logging through one writer (the driver): a parent run per sweep, one child run per configuration, found
-again by tags on resume so a rerun never duplicates a run. This package and ``inmind_exp.tracking_store`` (opening
-a store safely) are the only modules that import mlflow; ``analysis`` reaches MLflow through ``MlflowClient`` here.
+again by tags on resume so a rerun never duplicates a run. This package is the only one that imports mlflow;
+``analysis`` reaches MLflow through ``MlflowClient`` here.
 
-``writer`` (the ``Tracker``), ``params`` (what a configuration run shows: params, tags, provenance), ``naming`` (a
-sweep parent's name and key), ``view`` (the MLflow UI's saved view) and ``records_table`` (rounded metrics, the
-per-task table); every name is re-exported here.
+``writer`` (the ``Tracker``), ``store`` (opening a store safely when several processes may create it), ``params``
+(what a configuration run shows: params, tags, provenance), ``naming`` (a sweep parent's name and key), ``view``
+(the MLflow UI's saved view) and ``records_table`` (rounded metrics, the per-task table); every name is re-exported
+here.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from mlflow.entities import Metric, Param, RunTag  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402,F401  (analysis.load reaches MLflow through this package)
 
 from inmind_exp.run.labels import split_override  # noqa: E402
-from inmind_exp.secrets import scrub, scrub_obj  # noqa: E402
+from inmind_exp.safety.redact import scrub, scrub_obj  # noqa: E402
 from inmind_exp.tracking.naming import sweep_name, sweep_overrides  # noqa: E402
 from inmind_exp.tracking.params import config_tags, provenance_tags, result_params  # noqa: E402
 from inmind_exp.tracking.records_table import COST_DECIMALS, METRIC_DECIMALS, display_metrics, records_table  # noqa: E402
@@ -44,7 +44,7 @@ def artifact_location(uri: str) -> str | None:
 
 
 def _scrub_file(path: Path) -> None:
-    """Rewrite a text file in place with secrets redacted (``inmind_exp.secrets.scrub``), if it holds any."""
+    """Rewrite a text file in place with secrets redacted (``inmind_exp.safety.redact.scrub``), if it holds any."""
     try:
         text = path.read_text(encoding="utf-8")
     except (UnicodeDecodeError, OSError):
@@ -60,7 +60,7 @@ class Tracker:
     def __init__(self, uri: str, experiment: str):
         self.uri = uri
         mlflow.set_tracking_uri(uri)
-        from inmind_exp.tracking_store import ensure_experiment, open_tracking_store
+        from inmind_exp.tracking.store import ensure_experiment, open_tracking_store
 
         self.client = open_tracking_store(uri)  # two processes creating one new SQLite store do not race
         self.experiment_id = ensure_experiment(self.client, experiment, artifact_location(uri))

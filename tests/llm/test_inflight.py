@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from inmind_exp.fake_openai import Fault, FakeOpenAI
+from tests.fake_openai import Fault, FakeOpenAI
 from inmind_exp.llm import CallCache, LLMClient
 from inmind_exp.llm.inflight import SingleFlight
 from inmind_exp.records import msgs

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from inmind_exp.secrets import REDACTED
+from inmind_exp.safety.redact import REDACTED
 from tests.fake_openai import FakeOpenAI, Fault
 from tests.launch_helpers import env, launch_cmd, write_small_data
 
@@ -30,7 +30,7 @@ def _echo(status: int) -> Fault:
 
 
 def test_scrub_redacts_url_userinfo_echoed_keys_and_known_values():
-    from inmind_exp.secrets import scrub, scrub_obj, strip_userinfo
+    from inmind_exp.safety.redact import scrub, scrub_obj, strip_userinfo
 
     assert strip_userinfo(f"http://user:{PASSWORD}@host:8000/v1") == "http://***@host:8000/v1"
     assert strip_userinfo("see https://github.com/a/b@c and a@b.c") == "see https://github.com/a/b@c and a@b.c"

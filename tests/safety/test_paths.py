@@ -8,7 +8,7 @@ import json
 import pytest
 
 from inmind_exp.data import DataError, load_tasks
-from inmind_exp.paths import UnsafePathError, child_dir, hashed_name, inside, remove_tree
+from inmind_exp.safety.paths import UnsafePathError, child_dir, hashed_name, inside, remove_tree
 
 GOOD = {
     "domain": "health_wellness", "user_message": "I have a tree nut allergy.", "assistant_message": "Noted.",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tests.launch_helpers import launch_cmd, run, write_small_data
 
-from inmind_exp.sweep_check import expand_overrides, expand_sweep
+from inmind_exp.launch.check_sweep import expand_overrides, expand_sweep
 
 
 def test_expand_overrides_matches_hydra_order():

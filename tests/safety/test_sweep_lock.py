@@ -13,12 +13,12 @@ import time
 
 import pytest
 
-from inmind_exp.sweep_lock import LOCK_NAME, SweepLock, SweepLockedError
+from inmind_exp.safety.sweep_lock import LOCK_NAME, SweepLock, SweepLockedError
 from tests.launch_helpers import REPO, env
 
 HOLD = """
 import sys, time
-from inmind_exp.sweep_lock import SweepLock
+from inmind_exp.safety.sweep_lock import SweepLock
 lock = SweepLock(sys.argv[1], command="launch.py -m system=mem0 llm.api_key=***").acquire()
 print("held", flush=True)
 time.sleep(float(sys.argv[2]))
@@ -28,7 +28,7 @@ print("released", flush=True)
 
 RACE = """
 import sys, time
-from inmind_exp.sweep_lock import SweepLock, SweepLockedError
+from inmind_exp.safety.sweep_lock import SweepLock, SweepLockedError
 start = float(sys.argv[2])
 while time.time() < start:
     pass
@@ -119,7 +119,7 @@ def test_the_holder_record_never_holds_a_secret(tmp_path, monkeypatch):
     assert "sk-secret-in-argv-1" not in text and "OPENAI_API_KEY=***" in text
 
 
-LOCK_CB = "hydra.callbacks.sweep_lock._target_=inmind_exp.hydra_lock.HoldSweepLock"  # on by default; restated
+LOCK_CB = "hydra.callbacks.sweep_lock._target_=inmind_exp.launch.hold_lock.HoldSweepLock"  # on by default; restated
 
 
 def test_launch_refuses_a_held_sweep_then_takes_over_after_kill_9(tmp_path):

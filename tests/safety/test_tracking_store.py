@@ -7,12 +7,12 @@ import subprocess
 import sys
 import time
 
-from inmind_exp.tracking_store import ensure_experiment, open_tracking_store, sqlite_path
+from inmind_exp.tracking.store import ensure_experiment, open_tracking_store, sqlite_path
 from tests.launch_helpers import REPO, env
 
 OPEN = """
 import sys, time
-from inmind_exp.tracking_store import ensure_experiment, open_tracking_store
+from inmind_exp.tracking.store import ensure_experiment, open_tracking_store
 uri, start = sys.argv[1], float(sys.argv[2])
 while time.time() < start:
     pass

@@ -8,12 +8,12 @@ import signal
 import subprocess
 import sys
 
-from inmind_exp.workdirs import open_worker_dir, remove_stale
+from inmind_exp.safety.workdirs import open_worker_dir, remove_stale
 from tests.launch_helpers import REPO, env
 
 WORKER = """
 import sys, time
-from inmind_exp.workdirs import open_worker_dir
+from inmind_exp.safety.workdirs import open_worker_dir
 w = open_worker_dir(sys.argv[1])
 (w.path / "scratch.bin").write_bytes(b"x" * 1000)
 print(w.path, flush=True)

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from inmind_exp.bench_calls import plausible_reply
+from inmind_exp.testing.replies import plausible_reply
 from inmind_exp.embed import MiniLMEncoder
 from inmind_exp.llm.usage import UsageMeter
 from inmind_exp.memory import SYSTEMS

@@ -19,7 +19,7 @@ import socket
 import tempfile
 from pathlib import Path
 
-from inmind_exp.paths import inside
+from inmind_exp.safety.paths import inside
 
 log = logging.getLogger(__name__)
 PREFIX = "inmind-worker"

@@ -1,4 +1,4 @@
-"""Hydra callback taking the sweep lock (``inmind_exp.sweep_lock``) on the sweep (or run) directory before Hydra
+"""Hydra callback taking the sweep lock (``inmind_exp.safety.sweep_lock``) on the sweep (or run) directory before Hydra
 writes anything there or starts a job, and holding it until the process exits.
 
 A Hydra callback's exception is only a warning, so a held lock ends the launch with ``SystemExit(EXIT_LOCKED)``.
@@ -14,7 +14,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from inmind_exp.sweep_lock import SweepLock, SweepLockedError
+from inmind_exp.safety.sweep_lock import SweepLock, SweepLockedError
 
 #: Exit code of a launch refused because another driver holds the sweep (sysexits' EX_TEMPFAIL: retry later).
 EXIT_LOCKED = 75

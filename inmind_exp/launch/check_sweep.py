@@ -18,10 +18,10 @@ from typing import Any, Callable, Mapping, Sequence
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 EXIT_BAD_INPUT = 2
 #: the project's launcher, which plans every job of a sweep before any runs
-INMIND_LAUNCHER = "hydra_plugins.inmind_launcher.inmind_launcher.InmindLauncher"
+INMIND_LAUNCHER = "hydra_plugins.inmind_launcher.launcher.InmindLauncher"
 
 
 def expand_overrides(overrides: Sequence[str], params: Mapping[str, Any] | None = None) -> list[list[str]]:
@@ -128,7 +128,7 @@ class CheckSweep(Callback):
         self.check = check
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from inmind_exp.secrets import redact_overrides
+        from inmind_exp.safety.redact import redact_overrides
 
         overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=[]) or []]
         params = OmegaConf.select(config, "hydra.sweeper.params", default=None)

@@ -1,12 +1,12 @@
 """Keep secrets out of Hydra's own output: the ``.hydra/*.yaml`` files, ``multirun.yaml``, job directory names and
-log lines. Kept apart from ``inmind_exp.secrets`` (pure redaction, no Hydra import) so that workers never import Hydra.
+log lines. Kept apart from ``inmind_exp.safety.redact`` (pure redaction, no Hydra import) so that workers never import Hydra.
 
 Enable in ``conf/config.yaml``::
 
     hydra:
       callbacks:
         redact_secrets:
-          _target_: inmind_exp.hydra_secrets.RedactSecrets
+          _target_: inmind_exp.launch.redact_output.RedactSecrets
       sweep:
         subdir: ${inmind.job_dirname:${hydra:overrides.task},${hydra:job.config.override_dirname.exclude_keys}}
 
@@ -26,7 +26,8 @@ from typing import Any, Iterable
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from inmind_exp.secrets import is_secret_key, redact, redact_overrides, redact_text, scrub, secret_values
+from inmind_exp.safety.redact import (install_log_redaction, is_secret_key, redact, redact_overrides, redact_text,
+                                     secret_values)
 
 log = logging.getLogger(__name__)
 RESOLVER = "inmind.job_dirname"
@@ -107,33 +108,6 @@ def redact_yaml_file(path: Path, secrets: set[str]) -> bool:
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
     return True
-
-
-class _RedactingRecords:
-    """A LogRecord factory that redacts secrets in every record's message (Hydra logs each job's overrides)."""
-
-    def __init__(self, previous: Any, secrets: set[str]):
-        self.previous, self.secrets = previous, secrets
-
-    def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
-        record = self.previous(*args, **kwargs)
-        try:
-            message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a malformed record is the logging module's business
-            return record
-        cleaned = scrub(message, self.secrets)  # also keys this process read since, URL user-info, key shapes
-        if cleaned != message:
-            record.msg, record.args = cleaned, ()
-        return record
-
-
-def install_log_redaction(secrets: set[str]) -> None:
-    """Redact ``secrets`` from every log record created from now on in this process (idempotent, cumulative)."""
-    factory = logging.getLogRecordFactory()
-    if isinstance(factory, _RedactingRecords):
-        factory.secrets |= secrets
-    else:
-        logging.setLogRecordFactory(_RedactingRecords(factory, set(secrets)))
 
 
 class RedactSecrets(Callback):

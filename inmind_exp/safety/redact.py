@@ -14,6 +14,7 @@ or prints: error messages, records, ledgers, MLflow params, tags and artifacts, 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from typing import Any, Iterable, Mapping
@@ -35,7 +36,7 @@ _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*\\?:(?:\\?/){2})[^\s/@?#'\"]+@")  # Hydra writes \: too
 #: text shaped like a key, whether or not this process knows it: OpenAI-style ``sk-...`` keys and bearer tokens
 _KEY_SHAPES = (re.compile(r"\bsk-[A-Za-z0-9_\-*]{12,}"), re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{12,}"))
-#: keys this process has read (``Endpoint.api_key``, the workers' ``Secrets``): redacted wherever they appear
+#: keys this process has read (``Endpoint.api_key``, the workers' ``ApiKeys``): redacted wherever they appear
 _KNOWN: set[str] = set()
 
 
@@ -184,3 +185,30 @@ def redact_overrides(overrides: Iterable[str], environ: Mapping[str, str] | None
         else:
             out.append(redact_text(o, secrets))
     return out
+
+
+class _RedactingRecords:
+    """A LogRecord factory that redacts secrets in every record's message (Hydra logs each job's overrides)."""
+
+    def __init__(self, previous: Any, secrets: set[str]):
+        self.previous, self.secrets = previous, secrets
+
+    def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = self.previous(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is the logging module's business
+            return record
+        cleaned = scrub(message, self.secrets)  # also keys this process read since, URL user-info, key shapes
+        if cleaned != message:
+            record.msg, record.args = cleaned, ()
+        return record
+
+
+def install_log_redaction(secrets: set[str]) -> None:
+    """Redact ``secrets`` from every log record created from now on in this process (idempotent, cumulative)."""
+    factory = logging.getLogRecordFactory()
+    if isinstance(factory, _RedactingRecords):
+        factory.secrets |= secrets
+    else:
+        logging.setLogRecordFactory(_RedactingRecords(factory, set(secrets)))

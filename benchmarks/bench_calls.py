@@ -2,14 +2,14 @@
 task once the prefix is shared and the call cache is warm. Runs against the fake OpenAI-compatible server with
 plausible structured replies, so the figures are the pipeline's call structure, not a real model's behaviour.
 
-    python -m inmind_exp.bench_calls [system ...] [--tasks 2]
+Run from the repository root (``benchmarks`` is a package beside ``inmind_exp`` and ``tests``):
+
+    python -m benchmarks.bench_calls [system ...] [--tasks 2]
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import re
 import tempfile
 import time
 from pathlib import Path
@@ -18,39 +18,15 @@ from typing import Any
 from inmind_exp import env
 from inmind_exp.data import load_tasks, load_trace
 from inmind_exp.embed import MiniLMEncoder
-from inmind_exp.fake_openai import FakeOpenAI
+from inmind_exp.testing.fake_openai import FakeOpenAI
+from inmind_exp.testing.replies import plausible_reply
 from inmind_exp.llm import CallCache, Endpoint, Models
-from inmind_exp.paths import child_dir
+from inmind_exp.safety.paths import child_dir
 from inmind_exp.protocol import build_prefix, injection_session_index, run_task
 from inmind_exp.records import InjectionSpec, Usage
 from inmind_exp.memory import SYSTEMS
 
 env.apply(env.HF)
-
-
-def _words(text: str, n: int) -> list[str]:
-    return re.findall(r"[A-Za-z][A-Za-z'-]+", text)[:n]
-
-
-def plausible_reply(body: dict[str, Any]) -> Any:
-    """A deterministic reply carrying the keys the systems' JSON prompts ask for, derived from the last message."""
-    messages = body.get("messages", [])
-    last = str(messages[-1].get("content") or "") if messages else ""
-    h = int(hashlib.sha256(last.encode()).hexdigest(), 16)
-    if (body.get("response_format") or {}).get("type") != "json_object":
-        return "true" if "continu" in last.lower() and h % 3 else "fake answer"
-    w = _words(last[-400:], 12) or ["something"]
-    fact = "User mentioned " + " ".join(w[:8])
-    e1, e2 = (w[0], w[-1]) if len(w) > 1 else (w[0], "user")
-    return {
-        "score": 1, "reason": "fake", "answer": "fake answer",
-        "facts": [fact], "memory": [{"id": str(h % 1000), "text": fact, "event": "ADD"}],
-        "keywords": w[:3], "context": " ".join(w[:6]), "tags": w[3:5] or ["general"],
-        "should_evolve": h % 2 == 0, "actions": ["strengthen", "update_neighbor"], "suggested_connections": [0],
-        "tags_to_update": w[:2], "new_context_neighborhood": [" ".join(w[:4])], "new_tags_neighborhood": [w[:2]],
-        "named_entities": [e1, e2], "triples": [[e1, "relates to", e2]], "fact": [[e1, "relates to", e2]],
-        "should_end": h % 5 == 0, "statements": [fact], "title": " ".join(w[:4]), "content": fact, "summary": fact,
-    }
 
 
 def _paid(u: dict[str, Usage]) -> tuple[int, int, int]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from inmind_exp.hydra_secrets import job_dirname, redact_yaml_file
-from inmind_exp.secrets import REDACTED, is_secret_key, redact, redact_overrides
+from inmind_exp.launch.redact_output import job_dirname, redact_yaml_file
+from inmind_exp.safety.redact import REDACTED, is_secret_key, redact, redact_overrides
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import launch_cmd, run, write_small_data
 

@@ -1,4 +1,5 @@
 """``hydra/launcher=inmind`` (the project's default): a ``-m`` sweep is first planned in full, then run as one schedule.
+Hydra discovers the subclass in ``hydra_plugins/inmind_launcher/launcher.py``, which adds the end-of-sweep report.
 
 Pass 1 runs Hydra's ``run_job`` for every job (job directories, ``.hydra/`` files and per-job logging as with the
 basic launcher) around the launcher's own task function, which *plans* the job (each job is planned once, here;
@@ -14,28 +15,18 @@ A dry run prints each estimate and the total and writes nothing to MLflow.
 
 import logging
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
-from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
 from inmind_exp.console import error_line, route_project_logs
-from inmind_exp.secrets import scrub
+from inmind_exp.safety.redact import scrub
 
-log = logging.getLogger(__name__)
-
-
-@dataclass
-class InmindLauncherConf:
-    _target_: str = "hydra_plugins.inmind_launcher.inmind_launcher.InmindLauncher"
-
-
-ConfigStore.instance().store(group="hydra/launcher", name="inmind", node=InmindLauncherConf, provider="inmind-exp")
+log = logging.getLogger("hydra_plugins.inmind_launcher")  # a Hydra launcher's lines, as before the move
 
 
 def _sweep_logging(sweep_dir: Path) -> None:
@@ -73,6 +64,10 @@ class InmindLauncher(Launcher):
             planning.errors.append((idx, shown, scrub(f"{type(ret._return_value).__name__}: {ret._return_value}")))
         return ret
 
+    def report_at_end(self, config: DictConfig) -> None:
+        """The end-of-sweep analysis report: the plug-in class in ``hydra_plugins/inmind_launcher`` supplies it (the
+        core never imports ``analysis``)."""
+
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from inmind_exp.run import stop
 
@@ -83,7 +78,6 @@ class InmindLauncher(Launcher):
             raise  # not reached: stopped() exits
 
     def _launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from analysis.sweep_report import report_at_end
         from inmind_exp.console import INPUT_ERRORS
         from inmind_exp.errors import InmindError
         from inmind_exp.run import stop
@@ -173,7 +167,7 @@ class InmindLauncher(Launcher):
             for name, e in failures:  # every configuration stopped at its preflight: bad input, nothing ran (exit 2)
                 print(f"error: {name}: {error_line(e)}", file=sys.stderr, flush=True)
             sys.exit(2)
-        report_at_end(self.config)  # here, not in Hydra's end callback: a nonzero exit below would skip it
+        self.report_at_end(self.config)  # here, not in Hydra's end callback: a nonzero exit below would skip it
         for name, e in failures:
             print(f"error: {name}: {error_line(e)}", file=sys.stderr, flush=True)
             session.fail(name, error_line(e))

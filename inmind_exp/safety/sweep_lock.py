@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from inmind_exp.secrets import redact_overrides
+from inmind_exp.safety.redact import redact_overrides
 
 log = logging.getLogger(__name__)
 LOCK_NAME = ".sweep.lock"

@@ -288,7 +288,7 @@ class FakeOpenAI:
         }
 
 
-if __name__ == "__main__":  # a standalone fake for manual runs: python tests/fake_openai.py
+if __name__ == "__main__":  # a standalone fake for manual runs: python -m inmind_exp.testing.fake_openai
     import signal
 
     f = FakeOpenAI().start()

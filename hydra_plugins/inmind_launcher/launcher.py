@@ -1,0 +1,25 @@
+"""``hydra/launcher=inmind``: the class Hydra discovers in the ``hydra_plugins`` namespace (and only there). The launcher
+itself is ``inmind_exp.launch.launcher``; this subclass adds the end-of-sweep analysis report, which the core
+(``inmind_exp``) never imports."""
+
+from dataclasses import dataclass
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig
+
+from inmind_exp.launch import launcher as _launcher
+
+
+@dataclass
+class InmindLauncherConf:
+    _target_: str = "hydra_plugins.inmind_launcher.launcher.InmindLauncher"
+
+
+ConfigStore.instance().store(group="hydra/launcher", name="inmind", node=InmindLauncherConf, provider="inmind-exp")
+
+
+class InmindLauncher(_launcher.InmindLauncher):
+    def report_at_end(self, config: DictConfig) -> None:
+        from analysis.sweep_report import report_at_end
+
+        report_at_end(config)

@@ -1,0 +1,34 @@
+"""Plausible structured replies for the fake OpenAI-compatible server: deterministic, derived from the last
+message, carrying every key the memory systems' JSON prompts ask for, so a whole pipeline runs offline and its call
+structure can be measured (``benchmarks/bench_calls.py``, ``benchmarks/judge_free.py``, the fault-turn tests)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+
+def _words(text: str, n: int) -> list[str]:
+    return re.findall(r"[A-Za-z][A-Za-z'-]+", text)[:n]
+
+
+def plausible_reply(body: dict[str, Any]) -> Any:
+    """A deterministic reply carrying the keys the systems' JSON prompts ask for, derived from the last message."""
+    messages = body.get("messages", [])
+    last = str(messages[-1].get("content") or "") if messages else ""
+    h = int(hashlib.sha256(last.encode()).hexdigest(), 16)
+    if (body.get("response_format") or {}).get("type") != "json_object":
+        return "true" if "continu" in last.lower() and h % 3 else "fake answer"
+    w = _words(last[-400:], 12) or ["something"]
+    fact = "User mentioned " + " ".join(w[:8])
+    e1, e2 = (w[0], w[-1]) if len(w) > 1 else (w[0], "user")
+    return {
+        "score": 1, "reason": "fake", "answer": "fake answer",
+        "facts": [fact], "memory": [{"id": str(h % 1000), "text": fact, "event": "ADD"}],
+        "keywords": w[:3], "context": " ".join(w[:6]), "tags": w[3:5] or ["general"],
+        "should_evolve": h % 2 == 0, "actions": ["strengthen", "update_neighbor"], "suggested_connections": [0],
+        "tags_to_update": w[:2], "new_context_neighborhood": [" ".join(w[:4])], "new_tags_neighborhood": [w[:2]],
+        "named_entities": [e1, e2], "triples": [[e1, "relates to", e2]], "fact": [[e1, "relates to", e2]],
+        "should_end": h % 5 == 0, "statements": [fact], "title": " ".join(w[:4]), "content": fact, "summary": fact,
+    }
