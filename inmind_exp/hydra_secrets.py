@@ -86,6 +86,8 @@ def redact_yaml_file(path: Path, secrets: set[str]) -> bool:
     if not path.is_file():
         return False
     before = path.read_text(encoding="utf-8")
+    if _CLEAN.get(path) == (before, frozenset(secrets)):  # this very text was found clean of these secrets
+        return False
     node = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
 
     def walk(n: Any) -> Any:
@@ -98,15 +100,21 @@ def redact_yaml_file(path: Path, secrets: set[str]) -> bool:
         return n
 
     cleaned = redact(walk(node), extra=secrets)
-    text = OmegaConf.to_yaml(OmegaConf.create(cleaned))
+    text = before if cleaned == node else OmegaConf.to_yaml(OmegaConf.create(cleaned))
     for s in sorted(secrets, key=len, reverse=True):  # last resort for anything the structure walk missed
         text = text.replace(s, "***") if len(s) >= 4 else text
+    _CLEAN[path] = (text, frozenset(secrets))
     if text == before:
         return False
     tmp = path.with_name(f".{path.name}.redacting")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
     return True
+
+
+#: each file's text as last redacted, with the secrets it was redacted of: a job's files and the sweep's
+#: ``multirun.yaml`` are checked at every job's start and end, and re-parsing unchanged text is most of planning
+_CLEAN: dict[Path, tuple[str, frozenset[str]]] = {}
 
 
 class _RedactingRecords:
