@@ -75,7 +75,8 @@ class InmindLauncher(Launcher):
         return ret
 
     def _cancel_cluster(self) -> None:
-        """Nothing will run: end the Ray started in the background for it, if any (``sweep.ClusterStart``)."""
+        """End the Ray started in the background, if any, and its actors (``sweep.ClusterStart``); before anything
+        ran, unseen."""
         if self.cluster is not None:
             self.cluster.cancel()
             self.cluster = None
@@ -89,6 +90,8 @@ class InmindLauncher(Launcher):
             self._cancel_cluster()
             stop.stopped()
             raise  # not reached: stopped() exits
+        finally:  # however the launch ends (an exit code, an interrupt while running), Ray's actors end quietly
+            self._cancel_cluster()
 
     def _launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from analysis.sweep_report import report_at_end
