@@ -53,6 +53,7 @@ class InmindLauncher(Launcher):
         self.task_function: Optional[TaskFunction] = None
         self.hydra_context: Optional[HydraContext] = None
         self.cluster: Any = None  # the background start of Ray (inmind_exp.run.sweep.ClusterStart)
+        self.tracking: Any = None  # the background preparation of the MLflow store (sweep.prepare_tracking)
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config = config
@@ -77,9 +78,13 @@ class InmindLauncher(Launcher):
     def _cancel_cluster(self) -> None:
         """End the Ray started in the background, if any, and its actors (``sweep.ClusterStart``); before anything
         ran, unseen."""
+        from inmind_exp.run.sweep import discard_tracking
+
         if self.cluster is not None:
             self.cluster.cancel()
             self.cluster = None
+        discard_tracking(self.tracking)
+        self.tracking = None
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from inmind_exp.run import stop
@@ -100,7 +105,7 @@ class InmindLauncher(Launcher):
         from inmind_exp.run import stop
         from inmind_exp.run.labels import varying_keys
         from inmind_exp.run.session import Session
-        from inmind_exp.run.sweep import ClusterStart, preflight, run_plans, warm_up
+        from inmind_exp.run.sweep import ClusterStart, prepare_tracking, preflight, run_plans, warm_up
 
         setup_globals()
         assert self.hydra_context is not None and self.config is not None and self.task_function is not None
@@ -114,6 +119,7 @@ class InmindLauncher(Launcher):
         # Ray and the pool's workers start now, while the jobs are planned and their endpoints checked; a launch
         # that stops before running (a bad job, a failed check, Ctrl-C) shuts that Ray down unseen (ClusterStart)
         self.cluster = None if dry_run else ClusterStart(self.config, session.resources)
+        self.tracking = None if dry_run else prepare_tracking(self.config)  # and MLflow's new store, hidden
         planning = _Planning(session, varying_keys([filter_overrides(o) for o in job_overrides]), dry_run)
         runs: List[JobReturn] = [self._plan_job(planning, initial_job_idx + i, overrides)
                                  for i, overrides in enumerate(job_overrides)]
@@ -144,7 +150,8 @@ class InmindLauncher(Launcher):
             sys.exit(2)
         # the MLflow store opens (a new SQLite store takes seconds) while Ray starts; nothing is written to MLflow
         # before every check has passed, and never in a dry run
-        warm = warm_up(self.config, session.resources)
+        warm = warm_up(self.config, session.resources, self.tracking)
+        self.tracking = None  # the store is used from now on
         cluster_error = self.cluster.result() if keep and self.cluster is not None else None
         warm.join()
         if cluster_error is not None:
