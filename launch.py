@@ -127,6 +127,8 @@ def main() -> int:
         task()
     except KeyboardInterrupt:  # before a configuration started (composing, planning): nothing ran
         stop.stopped()
+    finally:
+        session.resources.end()  # Ray's actors end quietly, before the session lets go of them
     session.print_total()  # a basic-launcher dry run of two or more configurations: their total
     return session.exit_code()
 

@@ -1,11 +1,14 @@
 """Start-up off the critical path: a local Ray started by the executor hands its workers the worker environment
 defaults (inherited at ray.init, checked on MKL_NUM_THREADS, which Ray itself never sets; the driver's own
-environment is left as it was), its workers start with Ray, and closing returns promptly."""
+environment is left as it was), its workers start with Ray, and closing returns promptly; a sweep's Ray, started
+while it is planned, is shut down when a check fails; a run's actors end quietly; planning re-reads no Hydra file
+already redacted."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +59,83 @@ def test_overriding_restores_the_environment(monkeypatch):
     with env.overriding({"INMIND_PROBE_A": "1", "INMIND_PROBE_B": "2"}):
         assert os.environ["INMIND_PROBE_A"] == "1" and os.environ["INMIND_PROBE_B"] == "2"
     assert os.environ["INMIND_PROBE_A"] == "kept" and "INMIND_PROBE_B" not in os.environ
+
+
+def _ray_processes(ray_tmp: Path) -> list[int]:
+    """Processes still running Ray out of ``ray_tmp`` (their command lines name its session directory)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                cmdline = Path(f"/proc/{d}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(ray_tmp).encode() in cmdline:
+                pids.append(int(d))
+    return pids
+
+
+def test_a_failed_check_shuts_the_ray_started_in_the_background_down(tmp_path):
+    """Ray starts while the sweep is planned; when the endpoint check then fails (exit 2) that Ray is shut down
+    before the process exits, and its start is not reported."""
+    import tempfile
+    import time
+
+    from tests.launch_helpers import launch_cmd, write_small_data
+
+    write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)
+    ray_tmp = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))  # short: Ray's socket paths live under it
+    try:
+        e = {**env_for_launch(), "RAY_TMPDIR": str(ray_tmp)}
+        p = subprocess.run(launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "system=backbone,naive_rag",
+                                      "embedding=bm25"),
+                           env=e, capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
+        assert p.returncode == 2, p.stderr[-3000:]
+        assert "cannot reach http://127.0.0.1:9/v1" in p.stderr and "Started a local Ray" not in p.stdout + p.stderr
+        assert list(ray_tmp.rglob("session_*")), "Ray was not started in the background while the sweep was planned"
+        deadline = time.monotonic() + 30
+        while _ray_processes(ray_tmp) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _ray_processes(ray_tmp) == []
+        # nor is MLflow's store, made ahead of time under a hidden name, left behind
+        assert not (tmp_path / "mlflow.db").exists() and not list(tmp_path.glob(".mlflow.db*"))
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_a_run_ends_its_actors_quietly(tmp_path):
+    """At the end of a run the pool's actors and the cluster services are ended before Ray is: the cache service
+    does not abort with a C++ stack on the terminal (it did when its last handle was dropped at exit)."""
+    from tests.fake_openai import FakeOpenAI
+    from tests.launch_helpers import launch_cmd, write_small_data
+
+    write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)
+    with FakeOpenAI() as fake:
+        p = subprocess.run(launch_cmd(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25", multirun=False),
+                           env=env_for_launch(), capture_output=True, text=True, timeout=600,
+                           cwd=Path(__file__).resolve().parents[1])
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "SIGABRT" not in p.stderr and "Stack trace" not in p.stderr, p.stderr[-3000:]
+
+
+def test_a_hydra_file_is_redacted_again_when_its_text_or_the_secrets_change(tmp_path):
+    """Redaction skips a file only when its text and the secrets are those it already found clean."""
+    from inmind_exp.launch.redact_output import redact_yaml_file
+
+    f = tmp_path / "config.yaml"
+    f.write_text("llm:\n  model: m\n")
+    assert not redact_yaml_file(f, {"sk-planted-one"})
+    f.write_text("llm:\n  model: sk-planted-one\n")  # new text: checked again
+    assert redact_yaml_file(f, {"sk-planted-one"}) and "sk-planted-one" not in f.read_text()
+    text = f.read_text()
+    assert not redact_yaml_file(f, {"sk-planted-one"}) and f.read_text() == text
+    f.write_text("llm:\n  model: plain-words-secret\n")
+    assert not redact_yaml_file(f, set())  # clean of no secrets ...
+    assert redact_yaml_file(f, {"plain-words-secret"})  # ... but not of one learnt since
+    assert "plain-words-secret" not in f.read_text()
+
+
+def env_for_launch() -> dict[str, str]:
+    from tests.launch_helpers import env as launch_env
+
+    return launch_env()

@@ -43,6 +43,8 @@ class InmindLauncher(Launcher):
         self.config: Optional[DictConfig] = None
         self.task_function: Optional[TaskFunction] = None
         self.hydra_context: Optional[HydraContext] = None
+        self.cluster: Any = None  # the background start of Ray (inmind_exp.run.sweep.ClusterStart)
+        self.tracking: Any = None  # the background preparation of the MLflow store (sweep.prepare_tracking)
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config = config
@@ -68,14 +70,28 @@ class InmindLauncher(Launcher):
         """The end-of-sweep analysis report: the plug-in class in ``hydra_plugins/inmind_launcher`` supplies it (the
         core never imports ``analysis``)."""
 
+    def _cancel_cluster(self) -> None:
+        """End the Ray started in the background, if any, and its actors (``sweep.ClusterStart``); before anything
+        ran, unseen."""
+        from inmind_exp.run.sweep import discard_tracking
+
+        if self.cluster is not None:
+            self.cluster.cancel()
+            self.cluster = None
+        discard_tracking(self.tracking)
+        self.tracking = None
+
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from inmind_exp.run import stop
 
         try:
             return self._launch(job_overrides, initial_job_idx)
         except KeyboardInterrupt:  # while planning, checking or starting Ray: nothing ran; say how to rerun
+            self._cancel_cluster()
             stop.stopped()
             raise  # not reached: stopped() exits
+        finally:  # however the launch ends (an exit code, an interrupt while running), Ray's actors end quietly
+            self._cancel_cluster()
 
     def _launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from inmind_exp.console import INPUT_ERRORS
@@ -83,7 +99,7 @@ class InmindLauncher(Launcher):
         from inmind_exp.run import stop
         from inmind_exp.run.labels import varying_keys
         from inmind_exp.run.session import Session
-        from inmind_exp.run.sweep import preflight, run_plans, start_cluster, warm_up
+        from inmind_exp.run.sweep import ClusterStart, prepare_tracking, preflight, run_plans, warm_up
 
         setup_globals()
         assert self.hydra_context is not None and self.config is not None and self.task_function is not None
@@ -94,10 +110,15 @@ class InmindLauncher(Launcher):
 
         session = Session()
         dry_run = bool(self.config.get("dry_run"))
+        # Ray and the pool's workers start now, while the jobs are planned and their endpoints checked; a launch
+        # that stops before running (a bad job, a failed check, Ctrl-C) shuts that Ray down unseen (ClusterStart)
+        self.cluster = None if dry_run else ClusterStart(self.config, session.resources)
+        self.tracking = None if dry_run else prepare_tracking(self.config)  # and MLflow's new store, hidden
         planning = _Planning(session, varying_keys([filter_overrides(o) for o in job_overrides]), dry_run)
         runs: List[JobReturn] = [self._plan_job(planning, initial_job_idx + i, overrides)
                                  for i, overrides in enumerate(job_overrides)]
         if planning.errors:
+            self._cancel_cluster()
             for idx, overrides, message in planning.errors:
                 print(f"error: job #{idx} ({overrides or 'defaults'}): {message}", file=sys.stderr, flush=True)
             print(f"error: {len(planning.errors)} of {len(job_overrides)} configuration(s) cannot run; nothing was "
@@ -113,6 +134,8 @@ class InmindLauncher(Launcher):
         keep, repeats = session.split(plans)  # e.g. backbone under every embedding: run once
         # every check a single run makes before work (keys, endpoints, tool support), before Ray starts
         bad = preflight([plans[k] for k in keep], session.resources)
+        if bad or not keep:
+            self._cancel_cluster()
         if bad:
             for plan, e in bad:
                 print(f"error: {plan.name}: {scrub(str(e))}", file=sys.stderr, flush=True)
@@ -121,8 +144,9 @@ class InmindLauncher(Launcher):
             sys.exit(2)
         # the MLflow store opens (a new SQLite store takes seconds) while Ray starts; nothing is written to MLflow
         # before every check has passed, and never in a dry run
-        warm = warm_up(self.config, session.resources)
-        cluster_error = start_cluster(self.config, session.resources) if keep else None
+        warm = warm_up(self.config, session.resources, self.tracking)
+        self.tracking = None  # the store is used from now on
+        cluster_error = self.cluster.result() if keep and self.cluster is not None else None
         warm.join()
         if cluster_error is not None:
             print(f"error: {scrub(str(cluster_error))}", file=sys.stderr, flush=True)
@@ -136,6 +160,8 @@ class InmindLauncher(Launcher):
         except InmindError as e:
             print(f"error: {scrub(str(e))}", file=sys.stderr, flush=True)
             sys.exit(2)
+        # every task has run: Ray and its actors end in the background while the table and the report are written
+        ending = self.cluster.end() if self.cluster is not None else None
         failures: list[tuple[str, BaseException]] = []
         by_job: dict[int, Any] = {order[k]: out for k, out in zip(keep, outcomes)}
         stands_for = {order[i]: order[j] for i, j in repeats.items()}
@@ -162,12 +188,15 @@ class InmindLauncher(Launcher):
             print(f"{records_line(plans, sweep_dir)}  |  parent run 'sweep {root.name}'\n{view_line(plans[0], session.resources)}",
                   flush=True)
         if any(isinstance(e, KeyboardInterrupt) for _, e in failures):
+            _join(ending)
             stop.stopped()
         if failures and not session.rows and all(isinstance(e, INPUT_ERRORS) for _, e in failures):
+            _join(ending)
             for name, e in failures:  # every configuration stopped at its preflight: bad input, nothing ran (exit 2)
                 print(f"error: {name}: {error_line(e)}", file=sys.stderr, flush=True)
             sys.exit(2)
         self.report_at_end(self.config)  # here, not in Hydra's end callback: a nonzero exit below would skip it
+        _join(ending)
         for name, e in failures:
             print(f"error: {name}: {error_line(e)}", file=sys.stderr, flush=True)
             session.fail(name, error_line(e))
@@ -175,6 +204,12 @@ class InmindLauncher(Launcher):
         if code:
             sys.exit(code)
         return runs
+
+
+def _join(ending: Any) -> None:
+    """Wait for Ray's teardown (``ClusterStart.end``) before the process exits."""
+    if ending is not None:
+        ending.join(60)
 
 
 def sweep_key(config: DictConfig, root: Path) -> str:

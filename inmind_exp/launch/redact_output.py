@@ -81,12 +81,19 @@ def config_secrets(config: DictConfig) -> set[str]:
     return found
 
 
+#: each file's text as last redacted, with the secrets it was redacted of: a job's files and the sweep's
+#: ``multirun.yaml`` are checked at every job's start and end, and re-parsing unchanged text is most of planning
+_CLEAN: dict[Path, tuple[str, frozenset[str]]] = {}
+
+
 def redact_yaml_file(path: Path, secrets: set[str]) -> bool:
     """Rewrite a YAML file Hydra wrote with secrets redacted; lists of override strings are redacted as overrides.
     Returns whether anything changed."""
     if not path.is_file():
         return False
     before = path.read_text(encoding="utf-8")
+    if _CLEAN.get(path) == (before, frozenset(secrets)):  # this very text was found clean of these secrets
+        return False
     node = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
 
     def walk(n: Any) -> Any:
@@ -99,9 +106,10 @@ def redact_yaml_file(path: Path, secrets: set[str]) -> bool:
         return n
 
     cleaned = redact(walk(node), extra=secrets)
-    text = OmegaConf.to_yaml(OmegaConf.create(cleaned))
+    text = before if cleaned == node else OmegaConf.to_yaml(OmegaConf.create(cleaned))
     for s in sorted(secrets, key=len, reverse=True):  # last resort for anything the structure walk missed
         text = text.replace(s, "***") if len(s) >= 4 else text
+    _CLEAN[path] = (text, frozenset(secrets))
     if text == before:
         return False
     tmp = path.with_name(f".{path.name}.redacting")

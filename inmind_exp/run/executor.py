@@ -170,7 +170,7 @@ class RayExecutor:
         # before Ray's own shutdown (atexit runs last-registered first); a weak reference, so that registering does
         # not keep a discarded executor, and the CPUs its actors hold, alive for the life of the process
         me = weakref.ref(self)
-        atexit.register(lambda: (lambda ex: ex and ex.close())(me()))
+        atexit.register(lambda: (lambda ex: ex and ex.end())(me()))
         return ray
 
     def close(self, timeout_s: float = 30.0) -> None:
@@ -201,6 +201,23 @@ class RayExecutor:
                     pass
         self.limiter = self.cache_actor = self.board = None
         self.ray = None
+
+    def end(self, timeout_s: float = 10.0) -> None:
+        """``shutdown``, then wait (up to ``timeout_s``) until Ray has ended every actor: ``ray.shutdown`` pulling
+        a threaded actor (the cache service) down under its threads aborts it with ~40 lines of C++ stack on the
+        driver's terminal; an actor already ended leaves nothing to say."""
+        ray = self.ray
+        if ray is None or not ray.is_initialized():
+            return
+        actors = [getattr(w, "actor", w) for w in self.workers] + [a for a in (self.limiter, self.cache_actor,
+                                                                             self.board) if a is not None]
+        self.shutdown()
+        deadline = time.monotonic() + timeout_s
+        for actor in actors:
+            try:
+                ray.get(actor.__ray_ready__.remote(), timeout=max(0.1, deadline - time.monotonic()))
+            except Exception:  # noqa: BLE001 - RayActorError: it has ended, as asked
+                pass
 
     def __enter__(self) -> "RayExecutor":
         return self

@@ -44,6 +44,12 @@ class Resources:
         """The executor if this launch made one (None for a dry run or before the first run)."""
         return self._executor
 
+    def end(self) -> None:
+        """End the executor's actors before this process lets go of them (``RayExecutor.end``): an actor whose last
+        handle is dropped exits by itself, and the cache service then aborts with a C++ stack on the terminal."""
+        if self._executor is not None:
+            self._executor.end()
+
     def local_base_url(self, spec: LocalServerSpec, cluster_address: str | None, log_dir: Path) -> str:
         """The embedded server's URL, starting it (again, if it died) when needed."""
         with self._lock:

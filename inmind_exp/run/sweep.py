@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
@@ -42,13 +43,46 @@ class SharedExecutor:
             raise job.error
 
 
-def warm_up(cfg: Any, res: Resources) -> threading.Thread:
-    """Open the MLflow store (creating a new SQLite store takes seconds) in the background while the sweep is
-    planned from ``cfg``, its base config. A failure is not reported here: it recurs, with context, when plans run."""
+def prepare_tracking(cfg: Any) -> threading.Thread:
+    """While the sweep of base config ``cfg`` is planned: import MLflow and make a new SQLite store ahead of time
+    under a hidden name (``tracking.store.prepare_store``), so that opening it once the checks pass is a rename
+    away; ``discard_tracking`` deletes it when the launch stops first, and at exit when unused."""
+    def work() -> None:
+        try:
+            import atexit
+
+            import inmind_exp.tracking  # noqa: F401  (mlflow: seconds of imports)
+            from inmind_exp.tracking.store import discard_prepared, prepare_store
+
+            atexit.register(discard_prepared)
+            prepare_store(str(cfg.tracking.uri))
+        except Exception as e:  # noqa: BLE001 - the store is then made when first opened, as without this
+            log.debug(f"preparing the MLflow store: {type(e).__name__}: {e}")
+
+    t = threading.Thread(target=work, name="inmind-prepare-tracking", daemon=True)
+    t.start()
+    return t
+
+
+def discard_tracking(prepared: threading.Thread | None, timeout_s: float = 120.0) -> None:
+    """Nothing will be logged: wait for ``prepare_tracking`` and delete the store it made."""
+    if prepared is None:
+        return
+    prepared.join(timeout_s)
+    if "inmind_exp.tracking.store" in sys.modules:
+        sys.modules["inmind_exp.tracking.store"].discard_prepared()
+
+
+def warm_up(cfg: Any, res: Resources, prepared: threading.Thread | None = None) -> threading.Thread:
+    """Open the MLflow store (creating a new SQLite store takes seconds; ``prepared`` is the ``prepare_tracking``
+    that may have made it already) in the background while Ray starts, from ``cfg``, the sweep's base config. A
+    failure is not reported here: it recurs, with context, when plans run."""
     from inmind_exp.run.settings import TrackingSettings
 
     def work() -> None:
         try:
+            if prepared is not None:
+                prepared.join()
             res.tracker(TrackingSettings(uri=str(cfg.tracking.uri), experiment=str(cfg.tracking.experiment)))
         except Exception as e:  # noqa: BLE001
             log.debug(f"warm-up: {type(e).__name__}: {e}")
@@ -70,6 +104,78 @@ def start_cluster(cfg: Any, res: Resources) -> BaseException | None:
     except Exception as e:  # noqa: BLE001 - reported after the plans, if they are all valid
         return e
     return None
+
+
+class ClusterStart:
+    """Ray (and the pool's workers) started in a background thread while the sweep is planned and its endpoints are
+    checked, so that ``ray.init`` (5-20 s on a busy machine) is off the critical path. Nothing about it is said
+    until ``result`` (the checks passed): ``cancel`` (a check failed, Ctrl-C) shuts the Ray it started down unseen,
+    so a launch that stops at a check still reads as one that never started Ray. The thread lives as long as Ray:
+    Ray's local daemons die with the thread that started them (``PR_SET_PDEATHSIG``)."""
+
+    def __init__(self, cfg: Any, res: Resources) -> None:
+        self.cfg, self.res = cfg, res
+        self.error: BaseException | None = None
+        self.started = threading.Event()
+        self._quit = threading.Event()
+        self._held: list[logging.LogRecord] = []
+        self._ray_log = logging.getLogger("ray._private.worker")  # "Started a local Ray instance." and the like
+        self._thread = threading.Thread(target=self._run, name="inmind-ray-start", daemon=True)
+        self._ray_log.addFilter(self._hold)
+        self._thread.start()
+
+    def _hold(self, record: logging.LogRecord) -> bool:
+        if record.thread == self._thread.ident:
+            self._held.append(record)
+            return False
+        return True
+
+    def _run(self) -> None:
+        try:
+            self.error = start_cluster(self.cfg, self.res)
+        finally:
+            self.started.set()
+        self._quit.wait()
+        self._end()
+
+    def _end(self) -> None:
+        """End the pool's actors and the cluster services quietly (``RayExecutor.end``), then this process's Ray."""
+        try:
+            if self.res.executor.ray is not None:
+                self.res.executor.end()
+            ray = sys.modules.get("ray")
+            if ray is not None and ray.is_initialized():
+                ray.shutdown()
+        except Exception as e:  # noqa: BLE001 - the process is exiting anyway
+            log.debug(f"ending Ray: {type(e).__name__}: {e}")
+
+    def end(self) -> threading.Thread:
+        """Every task has run: tear Ray down in its own thread (returned, to join before the process exits) while
+        the end-of-sweep report is written."""
+        self._quit.set()
+        return self._thread
+
+    def result(self, timeout_s: float | None = None) -> BaseException | None:
+        """Wait for the start; Ray's own start-up lines are logged now. The start's error, if any."""
+        from inmind_exp.run import stop
+
+        if not self.started.wait(timeout_s):
+            return TimeoutError(f"Ray did not start within {timeout_s:.0f}s")
+        self._ray_log.removeFilter(self._hold)
+        for record in self._held:
+            if "SIGTERM handler is not set" not in record.getMessage():  # ours is (run.stop), in the main thread
+                self._ray_log.handle(record)
+        self._held.clear()
+        stop.install()
+        return self.error
+
+    def cancel(self, timeout_s: float = 120.0) -> None:
+        """Nothing will run: wait for a start under way, then end what it started (the actors, the local Ray)."""
+        self.started.wait(timeout_s)
+        self._ray_log.removeFilter(self._hold)
+        self._held.clear()
+        self._quit.set()
+        self._thread.join(timeout_s)
 
 
 class _ConfigurationFilter(logging.Filter):
