@@ -76,31 +76,40 @@ def _ray_processes(ray_tmp: Path) -> list[int]:
 
 
 def test_a_failed_check_shuts_the_ray_started_in_the_background_down(tmp_path):
-    """Ray starts while the sweep is planned; when the endpoint check then fails (exit 2) that Ray is shut down
-    before the process exits, and its start is not reported."""
+    """Ray starts once the first job's endpoints answer, while the other jobs are planned and checked; when a later
+    job's check then fails (exit 2) that Ray is shut down before the process exits, and its start is not reported.
+    A dead endpoint in the first job starts no Ray at all, so it exits as fast as before Ray started early."""
     import tempfile
     import time
 
+    from tests.fake_openai import FakeOpenAI
     from tests.launch_helpers import launch_cmd, write_small_data
 
     write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)
-    ray_tmp = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))  # short: Ray's socket paths live under it
-    try:
-        e = {**env_for_launch(), "RAY_TMPDIR": str(ray_tmp)}
-        p = subprocess.run(launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "system=backbone,naive_rag",
-                                      "embedding=bm25"),
-                           env=e, capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
-        assert p.returncode == 2, p.stderr[-3000:]
-        assert "cannot reach http://127.0.0.1:9/v1" in p.stderr and "Started a local Ray" not in p.stdout + p.stderr
-        assert list(ray_tmp.rglob("session_*")), "Ray was not started in the background while the sweep was planned"
-        deadline = time.monotonic() + 30
-        while _ray_processes(ray_tmp) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert _ray_processes(ray_tmp) == []
-        # nor is MLflow's store, made ahead of time under a hidden name, left behind
-        assert not (tmp_path / "mlflow.db").exists() and not list(tmp_path.glob(".mlflow.db*"))
-    finally:
-        shutil.rmtree(ray_tmp, ignore_errors=True)
+    repo = Path(__file__).resolve().parents[1]
+    for first_alive in (True, False):
+        ray_tmp = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))  # short: Ray's socket paths live under it
+        out = tmp_path / f"first_alive_{first_alive}"
+        try:
+            with FakeOpenAI() as fake:
+                urls = [fake.base_url, "http://127.0.0.1:9/v1"] if first_alive else ["http://127.0.0.1:9/v1"] * 2
+                cmd = [a for a in launch_cmd(out, fake.base_url, "system=backbone", "embedding=bm25")
+                       if not a.startswith("llm.base_url=")] + ["llm.base_url=" + ",".join(dict.fromkeys(urls))]
+                cmd = [a.replace(str(out / "data"), str(tmp_path / "data")) for a in cmd]
+                e = {**env_for_launch(), "RAY_TMPDIR": str(ray_tmp)}
+                p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=300, cwd=repo)
+            assert p.returncode == 2, p.stderr[-3000:]
+            assert "cannot reach http://127.0.0.1:9/v1" in p.stderr and "Started a local Ray" not in p.stdout + p.stderr
+            started = bool(list(ray_tmp.rglob("session_*")))
+            assert started is first_alive, "Ray starts in the background exactly when the first job's check passes"
+            deadline = time.monotonic() + 30
+            while _ray_processes(ray_tmp) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert _ray_processes(ray_tmp) == []
+            # nor is MLflow's store, made ahead of time under a hidden name, left behind
+            assert not (out / "mlflow.db").exists() and not list(out.glob(".mlflow.db*"))
+        finally:
+            shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 def test_a_run_ends_its_actors_quietly(tmp_path):

@@ -110,13 +110,19 @@ class InmindLauncher(Launcher):
 
         session = Session()
         dry_run = bool(self.config.get("dry_run"))
-        # Ray and the pool's workers start now, while the jobs are planned and their endpoints checked; a launch
-        # that stops before running (a bad job, a failed check, Ctrl-C) shuts that Ray down unseen (ClusterStart)
-        self.cluster = None if dry_run else ClusterStart(self.config, session.resources)
-        self.tracking = None if dry_run else prepare_tracking(self.config)  # and MLflow's new store, hidden
         planning = _Planning(session, varying_keys([filter_overrides(o) for o in job_overrides]), dry_run)
-        runs: List[JobReturn] = [self._plan_job(planning, initial_job_idx + i, overrides)
-                                 for i, overrides in enumerate(job_overrides)]
+        runs: List[JobReturn] = []
+        for i, overrides in enumerate(job_overrides):
+            runs.append(self._plan_job(planning, initial_job_idx + i, overrides))
+            first = planning.plans.get(initial_job_idx + i)
+            if self.cluster is None and first is not None and not dry_run and not planning.errors:
+                # Ray and the pool's workers start once the first job's endpoints answer, while the other jobs are
+                # planned and checked: a dead endpoint still exits at once, with no Ray started on the way; a launch
+                # that stops before running (a bad job, a failed check, Ctrl-C) shuts that Ray down unseen; so is
+                # MLflow's new store made, under a hidden name until every check has passed
+                if not preflight([first], session.resources):  # a failure is reported below, with the others'
+                    self.cluster = ClusterStart(self.config, session.resources)
+                    self.tracking = prepare_tracking(self.config)
         if planning.errors:
             self._cancel_cluster()
             for idx, overrides, message in planning.errors:
@@ -146,6 +152,8 @@ class InmindLauncher(Launcher):
         # before every check has passed, and never in a dry run
         warm = warm_up(self.config, session.resources, self.tracking)
         self.tracking = None  # the store is used from now on
+        if keep and self.cluster is None:  # the first job's check failed and then passed (a transient error)
+            self.cluster = ClusterStart(self.config, session.resources)
         cluster_error = self.cluster.result() if keep and self.cluster is not None else None
         warm.join()
         if cluster_error is not None:
