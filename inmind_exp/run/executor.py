@@ -202,7 +202,7 @@ class RayExecutor:
         self.limiter = self.cache_actor = self.board = None
         self.ray = None
 
-    def end(self, timeout_s: float = 10.0) -> None:
+    def end(self, timeout_s: float = 30.0) -> None:
         """``shutdown``, then wait (up to ``timeout_s``) until Ray has ended every actor: ``ray.shutdown`` pulling
         a threaded actor (the cache service) down under its threads aborts it with ~40 lines of C++ stack on the
         driver's terminal; an actor already ended leaves nothing to say."""
