@@ -112,10 +112,12 @@ class InmindLauncher(Launcher):
         dry_run = bool(self.config.get("dry_run"))
         planning = _Planning(session, varying_keys([filter_overrides(o) for o in job_overrides]), dry_run)
         runs: List[JobReturn] = []
+        early_check_done = dry_run  # the first planned job's endpoints are checked once, here
         for i, overrides in enumerate(job_overrides):
             runs.append(self._plan_job(planning, initial_job_idx + i, overrides))
             first = planning.plans.get(initial_job_idx + i)
-            if self.cluster is None and first is not None and not dry_run and not planning.errors:
+            if not early_check_done and first is not None and not planning.errors:
+                early_check_done = True
                 # Ray and the pool's workers start once the first job's endpoints answer, while the other jobs are
                 # planned and checked: a dead endpoint still exits at once, with no Ray started on the way; a launch
                 # that stops before running (a bad job, a failed check, Ctrl-C) shuts that Ray down unseen; so is
