@@ -145,3 +145,28 @@ def test_sweep_is_planned_in_full_before_anything_runs(small):
         assert "2 of 4 configuration(s) cannot run" in p.stderr
         assert [r for r in fake.requests if r.get("path", "").endswith("/chat/completions")] == []
     assert [r for r in mlflow_runs(small)] == []
+
+
+def test_a_failed_endpoint_check_is_not_repeated():
+    """The launcher checks its first job's endpoints early and every job's later: a failing server is asked once per
+    launch (its error raised again), and a passing one is not asked again either."""
+    from tests.fake_openai import Fault
+
+    from inmind_exp.embed import EmbeddingSpec
+    from inmind_exp.llm.endpoint import Endpoint
+    from inmind_exp.run.resources import Resources
+
+    bm25 = EmbeddingSpec(name="bm25", kind="bm25")
+    with FakeOpenAI() as bad, FakeOpenAI() as good:
+        bad.models_fault = Fault(status=500)
+        res = Resources()
+        errors = []
+        for _ in range(2):
+            with pytest.raises(Exception) as e:
+                res.preflight([Endpoint(role="answerer", base_url=bad.base_url, model="m")], bm25)
+            errors.append(str(e.value))
+        assert errors[0] == errors[1] and "HTTP 500" in errors[0]
+        assert [r["path"] for r in bad.requests] == ["/v1/models"]
+        for _ in range(2):
+            res.preflight([Endpoint(role="answerer", base_url=good.base_url, model="m")], bm25)
+        assert [r["path"] for r in good.requests] == ["/v1/models"]

@@ -154,8 +154,6 @@ class InmindLauncher(Launcher):
         # before every check has passed, and never in a dry run
         warm = warm_up(self.config, session.resources, self.tracking)
         self.tracking = None  # the store is used from now on
-        if keep and self.cluster is None:  # the first job's check failed and then passed (a transient error)
-            self.cluster = ClusterStart(self.config, session.resources)
         cluster_error = self.cluster.result() if keep and self.cluster is not None else None
         warm.join()
         if cluster_error is not None:

@@ -27,6 +27,10 @@ class Resources:
         self.trackers: dict[tuple[str, str], Any] = {}
         self.checked: set[tuple[str, str]] = set()
         self.systems_checked: set[tuple[str, ...]] = set()
+        #: failed checks, raised again when asked again: a launch checks its first job early (before Ray starts)
+        #: and every job later, and a dead endpoint or a failing probe is not waited for, or paid, twice
+        self.failed: dict[frozenset[tuple[str, str]], BaseException] = {}
+        self.systems_failed: dict[tuple[str, ...], BaseException] = {}
         self._executor: Any = None
         self._lock = threading.RLock()
 
@@ -88,25 +92,41 @@ class Resources:
             return self.trackers[key]
 
     def preflight(self, endpoints: Iterable[Endpoint], embedding: EmbeddingSpec) -> None:
-        """Check each endpoint once per process: the key is set and the server answers."""
+        """Check each endpoint once per process: the key is set and the server answers (a failed check is not
+        repeated: its error is raised again)."""
         from inmind_exp.llm.preflight import check_endpoints
 
         eps = list(endpoints) + ([embedding.endpoint] if embedding.endpoint else [])
         with self._lock:
             todo = [e for e in eps if (e.base_url, e.model) not in self.checked]
             if todo:
-                check_endpoints(todo)
-                self.checked.update((e.base_url, e.model) for e in todo)
+                key = frozenset((e.base_url, e.model) for e in todo)
+                if key in self.failed:
+                    raise self.failed[key]
+                try:
+                    check_endpoints(todo)
+                except Exception as e:
+                    self.failed[key] = e
+                    raise
+                self.checked.update(key)
 
     def system_preflight(self, plan: Any) -> None:
-        """The system's own check of its endpoints (``MemorySystem.preflight``), once per system and endpoints."""
+        """The system's own check of its endpoints (``MemorySystem.preflight``), once per system and endpoints (a
+        failed check is not repeated: its error is raised again)."""
         from inmind_exp.llm import CallCache, Models
 
         key = (plan.system_name, *sorted(e.identity for e in plan.endpoints.values()))
         with self._lock:
             if key in self.systems_checked:
                 return
-        plan.system_cls.preflight(Models.build(dict(plan.endpoints), CallCache(plan.run.cache_dir)))
+            if key in self.systems_failed:
+                raise self.systems_failed[key]
+        try:
+            plan.system_cls.preflight(Models.build(dict(plan.endpoints), CallCache(plan.run.cache_dir)))
+        except Exception as e:
+            with self._lock:
+                self.systems_failed[key] = e
+            raise
         with self._lock:
             self.systems_checked.add(key)
 
