@@ -121,8 +121,8 @@ def _load(dotted: str) -> Callable[[DictConfig], Any]:
 class CheckSweep(Callback):
     """Hydra callback: compose and check every job in ``on_multirun_start``; on any problem print them all and exit
     with code 2 before the first job starts. ``check`` names an extra ``module:function`` run on each job's config
-    that raises on a problem (e.g. the runner's planning step); under the inmind launcher it is not run, since the
-    launcher plans every job itself before any runs (each job is planned once)."""
+    that raises on a problem (e.g. the runner's planning step). Under the inmind launcher it does nothing: the
+    launcher makes the same checks (``InmindLauncher._check_jobs``), then plans every job, before any runs."""
 
     def __init__(self, check: str | None = None) -> None:
         self.check = check
@@ -130,6 +130,8 @@ class CheckSweep(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from inmind_exp.safety.redact import redact_overrides
 
+        if OmegaConf.select(config, "hydra.launcher._target_") == INMIND_LAUNCHER:
+            return  # the launcher makes these checks itself, on the configs it plans from (each job composed once)
         overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=[]) or []]
         params = OmegaConf.select(config, "hydra.sweeper.params", default=None)
         params = OmegaConf.to_container(params) if params is not None else None
@@ -138,8 +140,7 @@ class CheckSweep(Callback):
         composed = overrides + ([f"hydra.searchpath=[{','.join(repr(p) for p in search)}]"] if search else [])
         configs = expand_sweep(composed, config_name=kwargs.get("config_name") or "config", params=params)  # a
         # plug-in's config on a hydra.searchpath of the command line (README: Adding a memory system) composes too
-        plans_itself = OmegaConf.select(config, "hydra.launcher._target_") == INMIND_LAUNCHER
-        extra = _load(self.check) if self.check and not plans_itself else None
+        extra = _load(self.check) if self.check else None
         problems = check_sweep(configs, [redact_overrides(j) for j in swept(jobs)], extra)
         if problems:
             print(f"error: {len(problems)} problem(s) in {len(jobs)} job(s) of the sweep; nothing was run:\n"

@@ -1,17 +1,35 @@
 """LLM and embedding access: a provider (``provider``: the openai wire format and its errors) under one wrapper
-(``model.Model``: cache, limits, retries, usage), one ``LLMClient`` per role, and ``Models``, the three roles."""
+(``model.Model``: cache, limits, retries, usage), one ``LLMClient`` per role, and ``Models``, the three roles.
+
+Names are imported on first use (PEP 562), so that a process needing only the cache, the limits or the cluster
+services (``services``) does not import the openai client (~1 s)."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from typing import Any
 
-from inmind_exp.llm.cache import CallCache, cache_key
-from inmind_exp.errors import EndpointError, JSONReplyError, LLMCallError
-from inmind_exp.llm.endpoint import ROLES, Endpoint
-from inmind_exp.llm.limits import Limiter, LocalLimiter
-from inmind_exp.llm.model import CallPolicy, LLMClient, Model, parse_json_object
-from inmind_exp.llm.provider import Completion, OpenAIProvider
 from inmind_exp.llm.usage import UsageMeter
+
+#: each public name and the submodule it comes from
+_LAZY = {
+    "CallCache": "inmind_exp.llm.cache", "cache_key": "inmind_exp.llm.cache",
+    "EndpointError": "inmind_exp.errors", "JSONReplyError": "inmind_exp.errors", "LLMCallError": "inmind_exp.errors",
+    "ROLES": "inmind_exp.llm.endpoint", "Endpoint": "inmind_exp.llm.endpoint",
+    "Limiter": "inmind_exp.llm.limits", "LocalLimiter": "inmind_exp.llm.limits",
+    "CallPolicy": "inmind_exp.llm.model", "LLMClient": "inmind_exp.llm.model", "Model": "inmind_exp.llm.model",
+    "parse_json_object": "inmind_exp.llm.model",
+    "Completion": "inmind_exp.llm.provider", "OpenAIProvider": "inmind_exp.llm.provider",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -27,6 +45,9 @@ class Models:
     def build(
         cls, endpoints: dict[str, Endpoint], cache: CallCache | None, limiter: Limiter | None = None
     ) -> "Models":
+        from inmind_exp.llm.endpoint import ROLES
+        from inmind_exp.llm.model import LLMClient
+
         meter = UsageMeter()
         clients = {r: LLMClient(endpoints[r], cache=cache, limiter=limiter, meter=meter) for r in ROLES}
         return cls(meter=meter, **clients)
@@ -35,8 +56,4 @@ class Models:
         return sum(c.http_calls for c in (self.answerer, self.judge, self.memory))
 
 
-__all__ = [
-    "CallCache", "cache_key", "Completion", "JSONReplyError", "LLMClient", "parse_json_object", "ROLES", "Endpoint",
-    "EndpointError", "Limiter", "LocalLimiter", "LLMCallError", "UsageMeter", "Models", "Model", "CallPolicy",
-    "OpenAIProvider",
-]
+__all__ = [*_LAZY, "UsageMeter", "Models"]

@@ -38,3 +38,28 @@ def test_launch_with_bad_later_job_stops_before_any_job(tmp_path):
     assert "job #3 (injection.user_turn=100000 cluster.workers=0)" in p.stderr and "job #0" not in p.stderr
     assert "Launching" not in p.stdout + p.stderr  # Hydra never got to launch job 0
     assert not any((tmp_path / "sweep").glob("*/.hydra"))  # and no job directory was made
+
+
+def test_under_the_inmind_launcher_each_job_is_composed_once():
+    """The launcher checks and plans every job from the config Hydra's sweeper composed to validate the batch:
+    one composition per job (it was three: the sweeper, the check callback, the launcher)."""
+    from inmind_exp.launch.launcher import _ComposedOnce
+
+    calls = []
+
+    class Loader:
+        def load_sweep_config(self, master_config, sweep_overrides):
+            from omegaconf import OmegaConf
+
+            calls.append(tuple(sweep_overrides))
+            return OmegaConf.create({"job": list(sweep_overrides)})
+
+        other = "passed through"
+
+    master = object()
+    loader = _ComposedOnce(Loader())
+    first = loader.load_sweep_config(master, ["a=1"])
+    first.job.append("changed")  # a caller's change does not reach the next caller
+    assert list(loader.load_sweep_config(master, ["a=1"]).job) == ["a=1"]
+    loader.load_sweep_config(master, ["a=2"])
+    assert calls == [("a=1",), ("a=2",)] and loader.other == "passed through"
