@@ -6,11 +6,12 @@ per role at its own model's prices; a sweep's dry run ends with the total over i
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from inmind_exp.judges import applicable
 from inmind_exp.records import Session
-from inmind_exp.run.plan import Plan
+
+if TYPE_CHECKING:  # the package's __init__ imports this module: it stays light (the plan and judges import openai)
+    from inmind_exp.run.plan import Plan
 
 
 def _user_turns(sessions: Sequence[Session]) -> int:
@@ -50,6 +51,8 @@ def estimate(plan: Plan, retry_errors: bool | None = None,
     queries = 2 if plan.asks_naive else 1
     per_task_memory = suffix_calls + cost.memory_calls_per_query * queries
     per_task_answer = cost.answer_calls_per_query * queries
+    from inmind_exp.judges import applicable
+
     judges = applicable(plan.asks_naive, plan.judges)
     n = len(remaining)
     fresh = n - len(answered)  # tasks whose memory and answer calls are still to make

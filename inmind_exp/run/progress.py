@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from inmind_exp.metrics import cost_usd
 from inmind_exp.records import TaskRecord, Usage
 
 log = logging.getLogger(__name__)
@@ -145,6 +144,8 @@ class Spend:
                 usage[role] = usage.get(role, Usage()) + u
         roles = set(usage) or set(models)  # no call yet: priced when every model the plan calls is
         priced = prices and all(models.get(role) in prices for role in roles)
+        from inmind_exp.metrics import cost_usd  # (metrics imports the judges, and so openai: not in the phase board)
+
         cost = (cost_usd(usage, prices, models) or 0.0) if priced else None  # None from cost_usd: no usage yet
         return cls(paid_calls=sum(u.calls - u.cached_calls for u in usage.values()),
                    cached_calls=sum(u.cached_calls for u in usage.values()),
