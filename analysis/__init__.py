@@ -1,15 +1,33 @@
 """Analysis of logged sweeps: which system is better, and is the difference real? Reads per-task records from an
 MLflow experiment or a sweep directory (never reruns anything, never imports ``systems/``) and produces the paper's
 tables, paired tests, breakdowns, plots, a judge audit and one HTML report (``python -m analysis report``).
+
+Names are imported on first use (PEP 562): Hydra instantiates the end-of-sweep callback (``sweep_report``) at every
+launch, which must not pay for scipy and pandas before the sweep starts. ``analysis.compare`` is the submodule
+(its ``compare`` function is ``analysis.compare.compare``).
 """
 
-from analysis.compare import Comparison, compare, outcome, verdict_outcome
-from analysis.load import LoadError, Run, RunConfig, RunSet, check_store, find_run, load_experiment, load_sweep_dir
-from analysis.stats import benjamini_hochberg, cohen_kappa, holm, mcnemar_exact, paired_bootstrap_ci, wilson_interval
+from __future__ import annotations
 
-__all__ = [
-    "Comparison", "compare", "outcome", "verdict_outcome", "LoadError", "Run", "RunConfig", "RunSet", "check_store",
-    "find_run", "load_experiment",
-    "load_sweep_dir", "benjamini_hochberg", "cohen_kappa", "holm", "mcnemar_exact", "paired_bootstrap_ci",
-    "wilson_interval",
-]
+import importlib
+from typing import Any
+
+#: each public name and the submodule it comes from
+_LAZY = {
+    **dict.fromkeys(["Comparison", "outcome", "verdict_outcome"], "analysis.compare"),
+    **dict.fromkeys(["LoadError", "Run", "RunConfig", "RunSet", "check_store", "find_run", "load_experiment",
+                     "load_sweep_dir"], "analysis.load"),
+    **dict.fromkeys(["benjamini_hochberg", "cohen_kappa", "holm", "mcnemar_exact", "paired_bootstrap_ci",
+                     "wilson_interval"], "analysis.stats"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = list(_LAZY)

@@ -11,6 +11,7 @@ of its parent run). It lives in ``analysis/`` (the core never imports analysis);
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -55,12 +56,41 @@ def report_sweep(tracking_uri: str, experiment: str, root: Path, n_boot: int | N
     return rep.html
 
 
+def wanted(config: DictConfig) -> bool:
+    """Whether the sweep of ``config`` ends with its report: ``tracking.report_at_end`` and not a dry run."""
+    return bool(OmegaConf.select(config, "tracking.report_at_end", default=True)) and not OmegaConf.select(
+        config, "dry_run")
+
+
+def prefetch(config: DictConfig, after: threading.Event | None = None) -> threading.Thread | None:
+    """Import the report's modules (matplotlib, pandas, scipy: ~1-1.5 s) in a background thread once ``after`` is
+    set (the sweep's first task has started: the driver mostly waits on its workers then), when the sweep will end
+    with its report, so the report at the end no longer starts with the imports. A failed import is left for
+    ``report_at_end`` to report."""
+    if not wanted(config):
+        return None
+
+    def work() -> None:
+        if after is not None:
+            after.wait()
+        try:
+            import analysis.load  # noqa: F401
+            import analysis.report  # noqa: F401
+            import analysis.viewer  # noqa: F401
+        except Exception as e:  # noqa: BLE001
+            log.debug(f"prefetching the report's modules: {type(e).__name__}: {e}")
+
+    t = threading.Thread(target=work, name="inmind-report-imports", daemon=True)
+    t.start()
+    return t
+
+
 def report_at_end(config: DictConfig) -> None:
     """``report_sweep`` for the sweep of ``config`` (its base config), unless ``tracking.report_at_end`` is false
     or it is a dry run; any failure is logged as a warning and swallowed."""
     from inmind_exp.tracking import sweep_run_key
 
-    if not OmegaConf.select(config, "tracking.report_at_end", default=True) or OmegaConf.select(config, "dry_run"):
+    if not wanted(config):
         return
     root = Path(str(OmegaConf.select(config, "hydra.sweep.dir"))).resolve()
     overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=[]) or []]

@@ -152,16 +152,22 @@ def env_for_launch() -> dict[str, str]:
 
 def test_the_cluster_services_import_neither_the_openai_client_nor_the_driver():
     """The limiter, the cache service and the phase board each start a Ray worker process that imports their module:
-    it imports neither openai (~1 s) nor the driver and the metrics under it; the package names still resolve."""
+    it imports neither openai (~1 s) nor the driver and the metrics under it; the end-of-sweep callback imports none
+    of the report's libraries, and naming the sweep's parent run does not import MLflow; the package names still
+    resolve."""
     from tests.launch_helpers import REPO, env as run_env
 
     code = ("import sys, inmind_exp.llm.services, inmind_exp.run.progress, inmind_exp.llm.cache, inmind_exp.llm.limits\n"
-            "print(sorted(m for m in ('openai', 'inmind_exp.run.driver', 'inmind_exp.metrics', 'inmind_exp.judges')"
-            " if m in sys.modules))\n"
+            "import analysis.sweep_report  # the end-of-sweep callback Hydra instantiates at every launch\n"
+            "from inmind_exp.tracking import sweep_run_key  # the sweep's parent key, named before its tasks run\n"
+            "print(sorted(m for m in ('openai', 'inmind_exp.run.driver', 'inmind_exp.metrics', 'inmind_exp.judges',"
+            " 'scipy', 'pandas', 'matplotlib', 'mlflow') if m in sys.modules))\n"
             "from inmind_exp.llm import Models, LLMClient, CallCache\n"
             "from inmind_exp.run import Ledger, estimate, plan_config, run_plan\n"
-            "print(callable(estimate), LLMClient.__module__, Ledger.__module__, 'openai' in sys.modules)\n")
+            "from inmind_exp.tracking import Tracker\n"
+            "print(callable(estimate), LLMClient.__module__, Ledger.__module__, 'openai' in sys.modules,"
+            " Tracker.__module__)\n")
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=run_env(), capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.splitlines() == ["[]", "True inmind_exp.llm.model inmind_exp.run.ledger True"]
+    assert p.stdout.splitlines() == ["[]", "True inmind_exp.llm.model inmind_exp.run.ledger True inmind_exp.tracking.writer"]

@@ -3,6 +3,7 @@ itself is ``inmind_exp.launch.launcher``; this subclass adds the end-of-sweep an
 (``inmind_exp``) never imports."""
 
 from dataclasses import dataclass
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
@@ -19,6 +20,11 @@ ConfigStore.instance().store(group="hydra/launcher", name="inmind", node=InmindL
 
 
 class InmindLauncher(_launcher.InmindLauncher):
+    def prepare_report(self, config: DictConfig, after: Any = None) -> None:
+        from analysis.sweep_report import prefetch
+
+        prefetch(config, after)
+
     def report_at_end(self, config: DictConfig) -> None:
         from analysis.sweep_report import report_at_end
 

@@ -44,14 +44,42 @@ class InmindLauncher(Launcher):
         self.task_function: Optional[TaskFunction] = None
         self.hydra_context: Optional[HydraContext] = None
         self.cluster: Any = None  # the background start of Ray (inmind_exp.run.sweep.ClusterStart)
-        self.tracking: Any = None  # the background preparation of the MLflow store (sweep.prepare_tracking)
+        self.session: Any = None  # the launch's run.session.Session, made in setup (its resources are checked there)
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config = config
         self.hydra_context = hydra_context
         self.task_function = task_function
         if not isinstance(hydra_context.config_loader, _ComposedOnce):  # the sweeper shares this context
-            hydra_context.config_loader = _ComposedOnce(hydra_context.config_loader)
+            hydra_context.config_loader = _ComposedOnce(hydra_context.config_loader, on_error=self._cancel_cluster)
+        self._start_early()
+
+    def _start_early(self) -> None:
+        """Before Hydra's sweeper composes every job to validate the batch: compose the first job, check its
+        endpoints (keys, servers) and, if they answer, start Ray and the pool's workers in the background
+        (``sweep.ClusterStart``) while the jobs are composed, checked and planned. A dead endpoint starts no Ray (its error is reported when the jobs are checked, without a second
+        request); anything this cannot read leaves the start to ``_launch``, after the first job is planned."""
+        from inmind_exp.launch.check_sweep import expand_overrides
+        from inmind_exp.run.session import Session
+        from inmind_exp.run.settings import embedding_spec, local_server, role_endpoints
+        from inmind_exp.run.sweep import ClusterStart
+
+        assert self.hydra_context is not None and self.config is not None
+        self.session = Session()
+        if self.config.get("dry_run") or self.cluster is not None or __import__("os").environ.get("AB_NO_EARLY"):
+            return
+        try:
+            overrides = [str(o) for o in self.config.hydra.overrides.task]
+            params = self.config.hydra.sweeper.get("params")
+            first = expand_overrides(overrides, dict(params) if params else None)[0]
+            cfg = self.hydra_context.config_loader.load_sweep_config(self.config, first)
+            if local_server(cfg) is None:  # the embedded server's driver checks it once it has started it
+                self.session.resources.preflight(role_endpoints(cfg.llm).values(),
+                                                 embedding_spec(cfg.embedding, cfg.llm))
+        except Exception as e:  # noqa: BLE001 - a bad job or a dead endpoint is reported by _launch, with the rest
+            log.debug(f"no early start: {type(e).__name__}: {e}")
+            return
+        self.cluster = ClusterStart(self.config, self.session.resources)
 
     def _plan_job(self, planning: "_Planning", idx: int, overrides: Sequence[str]) -> JobReturn:
         """Hydra's job set-up (directory, .hydra files, logging) around the planning of one job: its plan is
@@ -85,6 +113,10 @@ class InmindLauncher(Launcher):
                   + "\n".join(f"  - {p}" for p in problems), file=sys.stderr, flush=True)
             sys.exit(EXIT_BAD_INPUT)
 
+    def prepare_report(self, config: DictConfig, after: Any = None) -> None:
+        """Called before the sweep runs: the plug-in class gets the end-of-sweep report ready (imports its modules
+        in the background) once ``after`` (a ``threading.Event``: the first task has started) is set."""
+
     def report_at_end(self, config: DictConfig) -> None:
         """The end-of-sweep analysis report: the plug-in class in ``hydra_plugins/inmind_launcher`` supplies it (the
         core never imports ``analysis``)."""
@@ -92,13 +124,9 @@ class InmindLauncher(Launcher):
     def _cancel_cluster(self) -> None:
         """End the Ray started in the background, if any, and its actors (``sweep.ClusterStart``); before anything
         ran, unseen."""
-        from inmind_exp.run.sweep import discard_tracking
-
         if self.cluster is not None:
             self.cluster.cancel()
             self.cluster = None
-        discard_tracking(self.tracking)
-        self.tracking = None
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from inmind_exp.run import stop
@@ -118,7 +146,7 @@ class InmindLauncher(Launcher):
         from inmind_exp.run import stop
         from inmind_exp.run.labels import varying_keys
         from inmind_exp.run.session import Session
-        from inmind_exp.run.sweep import ClusterStart, prepare_tracking, preflight, run_plans, warm_up
+        from inmind_exp.run.sweep import ClusterStart, preflight, run_plans
 
         setup_globals()
         assert self.hydra_context is not None and self.config is not None and self.task_function is not None
@@ -128,11 +156,11 @@ class InmindLauncher(Launcher):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         log.info(f"Planning {len(job_overrides)} jobs, then running them as one schedule")
 
-        session = Session()
+        session, self.session = (self.session or Session()), None
         dry_run = bool(self.config.get("dry_run"))
         planning = _Planning(session, varying_keys([filter_overrides(o) for o in job_overrides]), dry_run)
         runs: List[JobReturn] = []
-        early_check_done = dry_run  # the first planned job's endpoints are checked once, here
+        early_check_done = dry_run or self.cluster is not None  # else the first planned job's endpoints, here
         for i, overrides in enumerate(job_overrides):
             runs.append(self._plan_job(planning, initial_job_idx + i, overrides))
             first = planning.plans.get(initial_job_idx + i)
@@ -144,7 +172,6 @@ class InmindLauncher(Launcher):
                 # MLflow's new store made, under a hidden name until every check has passed
                 if not preflight([first], session.resources):  # a failure is reported below, with the others'
                     self.cluster = ClusterStart(self.config, session.resources)
-                    self.tracking = prepare_tracking(self.config)
         if planning.errors:
             self._cancel_cluster()
             for idx, overrides, message in planning.errors:
@@ -170,16 +197,14 @@ class InmindLauncher(Launcher):
             print(f"error: {len(bad)} of {len(keep)} configuration(s) cannot run; nothing was run", file=sys.stderr,
                   flush=True)
             sys.exit(2)
-        # the MLflow store opens (a new SQLite store takes seconds) while Ray starts; nothing is written to MLflow
-        # before every check has passed, and never in a dry run
-        warm = warm_up(self.config, session.resources, self.tracking)
-        self.tracking = None  # the store is used from now on
+        # nothing is written to MLflow before every check has passed, and never in a dry run: each configuration
+        # opens its MLflow run while its first tasks run (run.driver.run_plan)
         cluster_error = self.cluster.result() if keep and self.cluster is not None else None
-        warm.join()
         if cluster_error is not None:
             print(f"error: {scrub(str(cluster_error))}", file=sys.stderr, flush=True)
             sys.exit(2)
         root = plans[0].root
+        self.prepare_report(self.config, getattr(session.resources.executor, "working", None))
         try:
             outcomes = run_plans([plans[k] for k in keep], parent_key=sweep_key(self.config, root),
                                  parent_name=f"sweep {root.name}", resources=session.resources)
@@ -252,8 +277,9 @@ class _ComposedOnce:
     the batch, then the launcher checks and plans each from the same config (a copy each time; composing one job is
     ~0.3 s, three times per job before Ray could start)."""
 
-    def __init__(self, loader: Any) -> None:
+    def __init__(self, loader: Any, on_error: Any = None) -> None:
         self._loader = loader
+        self._on_error = on_error  # called when a job does not compose (the launch ends): the early Ray's end
         self._composed: dict[tuple[int, tuple[str, ...]], DictConfig] = {}
 
     def load_sweep_config(self, master_config: DictConfig, sweep_overrides: List[str]) -> DictConfig:
@@ -261,7 +287,12 @@ class _ComposedOnce:
 
         key = (id(master_config), tuple(sweep_overrides))
         if key not in self._composed:
-            self._composed[key] = self._loader.load_sweep_config(master_config, list(sweep_overrides))
+            try:
+                self._composed[key] = self._loader.load_sweep_config(master_config, list(sweep_overrides))
+            except BaseException:
+                if self._on_error is not None:
+                    self._on_error()
+                raise
         return copy.deepcopy(self._composed[key])
 
     def __getattr__(self, name: str) -> Any:

@@ -6,6 +6,7 @@ tasks run, the executor calls for the progress line (``progress.PlanProgress``);
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -50,12 +51,11 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
 
     if remaining:  # the local server, keys and endpoints are checked before any MLflow run is created
         plan = prepare(plan, res)
-    tracker = res.tracker(plan.tracking)
-    parent_id = tracker.open_sweep_run(parent_key, plan.root) if parent_key else None  # MLflow layout: tracking.py
-    # a configuration run per sweep identity: another sweep in the same directory holding it has its own child
-    run_key = identity_hash({"root": str(plan.root.resolve()), "config": plan.config_hash,
-                               **({"sweep": parent_key} if parent_key else {})})
-    run_id = tracker.open_config_run(plan, dict(plan.params), run_key, parent_id, _dataset_path(plan))
+    # the MLflow runs open once the first tasks run (importing MLflow and opening a store hold the driver's
+    # interpreter for seconds, which the pool's start-up is short of); nothing else is logged before the tasks ran
+    executor = executor or (res.executor if remaining else None)
+    opening = _Opening(lambda: _open_runs(plan, res, parent_key),
+                       after=getattr(executor, "working", None) if remaining else None)
     status = "FINISHED"
     records: dict[str, TaskRecord] = {t.id: plan.done[t.id] for t in plan.tasks if t.id in plan.done}
     progress = PlanProgress(plan, records)
@@ -64,7 +64,7 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
     try:
         if remaining:
             with live.display(plan.run.progress) if sweep is None else nullcontext():  # a sweep has its own
-                _execute(plan, remaining, records, progress, executor or res.executor)
+                _execute(plan, remaining, records, progress, executor)
     except KeyboardInterrupt:
         status = "KILLED"
         log.info(f"\n[inmind] interrupted: {len(records)} results are in the ledger {plan.ledger_path}; "
@@ -79,22 +79,70 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
             log.error(f"[inmind] {plan.name}: {died}; {progress.errors} of its {progress.total} tasks ended in an error")
         ordered = [records[t.id] for t in plan.tasks if t.id in records]
         metrics = compute(ordered)
+        run_id, open_error = None, None
         try:
-            shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
-        except OSError as e:  # a full disk must not hide why the run stopped, nor leave the MLflow run RUNNING
-            log.error(f"[inmind] {plan.name}: outputs not written ({type(e).__name__}: {e}); the ledger "
-                      f"{plan.ledger_path} holds the finished results")
-            status, shown = ("FAILED" if status == "FINISHED" else status), {}
-        tracker.finish(run_id, status)
-        if parent_id:
-            tracker.add_to_sweep(parent_id, run_id, shown)
-            tracker.finish(parent_id, status)
+            tracker, parent_id, run_id = opening.result()  # (waiting no longer for the first task)
+        except Exception as e:  # noqa: BLE001 - raised below, after what ran is said to be saved
+            open_error = e
+            log.error(f"[inmind] {plan.name}: the MLflow run did not open ({type(e).__name__}: {e}); the ledger "
+                      f"{plan.ledger_path} holds the finished results (a rerun logs them, paying for no call)")
+        if open_error is None:
+            try:
+                shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
+            except OSError as e:  # a full disk must not hide why the run stopped, nor leave the MLflow run RUNNING
+                log.error(f"[inmind] {plan.name}: outputs not written ({type(e).__name__}: {e}); the ledger "
+                          f"{plan.ledger_path} holds the finished results")
+                status, shown = ("FAILED" if status == "FINISHED" else status), {}
+            tracker.finish(run_id, status)
+            if parent_id:
+                tracker.add_to_sweep(parent_id, run_id, shown)
+                tracker.finish(parent_id, status)
+    if open_error is not None:
+        raise open_error
     log.info(progress.summary())
     hint = (retry_summary([(plan.name, progress.errors, progress.total)], [], retry_errors=plan.run.retry_errors)
             if sweep is None else None)
     if hint:
         log.info(hint, extra=FILE_ONLY)  # the terminal gets it as launch.py's closing line
     return RunResult(plan, ordered, metrics, run_id, time.perf_counter() - t0)
+
+
+def _open_runs(plan: Plan, res: Resources, parent_key: str | None) -> tuple[Any, str | None, str]:
+    """The tracker, the sweep's parent run (when in a sweep) and this configuration's run (MLflow layout: tracking)."""
+    tracker = res.tracker(plan.tracking)
+    parent_id = tracker.open_sweep_run(parent_key, plan.root) if parent_key else None
+    # a configuration run per sweep identity: another sweep in the same directory holding it has its own child
+    run_key = identity_hash({"root": str(plan.root.resolve()), "config": plan.config_hash,
+                             **({"sweep": parent_key} if parent_key else {})})
+    return tracker, parent_id, tracker.open_config_run(plan, dict(plan.params), run_key, parent_id, _dataset_path(plan))
+
+
+class _Opening:
+    """``fn`` run in a background thread once ``after`` is set (at once without one); ``result`` stops waiting for
+    ``after``, then waits for ``fn``'s value or raises its error."""
+
+    def __init__(self, fn: Any, after: threading.Event | None = None) -> None:
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._go = threading.Event()
+        self._after = after
+        self._thread = threading.Thread(target=self._run, args=(fn,), name="inmind-mlflow-open", daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Any) -> None:
+        while self._after is not None and not self._after.is_set() and not self._go.wait(0.05):
+            pass
+        try:
+            self._value = fn()
+        except BaseException as e:  # noqa: BLE001 - raised again by result()
+            self._error = e
+
+    def result(self) -> Any:
+        self._go.set()
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def prepare(plan: Plan, res: Resources) -> Plan:

@@ -111,6 +111,9 @@ class Pool(Protocol):
     failed: BaseException | None
     said_capacity: int | None  # the capacity last logged as below cluster.workers
     spend_cap: Any  # the plans stopped at their spend cap (``spend_cap.CapRecord``)
+    #: set once a schedule hands out its first task, or ends: start-up is over (``run.driver``'s MLflow opening and
+    #: the report's imports wait for it, so as not to hold the driver's interpreter while the pool starts)
+    working: threading.Event
 
     def start(self, cluster: ClusterSettings) -> Any: ...
     def add_api_keys(self, api_keys: Any) -> None: ...

@@ -33,6 +33,7 @@ class Resources:
         self.systems_failed: dict[tuple[str, ...], BaseException] = {}
         self._executor: Any = None
         self._lock = threading.RLock()
+        self._tracker_lock = threading.Lock()  # apart: opening a tracker imports MLflow (seconds) while others check
 
     @property
     def executor(self) -> Any:
@@ -86,7 +87,7 @@ class Resources:
         from inmind_exp.tracking import Tracker
 
         key = (tracking.uri, tracking.experiment)
-        with self._lock:
+        with self._tracker_lock:
             if key not in self.trackers:
                 self.trackers[key] = _Serialized(Tracker(tracking.uri, tracking.experiment))
             return self.trackers[key]

@@ -135,6 +135,7 @@ class Schedule:
                 ref = w.actor.run_task.remote(job.spec_ref, task, job.trace_ref, p.session_index, p.prefix_hash,
                                               job.prefix_ref, attempt)
                 self.inflight[ref] = ("task", job, task, attempt, w, time.perf_counter())
+                self.ex.working.set()
             else:
                 return False
             w.running += 1
@@ -328,6 +329,8 @@ class Schedule:
                 while self.ex.inbox:
                     self.ex.inbox.popleft().finish(e)
             raise
+        finally:
+            self.ex.working.set()
 
 
 def _placement(plan: Plan, task: Task, attempt: int, where: dict[str, Any]) -> None:

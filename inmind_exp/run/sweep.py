@@ -31,6 +31,7 @@ class SharedExecutor:
 
     def __init__(self, ray_executor: Any):
         self.ray_executor = ray_executor
+        self.working = getattr(ray_executor, "working", None)  # start-up is over (interface.Pool.working)
 
     def run(self, plan: Plan, tasks: list[Task], report: Callable, progress: Any) -> None:
         from inmind_exp.run.interface import Job
@@ -41,55 +42,6 @@ class SharedExecutor:
             pass
         if job.error is not None:
             raise job.error
-
-
-def prepare_tracking(cfg: Any) -> threading.Thread:
-    """While the sweep of base config ``cfg`` is planned: import MLflow and make a new SQLite store ahead of time
-    under a hidden name (``tracking.store.prepare_store``), so that opening it once the checks pass is a rename
-    away; ``discard_tracking`` deletes it when the launch stops first, and at exit when unused."""
-    def work() -> None:
-        try:
-            import atexit
-
-            import inmind_exp.tracking  # noqa: F401  (mlflow: seconds of imports)
-            from inmind_exp.tracking.store import discard_prepared, prepare_store
-
-            atexit.register(discard_prepared)
-            prepare_store(str(cfg.tracking.uri))
-        except Exception as e:  # noqa: BLE001 - the store is then made when first opened, as without this
-            log.debug(f"preparing the MLflow store: {type(e).__name__}: {e}")
-
-    t = threading.Thread(target=work, name="inmind-prepare-tracking", daemon=True)
-    t.start()
-    return t
-
-
-def discard_tracking(prepared: threading.Thread | None, timeout_s: float = 120.0) -> None:
-    """Nothing will be logged: wait for ``prepare_tracking`` and delete the store it made."""
-    if prepared is None:
-        return
-    prepared.join(timeout_s)
-    if "inmind_exp.tracking.store" in sys.modules:
-        sys.modules["inmind_exp.tracking.store"].discard_prepared()
-
-
-def warm_up(cfg: Any, res: Resources, prepared: threading.Thread | None = None) -> threading.Thread:
-    """Open the MLflow store (creating a new SQLite store takes seconds; ``prepared`` is the ``prepare_tracking``
-    that may have made it already) in the background while Ray starts, from ``cfg``, the sweep's base config. A
-    failure is not reported here: it recurs, with context, when plans run."""
-    from inmind_exp.run.settings import TrackingSettings
-
-    def work() -> None:
-        try:
-            if prepared is not None:
-                prepared.join()
-            res.tracker(TrackingSettings(uri=str(cfg.tracking.uri), experiment=str(cfg.tracking.experiment)))
-        except Exception as e:  # noqa: BLE001
-            log.debug(f"warm-up: {type(e).__name__}: {e}")
-
-    t = threading.Thread(target=work, name="inmind-warm-up", daemon=True)
-    t.start()
-    return t
 
 
 def start_cluster(cfg: Any, res: Resources) -> BaseException | None:

@@ -5,11 +5,12 @@ again by tags on resume so a rerun never duplicates a run. This package is the o
 ``writer`` (the ``Tracker``), ``store`` (opening a store safely when several processes may create it), ``params``
 (what a configuration run shows: params, tags, provenance), ``naming`` (a sweep parent's name and key), ``view``
 (the MLflow UI's saved view) and ``records_table`` (rounded metrics, the per-task table); every name is re-exported
-here.
+here (``writer``'s on first use: only it and ``store`` import mlflow).
 """
 
 from __future__ import annotations
 
+from typing import Any
 
 from inmind_exp.tracking.naming import SWEEP_KEY_SKIP, SWEEP_NAME_SKIP, sweep_name, sweep_overrides, sweep_run_key
 from inmind_exp.tracking.params import (
@@ -34,7 +35,20 @@ from inmind_exp.tracking.view import (
     runs_view_state,
     runs_view_url,
 )
-from inmind_exp.tracking.writer import MlflowClient, Tracker, artifact_location
+#: the names from ``writer``, which imports mlflow (seconds): imported on first use (PEP 562), so that naming a
+#: sweep's parent run or reading a view's state does not import MLflow while a launch starts
+_FROM_WRITER = ("MlflowClient", "Tracker", "artifact_location")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_WRITER:
+        from inmind_exp.tracking import writer
+
+        value = getattr(writer, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "COST_DECIMALS", "EXPERIMENT_KIND", "EXPERIMENT_KIND_TAG", "METRIC_DECIMALS", "REPO_ROOT", "RESULT_PARAM_KEYS",

@@ -73,23 +73,6 @@ def with_retries(fn: Callable[[], T], attempts: int = 5, delay_s: float = 0.2) -
     raise AssertionError("unreachable")
 
 
-#: new SQLite stores made ahead of time (``prepare_store``), by the path they are for
-_PREPARED: dict[Path, Path] = {}
-
-
-def prepare_store(uri: str) -> None:
-    """Create and migrate a new SQLite store under a hidden name beside the one ``uri`` names, so that once every
-    check of a launch has passed the real store is a rename away (a new store's migrations take seconds); until
-    then no ``mlflow.db`` exists. Nothing for an existing store, another kind of store, or a missing directory."""
-    db = sqlite_path(uri)
-    if db is None or db.exists() or not db.parent.is_dir() or db in _PREPARED:
-        return
-    tmp = db.with_name(f".{db.name}.prepared-{os.getpid()}")
-    tmp.unlink(missing_ok=True)
-    new_store(tmp)
-    _PREPARED[db] = tmp
-
-
 def template_path() -> Path:
     """Where the empty store of this MLflow version is kept (``$INMIND_CACHE_HOME``, else
     ``$XDG_CACHE_HOME/inmind-exp``, else ``~/.cache/inmind-exp``): copying it is ~0.05 s where creating a store
@@ -150,25 +133,6 @@ def _save_template(db: Path, template: Path) -> None:
         part.unlink(missing_ok=True)
 
 
-def discard_prepared() -> None:
-    """Delete the stores made ahead of time and not used (the launch stopped before it logged anything)."""
-    for tmp in _PREPARED.values():
-        tmp.unlink(missing_ok=True)
-    _PREPARED.clear()
-
-
-def _adopt_prepared(uri: str) -> None:
-    """Under the store's lock: a store made ahead of time becomes the store, if there is none yet."""
-    db = sqlite_path(uri)
-    tmp = _PREPARED.pop(db, None) if db is not None else None
-    if tmp is None:
-        return
-    if db is not None and not db.exists() and tmp.exists():
-        os.replace(tmp, db)
-    else:
-        tmp.unlink(missing_ok=True)
-
-
 def open_tracking_store(uri: str) -> MlflowClient:
     """An ``MlflowClient`` whose store exists and is migrated, created by at most one process at a time."""
     def touch() -> MlflowClient:
@@ -177,7 +141,6 @@ def open_tracking_store(uri: str) -> MlflowClient:
         return client
 
     with store_lock(uri):
-        _adopt_prepared(uri)
         db = sqlite_path(uri)
         if db is not None and not db.exists() and db.parent.is_dir():
             with contextlib.suppress(Exception):  # then MLflow creates it, below
