@@ -137,4 +137,10 @@ if __name__ == "__main__":
     from inmind_exp.launch.override_names import check_argv
 
     check_argv(Path(__file__).parent / "conf")  # "did you mean" for a near-miss group or key (exit 2)
-    sys.exit(main())
+    from inmind_exp.exiting import exit_now
+
+    try:
+        code = main()
+    except SystemExit as e:  # the launch's own exits (2, 3, 4, 75, 130, 143) and Hydra's
+        code = e.code
+    exit_now(code)  # without the interpreter's finalisation (seconds): threads joined, atexit run, output flushed

@@ -57,8 +57,10 @@ class InmindLauncher(Launcher):
     def _start_early(self) -> None:
         """Before Hydra's sweeper composes every job to validate the batch: compose the first job, check its
         endpoints (keys, servers) and, if they answer, start Ray and the pool's workers in the background
-        (``sweep.ClusterStart``) while the jobs are composed, checked and planned. A dead endpoint starts no Ray (its error is reported when the jobs are checked, without a second
-        request); anything this cannot read leaves the start to ``_launch``, after the first job is planned."""
+        (``sweep.ClusterStart``) while the jobs are composed, checked and planned. A dead endpoint starts no Ray
+        (its error is reported when the jobs are checked, without a second request); a rerun (the sweep has a
+        ledger: its work may all be done, which costs nothing) and anything this cannot read leave the start to
+        ``_launch``, after the first job is planned."""
         from inmind_exp.launch.check_sweep import expand_overrides
         from inmind_exp.run.session import Session
         from inmind_exp.run.settings import embedding_spec, local_server, role_endpoints
@@ -66,9 +68,11 @@ class InmindLauncher(Launcher):
 
         assert self.hydra_context is not None and self.config is not None
         self.session = Session()
-        if self.config.get("dry_run") or self.cluster is not None or __import__("os").environ.get("AB_NO_EARLY"):
+        if self.config.get("dry_run") or self.cluster is not None:
             return
         try:
+            if any((Path(str(self.config.hydra.sweep.dir)) / "ledger").glob("*.jsonl")):
+                return
             overrides = [str(o) for o in self.config.hydra.overrides.task]
             params = self.config.hydra.sweeper.get("params")
             first = expand_overrides(overrides, dict(params) if params else None)[0]
