@@ -27,12 +27,15 @@ _METADATA = {"png": {"Software": None}, "svg": {"Date": None}}
 
 
 def save(fig: Figure, directory: Path, name: str) -> list[Path]:
-    """Write ``name.png`` and ``name.svg`` and close the figure."""
+    """Write ``name.png`` and ``name.svg`` and close the figure. The tight bounding box (what ``bbox_inches="tight"``
+    computes, padded by ``savefig.pad_inches``) is laid out once for both files instead of once per file."""
     directory.mkdir(parents=True, exist_ok=True)
+    fig.draw_without_rendering()
+    bbox = fig.get_tightbbox(fig.canvas.get_renderer()).padded(plt.rcParams["savefig.pad_inches"])
     paths = []
     for ext in ("png", "svg"):
         path = directory / f"{name}.{ext}"
-        fig.savefig(path, dpi=150, bbox_inches="tight", metadata=_METADATA[ext])
+        fig.savefig(path, dpi=150, bbox_inches=bbox, metadata=_METADATA[ext])
         paths.append(path)
     plt.close(fig)
     return paths

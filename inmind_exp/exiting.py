@@ -26,9 +26,9 @@ def exit_code(code: Any) -> int:
 def exit_now(code: Any) -> None:
     """Exit with ``code`` (a ``SystemExit`` code) after joining threads, running atexit handlers and flushing."""
     status = exit_code(code)
-    for t in threading.enumerate():
-        if t is not threading.main_thread() and not t.daemon:
-            t.join()
+    # what Python's exit does first: the threading module's exit hooks (concurrent.futures wakes its idle pool
+    # threads, e.g. MLflow's artifact uploader), then every non-daemon thread is joined
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

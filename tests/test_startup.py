@@ -171,3 +171,35 @@ def test_the_cluster_services_import_neither_the_openai_client_nor_the_driver():
                        timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.splitlines() == ["[]", "True inmind_exp.llm.model inmind_exp.run.ledger True inmind_exp.tracking.writer"]
+
+
+EXIT_PROBE = """
+import atexit, sys, threading, time
+from pathlib import Path
+from inmind_exp.exiting import exit_now
+out = Path(sys.argv[1])
+atexit.register(lambda: out.with_suffix('.atexit').write_text('ran'))
+def late():
+    time.sleep(0.3)
+    out.with_suffix('.thread').write_text('joined')
+threading.Thread(target=late).start()
+import concurrent.futures
+pool = concurrent.futures.ThreadPoolExecutor(1)  # an idle pool thread (MLflow's artifact uploader) must not hang it
+pool.submit(lambda: None).result()
+sys.stdout.write('unflushed line')
+exit_now(SystemExit(int(sys.argv[2])).code if sys.argv[2] != 'msg' else 'a message')
+"""
+
+
+def test_exit_now_keeps_what_pythons_own_exit_does(tmp_path):
+    """``launch.py`` leaves through ``exit_now``: the exit code is the SystemExit's, non-daemon threads are joined,
+    atexit handlers run and buffered output is flushed (only the interpreter's finalisation is skipped)."""
+    from tests.launch_helpers import REPO, env as run_env
+
+    for arg, code in (("3", 3), ("0", 0), ("msg", 1)):
+        out = tmp_path / f"probe{arg}"
+        p = subprocess.run([sys.executable, "-c", EXIT_PROBE, str(out), arg], cwd=REPO, env=run_env(),
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == code and p.stdout == "unflushed line", (p.returncode, p.stdout, p.stderr[-1000:])
+        assert out.with_suffix(".atexit").read_text() == "ran" and out.with_suffix(".thread").read_text() == "joined"
+        assert ("a message" in p.stderr) is (arg == "msg")
