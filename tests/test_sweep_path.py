@@ -70,14 +70,14 @@ def test_ctrl_c_before_anything_ran_prints_the_command(tmp_path):
         # SIGINT as a terminal sends it (a shell's background job would start with it ignored)
         proc = subprocess.Popen(cmd, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        deadline = time.monotonic() + 120
-        # the first job's endpoints are checked as soon as it is planned (the check's failure is not repeated later)
-        while time.monotonic() < deadline and proc.poll() is None and len(list((tmp_path / "sweep").glob("*/.hydra"))) < 1:
-            time.sleep(0.2)
-        time.sleep(2.0)  # job 0 is planned; its endpoint check waits for the silent server
+        # the first job's endpoints are checked as the launch starts (the check's failure is not repeated later)
+        silent.settimeout(120)
+        conn, _ = silent.accept()  # the check has connected; it now waits for the silent server's answer
+        time.sleep(1.0)
         assert proc.poll() is None, proc.communicate()[1][-2000:]
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
+        conn.close()
     assert proc.returncode == 130, out[-2000:] + err[-3000:]
     assert "interrupted: finished results are kept; resume with:" in err and "launch.py -m" in err
     assert f"llm.base_url={url}" in err.split("resume with:")[1]
