@@ -1,11 +1,14 @@
 """``hydra/launcher=inmind`` (the project's default): a ``-m`` sweep is first planned in full, then run as one schedule.
 Hydra discovers the subclass in ``hydra_plugins/inmind_launcher/launcher.py``, which adds the end-of-sweep report.
 
-Pass 1 runs Hydra's ``run_job`` for every job (job directories, ``.hydra/`` files and per-job logging as with the
-basic launcher) around the launcher's own task function, which *plans* the job (each job is planned once, here;
-``launch.main`` is not called): every job is validated before anything runs or any MLflow run is created, and if
-any fails, all failures are reported and the process exits 2. Then every endpoint the plans call is checked (keys,
-servers, tool support: what a single run checks) before Ray starts, exit 2 on a problem. Pass 2 runs every plan
+At set-up the first job's endpoints are checked and, if they answer, Ray starts in the background. Every job is
+composed once (Hydra's sweeper composes them to validate the batch; ``_ComposedOnce`` keeps them) and checked
+(worker count, data, injection point) before any job directory exists. Pass 1 runs Hydra's ``run_job`` for every
+job (job directories, ``.hydra/`` files and per-job logging as with the basic launcher) around the launcher's own
+task function, which *plans* the job (each job is planned once, here; ``launch.main`` is not called): every job is
+validated before anything runs or any MLflow run is created, and if any fails, all failures are reported and the
+process exits 2 (a Ray started meanwhile is shut down unseen). Then every endpoint the plans call is checked (keys,
+servers, tool support: what a single run checks) before any task runs, exit 2 on a problem. Pass 2 runs every plan
 through ``inmind_exp.run.sweep.run_plans`` over one pool of workers (one MLflow parent run per sweep identity, one
 child per configuration, each logged as its tasks finish) and returns each job's value (its application rate) in
 its ``JobReturn``. One ``inmind_exp.run.session.Session`` holds the rows, failures, de-duplication and exit code.
