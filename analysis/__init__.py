@@ -9,8 +9,7 @@ launch, which must not pay for scipy and pandas before the sweep starts. ``analy
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from inmind_exp.lazy import lazy_names
 
 #: each public name and the submodule it comes from
 _LAZY = {
@@ -20,14 +19,6 @@ _LAZY = {
     **dict.fromkeys(["benjamini_hochberg", "cohen_kappa", "holm", "mcnemar_exact", "paired_bootstrap_ci",
                      "wilson_interval"], "analysis.stats"),
 }
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+__getattr__ = lazy_names(globals(), _LAZY)
 
 __all__ = list(_LAZY)

@@ -6,11 +6,17 @@ services (``services``) does not import the openai client (~1 s)."""
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
+from inmind_exp.lazy import lazy_names
 from inmind_exp.llm.usage import UsageMeter
+
+if TYPE_CHECKING:  # Models' annotations (the names themselves are imported on first use, below)
+    from inmind_exp.llm.cache import CallCache
+    from inmind_exp.llm.endpoint import Endpoint
+    from inmind_exp.llm.limits import Limiter
+    from inmind_exp.llm.model import LLMClient
 
 #: each public name and the submodule it comes from
 _LAZY = {
@@ -22,14 +28,7 @@ _LAZY = {
     "parse_json_object": "inmind_exp.llm.model",
     "Completion": "inmind_exp.llm.provider", "OpenAIProvider": "inmind_exp.llm.provider",
 }
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(globals(), _LAZY)
 
 
 @dataclass

@@ -11,10 +11,8 @@ not import the driver and everything under it. ``estimate`` and ``print_estimate
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from inmind_exp.errors import PlanError
+from inmind_exp.lazy import lazy_names
 from inmind_exp.run.estimate import estimate, print_estimate
 
 #: each public name and the submodule it comes from
@@ -22,14 +20,6 @@ _LAZY = {
     "RunResult": "inmind_exp.run.driver", "run_plan": "inmind_exp.run.driver", "Ledger": "inmind_exp.run.ledger",
     "Plan": "inmind_exp.run.plan", "plan_config": "inmind_exp.run.plan", "run_label": "inmind_exp.run.plan",
 }
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+__getattr__ = lazy_names(globals(), _LAZY)
 
 __all__ = ["PlanError", *_LAZY, "estimate", "print_estimate"]

@@ -10,7 +10,7 @@ here (``writer``'s on first use: only it and ``store`` import mlflow).
 
 from __future__ import annotations
 
-from typing import Any
+from inmind_exp.lazy import lazy_names
 
 from inmind_exp.tracking.naming import SWEEP_KEY_SKIP, SWEEP_NAME_SKIP, sweep_name, sweep_overrides, sweep_run_key
 from inmind_exp.tracking.params import (
@@ -38,16 +38,7 @@ from inmind_exp.tracking.view import (
 #: the names from ``writer``, which imports mlflow (seconds): imported on first use (PEP 562), so that naming a
 #: sweep's parent run or reading a view's state does not import MLflow while a launch starts
 _FROM_WRITER = ("MlflowClient", "Tracker", "artifact_location")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _FROM_WRITER:
-        from inmind_exp.tracking import writer
-
-        value = getattr(writer, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(globals(), dict.fromkeys(_FROM_WRITER, "inmind_exp.tracking.writer"))
 
 
 __all__ = [
