@@ -107,6 +107,19 @@ def check_sweep(configs: Sequence[DictConfig], jobs: Sequence[Sequence[str]],
     return out
 
 
+def stop_on_problems(configs: Sequence[DictConfig], jobs: Sequence[Sequence[str]],
+                     extra: Callable[[DictConfig], Any] | None = None) -> None:
+    """``check_sweep`` of every job (named by its redacted, swept overrides); on any problem print them all and
+    exit 2 (``SystemExit``, which passes through Hydra's callback wrapper where an ``Exception`` would not)."""
+    from inmind_exp.safety.redact import redact_overrides
+
+    problems = check_sweep(configs, [redact_overrides(j) for j in swept(jobs)], extra)
+    if problems:
+        print(f"error: {len(problems)} problem(s) in {len(jobs)} job(s) of the sweep; nothing was run:\n"
+              + "\n".join(f"  - {p}" for p in problems), file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
 def swept(jobs: Sequence[Sequence[str]]) -> list[list[str]]:
     """Each job's overrides reduced to those that differ between jobs (what names a job in a message)."""
     varying = {i for i in range(len(jobs[0]) if jobs else 0) if len({tuple(j)[i] for j in jobs}) > 1}
@@ -128,8 +141,6 @@ class CheckSweep(Callback):
         self.check = check
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from inmind_exp.safety.redact import redact_overrides
-
         if OmegaConf.select(config, "hydra.launcher._target_") == INMIND_LAUNCHER:
             return  # the launcher makes these checks itself, on the configs it plans from (each job composed once)
         overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=[]) or []]
@@ -140,9 +151,4 @@ class CheckSweep(Callback):
         composed = overrides + ([f"hydra.searchpath=[{','.join(repr(p) for p in search)}]"] if search else [])
         configs = expand_sweep(composed, config_name=kwargs.get("config_name") or "config", params=params)  # a
         # plug-in's config on a hydra.searchpath of the command line (README: Adding a memory system) composes too
-        extra = _load(self.check) if self.check else None
-        problems = check_sweep(configs, [redact_overrides(j) for j in swept(jobs)], extra)
-        if problems:
-            print(f"error: {len(problems)} problem(s) in {len(jobs)} job(s) of the sweep; nothing was run:\n"
-                  + "\n".join(f"  - {p}" for p in problems), file=sys.stderr, flush=True)
-            raise SystemExit(EXIT_BAD_INPUT)  # SystemExit passes through Hydra's callback wrapper; Exception would not
+        stop_on_problems(configs, jobs, _load(self.check) if self.check else None)

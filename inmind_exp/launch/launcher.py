@@ -107,18 +107,12 @@ class InmindLauncher(Launcher):
         """What ``launch.check_sweep.CheckSweep`` checks (worker count, data files, injection point), on the configs
         the jobs will be planned from (Hydra's sweeper composed them to validate the batch; ``_ComposedOnce`` keeps
         them): on any problem, all are printed and the launch exits 2 before any job directory is made."""
-        from inmind_exp.launch.check_sweep import EXIT_BAD_INPUT, check_sweep, swept
-        from inmind_exp.safety.redact import redact_overrides
+        from inmind_exp.launch.check_sweep import stop_on_problems
 
         assert self.hydra_context is not None and self.config is not None
         loader = self.hydra_context.config_loader
-        configs = [loader.load_sweep_config(self.config, list(o)) for o in job_overrides]
-        jobs = [list(o) for o in job_overrides]
-        problems = check_sweep(configs, [redact_overrides(j) for j in swept(jobs)])
-        if problems:
-            print(f"error: {len(problems)} problem(s) in {len(jobs)} job(s) of the sweep; nothing was run:\n"
-                  + "\n".join(f"  - {p}" for p in problems), file=sys.stderr, flush=True)
-            sys.exit(EXIT_BAD_INPUT)
+        stop_on_problems([loader.load_sweep_config(self.config, list(o)) for o in job_overrides],
+                         [list(o) for o in job_overrides])
 
     def prepare_report(self, config: DictConfig, after: Any = None) -> None:
         """Called before the sweep runs: the plug-in class gets the end-of-sweep report ready (imports its modules
@@ -175,8 +169,7 @@ class InmindLauncher(Launcher):
                 early_check_done = True
                 # Ray and the pool's workers start once the first job's endpoints answer, while the other jobs are
                 # planned and checked: a dead endpoint still exits at once, with no Ray started on the way; a launch
-                # that stops before running (a bad job, a failed check, Ctrl-C) shuts that Ray down unseen; so is
-                # MLflow's new store made, under a hidden name until every check has passed
+                # that stops before running (a bad job, a failed check, Ctrl-C) shuts that Ray down unseen
                 if not preflight([first], session.resources):  # a failure is reported below, with the others'
                     self.cluster = ClusterStart(self.config, session.resources)
         if planning.errors:
