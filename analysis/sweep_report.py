@@ -64,7 +64,7 @@ def wanted(config: DictConfig) -> bool:
 
 def prefetch(config: DictConfig, after: threading.Event | None = None) -> threading.Thread | None:
     """Import the report's modules (matplotlib, pandas, scipy: ~1-1.5 s) in a background thread once ``after`` is
-    set (the sweep's first task has started: the driver mostly waits on its workers then), when the sweep will end
+    set (the sweep's tasks are under way: the driver mostly waits on its workers then), when the sweep will end
     with its report, so the report at the end no longer starts with the imports. A failed import is left for
     ``report_at_end`` to report."""
     if not wanted(config):

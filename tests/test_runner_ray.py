@@ -215,3 +215,27 @@ def test_shipped_code_is_what_workers_import():
     for f in out["files"]:
         assert "runtime_resources" in f and not f.startswith(str(REPO)) and "site-packages" not in f, f
     assert Path(out["files"][0]).name == "__init__.py"
+
+
+def test_background_work_waits_for_the_first_answered_call(ray_session, tmp_path):
+    """``executor.working`` (what the driver's MLflow opening and the report's imports wait for) is set once a task's
+    call has completed, not when the first task is handed out: the workers' start of their first tasks then has the
+    CPU to itself."""
+    import threading
+
+    from inmind_exp.run import plan_config, run_plan
+
+    with FakeOpenAI(delay_s=1.5) as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        with RayExecutor() as ex:
+            seen: dict[str, float] = {}
+            threading.Thread(target=lambda: (ex.working.wait(), seen.setdefault("t", time.time())),
+                             daemon=True).start()
+            result = run_plan(plan, executor=ex)
+        completions = sorted(r["t"] for r in fake.requests if r["path"].endswith("/chat/completions"))
+    wait_for_free_cpus(ray_session)
+    assert all(r.error is None for r in result.records)
+    assert "t" in seen and completions
+    # not before the first request reached the endpoint and was answered (1.5 s later)
+    assert seen["t"] >= completions[0] + 1.4, (seen["t"] - completions[0])

@@ -116,7 +116,7 @@ class InmindLauncher(Launcher):
 
     def prepare_report(self, config: DictConfig, after: Any = None) -> None:
         """Called before the sweep runs: the plug-in class gets the end-of-sweep report ready (imports its modules
-        in the background) once ``after`` (a ``threading.Event``: the first task has started) is set."""
+        in the background) once ``after`` (a ``threading.Event``: the tasks are under way) is set."""
 
     def report_at_end(self, config: DictConfig) -> None:
         """The end-of-sweep analysis report: the plug-in class in ``hydra_plugins/inmind_launcher`` supplies it (the

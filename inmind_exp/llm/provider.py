@@ -6,6 +6,7 @@ OpenAI-compatible endpoint, with the client's own retries off (``max_retries=0``
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
@@ -72,8 +73,27 @@ def _short(e: BaseException, n: int = 300) -> str:
     return s if len(s) <= n else s[:n] + "…"
 
 
+#: one ``openai`` client per (base URL, key, timeout) in this process, shared by every role client of every task
+_CLIENTS: dict[tuple[str, str, float], openai.OpenAI] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def shared_client(base_url: str, api_key: str, timeout_s: float) -> openai.OpenAI:
+    """This process's ``openai`` client of an endpoint, built on first use. Building one (its httpx pool, its
+    resources) costs ~50 ms of CPU: a worker running many tasks, each with a client per role, built hundreds of
+    them, and opened a connection per client. The client is safe to share between threads (httpx's pool is; the
+    deadline and size bounds of ``bounded_http_client`` are per thread)."""
+    key = (base_url, api_key, float(timeout_s))
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = _CLIENTS[key] = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0,
+                                                   timeout=timeout_s, http_client=bounded_http_client())
+        return client
+
+
 class OpenAIProvider:
-    """Chat completions and embeddings of one role's endpoint over the ``openai`` client."""
+    """Chat completions and embeddings of one role's endpoint over the ``openai`` client (``shared_client``)."""
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
@@ -83,9 +103,7 @@ class OpenAIProvider:
     @property
     def client(self) -> openai.OpenAI:
         if self._client is None:
-            self._client = openai.OpenAI(base_url=self.endpoint.base_url, api_key=self.endpoint.api_key(),
-                                         max_retries=0, timeout=self.endpoint.timeout_s,
-                                         http_client=bounded_http_client())
+            self._client = shared_client(self.endpoint.base_url, self.endpoint.api_key(), self.endpoint.timeout_s)
         return self._client
 
     def _request(self, fn: Any, what: str) -> Any:

@@ -51,8 +51,8 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
 
     if remaining:  # the local server, keys and endpoints are checked before any MLflow run is created
         plan = prepare(plan, res)
-    # the MLflow runs open once the first tasks run (importing MLflow and opening a store hold the driver's
-    # interpreter for seconds, which the pool's start-up is short of); nothing else is logged before the tasks ran
+    # the MLflow runs open once the tasks are under way (importing MLflow and opening a store take seconds of CPU,
+    # which the pool's start-up is short of); nothing else is logged before the tasks ran
     executor = executor or (res.executor if remaining else None)
     opening = _Opening(lambda: _open_runs(plan, res, parent_key),
                        after=getattr(executor, "working", None) if remaining else None)

@@ -106,7 +106,7 @@ class RayExecutor:
         self.failed: BaseException | None = None  # set when a schedule ended by an error: later jobs get it
         self._start_lock = threading.Lock()
         self.said_capacity: int | None = None
-        self.working = threading.Event()  # a schedule has handed out its first task, or ended (interface.Pool)
+        self.working = threading.Event()  # the tasks are under way, or a schedule ended (interface.Pool)
 
     # -- start-up ---------------------------------------------------------------------------------------------
 

@@ -111,8 +111,9 @@ class Pool(Protocol):
     failed: BaseException | None
     said_capacity: int | None  # the capacity last logged as below cluster.workers
     spend_cap: Any  # the plans stopped at their spend cap (``spend_cap.CapRecord``)
-    #: set once a schedule hands out its first task, or ends: start-up is over (``run.driver``'s MLflow opening and
-    #: the report's imports wait for it, so as not to hold the driver's interpreter while the pool starts)
+    #: set once a schedule's tasks are under way (a call has completed, or a task has finished) or it ends
+    #: (``Schedule._watch_work``): ``run.driver``'s MLflow opening and the report's imports wait for it, so they
+    #: use the CPU the tasks leave idle while they wait on their endpoints, not the pool's start-up
     working: threading.Event
 
     def start(self, cluster: ClusterSettings) -> Any: ...

@@ -132,13 +132,50 @@ class Resources:
             self.systems_checked.add(key)
 
 
+class Coalescing:
+    """Runs a refresh for its callers, once for all who asked while an earlier run was under way: a caller returns
+    without running it when a run that started after it asked has finished. For a refresh that reads the current
+    state (the sweep parent's table, from every configuration run), so each caller's state is in the run that
+    serves it. A run that fails serves nobody: the next caller waiting runs it again."""
+
+    def __init__(self) -> None:
+        self._state = threading.Lock()
+        self._running = threading.Lock()
+        self._asked = 0  # callers so far, numbered
+        self._served = 0  # every caller up to this number is served by a run that started after they asked
+
+    def __call__(self, refresh: Any) -> None:
+        with self._state:
+            self._asked += 1
+            mine = self._asked
+        with self._running:
+            with self._state:
+                if self._served >= mine:
+                    return
+                before, self._served = self._served, self._asked
+            try:
+                refresh()
+            except BaseException:
+                with self._state:
+                    self._served = before
+                raise
+
+
 class _Serialized:
     """A tracker whose calls run one at a time: a sweep's plans log from several threads, and finding-or-creating
-    the sweep's parent run must not race (one parent run, not one per thread)."""
+    the sweep's parent run must not race (one parent run, not one per thread). ``add_to_sweep`` is coalesced per
+    parent (``Coalescing``): configurations that finish together refresh the parent's table once, not once each
+    (each refresh reads every configuration run of the parent)."""
 
     def __init__(self, inner: Any):
         self._inner = inner
         self._lock = threading.RLock()
+        self._sweeps: dict[str, Coalescing] = {}
+
+    def add_to_sweep(self, parent_id: str, run_id: str, flat: Any) -> None:
+        with self._lock:
+            coalescing = self._sweeps.setdefault(parent_id, Coalescing())
+        coalescing(lambda: self.__getattr__("add_to_sweep")(parent_id, run_id, flat))
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)

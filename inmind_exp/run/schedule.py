@@ -42,6 +42,9 @@ class Schedule:
         self.inflight: dict[Any, tuple[str, Job, Task | None, int, PoolWorker, float]] = {}
         self.stalled_since: float | None = None
         self.cap = SpendCap(ex.spend_cap)
+        self.dispatched = False  # a task has been handed out
+        self._probe: Any = None  # a pending ask of the board whether any call has completed (``_watch_work``)
+        self._probe_at = 0.0
 
     # -- intake ----------------------------------------------------------------------------------------------
 
@@ -135,7 +138,7 @@ class Schedule:
                 ref = w.actor.run_task.remote(job.spec_ref, task, job.trace_ref, p.session_index, p.prefix_hash,
                                               job.prefix_ref, attempt)
                 self.inflight[ref] = ("task", job, task, attempt, w, time.perf_counter())
-                self.ex.working.set()
+                self.dispatched = True
             else:
                 return False
             w.running += 1
@@ -200,6 +203,7 @@ class Schedule:
                 self.ready_tasks.append((j, t, a))
             return
         rec: TaskRecord = value
+        self.ex.working.set()
         _placement(plan, task, attempt, w.where)
         if retry_or_report(plan, task, rec, attempt, job.report):
             self.ready_tasks.append((job, task, attempt + 1))
@@ -261,6 +265,34 @@ class Schedule:
             log.debug(f"phase board: {type(e).__name__}: {e}")
             return {}
 
+    def _watch_work(self) -> None:
+        """Set ``ex.working`` once the tasks are under way: the board has seen a call complete (or a task has
+        finished, or the schedule ended). The driver's background work waits for it (opening MLflow runs, the
+        report's imports: ~4 s of CPU), so it runs while the tasks wait on their endpoints, not while the workers
+        start their first tasks (imports, clients, connections), which it slowed by seconds on a 2-core machine."""
+        ex = self.ex
+        if ex.working.is_set() or not self.dispatched:
+            return
+        if ex.board is None:
+            ex.working.set()
+            return
+        if self._probe is not None:
+            if not ex.ray.wait([self._probe], timeout=0)[0]:
+                return
+            probe, self._probe = self._probe, None
+            try:
+                seen = bool(ex.ray.get(probe))
+            except Exception as e:  # noqa: BLE001 - a lost board holds nothing back
+                log.debug(f"phase board usage: {type(e).__name__}: {e}")
+                seen = True
+            if seen:
+                ex.working.set()
+                return
+        now = time.monotonic()
+        if self._probe is None and now - self._probe_at >= 0.25:
+            self._probe_at = now
+            self._probe = ex.board.usage.remote()
+
     def _prefix_failed(self, prefix_hash: str, error: BaseException) -> None:
         """A prefix that cannot be built ends every job waiting for it, with the builder's error."""
         self.building.discard(prefix_hash)
@@ -309,6 +341,7 @@ class Schedule:
                 self._assign()
                 self._check_progress()
                 self._display()
+                self._watch_work()
                 waits = list(self.inflight) + [w.ready_ref for w in self.ex.workers if w.ready_ref is not None]
                 if not waits:
                     time.sleep(0.05)

@@ -2,9 +2,9 @@
 several tasks at once (``cluster.tasks_per_worker`` threads of a Ray actor). Plain Python: ``executor`` wraps it as a
 Ray actor, or runs it in this process for tests.
 
-Tasks running at once share the process's cache, limiter and local encoders (a local model encodes one call at a
-time); each has its own memory-system instance, work directory and usage meter (its own role clients), so no state
-and no usage crosses between them.
+Tasks running at once share the process's cache, limiter, ``openai`` clients and local encoders (a local model
+encodes one call at a time); each has its own memory-system instance, work directory and usage meter (its own role
+clients), so no state and no usage crosses between them.
 
 Every call names the configuration it serves (a ``WorkerSpec``), so one worker can serve all configurations of a
 sweep in any order; the local encoder of an embedding and the cache are built once and kept.
@@ -13,6 +13,7 @@ sweep in any order; the local encoder of an embedding and the cache are built on
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import shutil
 import socket
@@ -27,6 +28,8 @@ from inmind_exp.records import Task, TaskRecord, Trace, Usage
 from inmind_exp.run import snapshots
 from inmind_exp.run.plan import WorkerSpec
 from inmind_exp.traits import Traits
+
+log = logging.getLogger(__name__)
 
 
 class ApiKeys:
@@ -115,16 +118,36 @@ class TaskWorker:
         self._encoders: list[tuple[Any, Any]] = []
         self._caches: dict[str, Any] = {}
         self._lock = threading.Lock()  # guards the dicts above when tasks run at once
+        self._reached = False  # whether configure has reached the cluster services
 
     def close(self) -> None:
         """Remove this worker's temp dir (Ray kills actor processes without running atexit)."""
         self._workdir.close()
 
     def configure(self, api_keys: ApiKeys | None = None) -> dict[str, Any]:
-        """Take the driver's API keys into this process's environment; returns where this worker runs."""
+        """Take the driver's API keys into this process's environment; returns where this worker runs. The first
+        time, the cluster services are reached once (``_reach_services``) before any task runs."""
         if api_keys is not None:
             api_keys.apply()
+        if not self._reached:
+            self._reached = True
+            self._reach_services()
         return self.identity()
+
+    def _reach_services(self, timeout_s: float = 30.0) -> None:
+        """Wait until the limiter, cache and board actors answer: a task's first call to each (resolving where it
+        runs, connecting to it) then costs nothing, where 16 tasks starting at once on a busy machine each waited
+        ~0.7 s for it. A service that does not answer is left to its client's fallback."""
+        handles = [h for h in (getattr(self.limiter, "actor", None), self.shared_cache, self.board)
+                   if h is not None and hasattr(h, "__ray_ready__")]
+        if not handles:
+            return
+        import ray
+
+        try:
+            ray.get([h.__ray_ready__.remote() for h in handles], timeout=timeout_s)
+        except Exception as e:  # noqa: BLE001 - a lost service: each client falls back on its own
+            log.debug(f"reaching the cluster services: {type(e).__name__}: {e}")
 
     @staticmethod
     def identity() -> dict[str, Any]:
