@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from inmind_exp.testing.fake_openai import FakeOpenAI
@@ -57,12 +58,20 @@ def _children() -> dict[int, list[int]]:
     return kids
 
 
-def tree_rss(root: int) -> int:
-    """Resident bytes of ``root`` and all its descendants now (Ray's raylet, GCS and workers descend from it)."""
-    kids, total, todo = _children(), 0, [root]
+def _tree(root: int) -> list[int]:
+    """``root`` and all its descendants now (Ray's raylet, GCS and workers descend from it)."""
+    kids, out, todo = _children(), [], [root]
     while todo:
         pid = todo.pop()
+        out.append(pid)
         todo.extend(kids.get(pid, []))
+    return out
+
+
+def tree_rss(root: int) -> int:
+    """Resident bytes of ``root`` and all its descendants now."""
+    total = 0
+    for pid in _tree(root):
         try:
             with open(f"/proc/{pid}/statm") as f:
                 total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -71,17 +80,53 @@ def tree_rss(root: int) -> int:
     return total
 
 
-def run_sampled(cmd: list[str], timeout: float) -> tuple[subprocess.CompletedProcess, int, float]:
-    """Run ``cmd``; its exit, the peak RSS of its process tree (sampled every 0.5 s) and its wall time."""
+def _cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds ``pid`` has used so far."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _steal() -> tuple[int, int]:
+    """The machine's (steal, total) CPU time so far, in ticks: steal is time a virtual machine's CPUs were ready to
+    run but the host ran something else (a noisy neighbour stretches every wall time here)."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    return (values[7] if len(values) > 7 else 0), sum(values[:8])
+
+
+@dataclass
+class Sampled:
+    """What ``run_sampled`` measured of one run."""
+
+    proc: subprocess.CompletedProcess
+    peak_rss: int  # bytes, all the run's processes at once
+    wall: float  # seconds
+    cpu_s: float  # CPU seconds used by the run's processes (each sampled every 0.5 s; the last instant is missed)
+    steal: float  # fraction of the machine's CPU time lost to the host during the run
+
+
+def run_sampled(cmd: list[str], timeout: float) -> Sampled:
+    """Run ``cmd``; its exit, the peak RSS and CPU time of its process tree (sampled every 0.5 s), its wall time and
+    the machine's steal time meanwhile."""
     t0 = time.perf_counter()
+    steal0 = _steal()
     proc = subprocess.Popen(cmd, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=False)
     peak = [0]
+    cpu: dict[int, float] = {}
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.wait(0.5):
             peak[0] = max(peak[0], tree_rss(proc.pid))
+            for pid in _tree(proc.pid):
+                used = _cpu_s(pid)
+                if used is not None:
+                    cpu[pid] = max(cpu.get(pid, 0.0), used)
 
     t = threading.Thread(target=sample, daemon=True)
     t.start()
@@ -89,7 +134,9 @@ def run_sampled(cmd: list[str], timeout: float) -> tuple[subprocess.CompletedPro
     wall = time.perf_counter() - t0
     stop.set()
     t.join()
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err), peak[0], wall
+    steal1 = _steal()
+    steal = (steal1[0] - steal0[0]) / max(1, steal1[1] - steal0[1])
+    return Sampled(subprocess.CompletedProcess(cmd, proc.returncode, out, err), peak[0], wall, sum(cpu.values()), steal)
 
 
 def task_chains(sweep_dir: Path) -> list[int]:
@@ -119,7 +166,8 @@ def main() -> int:
         write_tasks(tmp / "data", args.tasks)
         cmd = launch_cmd(tmp, fake.base_url, *(SWEEP if args.sweep else ONE), f"llm.max_concurrency={args.concurrency}",
                          *args.extra, multirun=True)
-        proc, peak, wall = run_sampled(cmd, timeout=7200)
+        run = run_sampled(cmd, timeout=7200)
+        proc, peak, wall = run.proc, run.peak_rss, run.wall
         if proc.returncode != 0:
             print(proc.stdout[-3000:], proc.stderr[-3000:], sep="\n")
             return proc.returncode
@@ -132,6 +180,8 @@ def main() -> int:
         print(f"records: {len(chains)}, paid calls: {paid}, peak requests in flight at the server: {fake.max_in_flight}")
         print(f"wall: {wall:.1f}s  ideal: {ideal:.1f}s (= {paid} x {args.latency:g}s / {args.concurrency} + longest "
               f"task chain {chain:.0f}s)  ratio: {wall / ideal:.2f}x  peak RSS, all processes: {peak / 2**30:.2f} GiB")
+        print(f"CPU used by the run's processes: {run.cpu_s:.1f}s; CPU time the machine lost to its host (steal) "
+              f"meanwhile: {run.steal:.0%}")
     return 0
 
 

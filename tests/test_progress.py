@@ -49,9 +49,9 @@ class RecordingBoard(PhaseBoard):
         super().__init__()
         self.history: list[tuple[str, str]] = []
 
-    def set(self, key: str, phase: str) -> None:
+    def set(self, key: str, phase: str, seq: int | None = None) -> None:
         self.history.append((key, phase))
-        super().set(key, phase)
+        super().set(key, phase, seq)
 
 
 def test_phases_are_reported_in_protocol_order(tmp_path):
@@ -92,6 +92,33 @@ def test_reporter_never_fails_a_task():
     r("judging")
     r("judging")  # once lost, the board is no longer called
     assert r.board is None
+
+
+def test_board_drops_reports_that_arrive_late():
+    """The board runs in an actor whose calls Ray does not order: a report older than the last one applied for its
+    unit (a set after the unit's clear, an earlier phase after a later one) changes nothing; a later reporter of the
+    same unit (a prefix built again) is newer than any earlier one's."""
+    board = PhaseBoard()
+    sent: list[tuple] = []
+
+    class Recorder:  # captures what a reporter sends, to deliver it out of order
+        def __getattr__(self, method):
+            return lambda *args: sent.append((method, *args))
+
+    first = PhaseReporter(Recorder(), "c/t1/1")
+    first("ingesting 1/3")
+    first("answering indirect")
+    first.done()
+    for method, *args in [sent[2], sent[0], sent[1]]:  # the clear arrives first
+        getattr(board, method)(*args)
+    assert board.snapshot() == {}
+    sent.clear()
+    again = PhaseReporter(Recorder(), "c/t1/1")
+    again("judging")
+    getattr(board, sent[0][0])(*sent[0][1:])
+    assert board.snapshot() == {"c/t1/1": "judging"}
+    board.set("c/t2/1", "starting")  # a report without a sequence number is applied as it comes
+    assert board.snapshot()["c/t2/1"] == "starting"
 
 
 def test_phase_summary_and_spend():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from inmind_exp.llm import CallCache, LLMClient
 from inmind_exp.records import msgs
-from inmind_exp.llm.services import LimiterActor, RayLimiterClient
+from inmind_exp.llm.services import RayLimiterClient
 from inmind_exp.run.executor import RayExecutor
 from inmind_exp.run.worker import TaskWorker
 from tests.conftest import fake_endpoints
@@ -28,10 +28,17 @@ class Caller:
         return self.client.chat(msgs(("user", f"question {i}"))).text
 
 
+def services(ray):
+    """The cluster services' actor, as ``RayExecutor`` starts it."""
+    from inmind_exp.run.cluster_services import CONCURRENCY_GROUPS, ClusterServices
+
+    return ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(ClusterServices).options(num_cpus=0).remote()
+
+
 def test_limit_holds_across_actors(ray_session, tmp_path):
     ray = ray_session
     with FakeOpenAI(delay_s=0.5) as fake:
-        limiter = ray.remote(LimiterActor).options(max_concurrency=100).remote()
+        limiter = services(ray)  # the limiter as a pool deploys it: beside the cache and the board
         RemoteCaller = ray.remote(num_cpus=0)(Caller)
         actors = [RemoteCaller.remote(fake.base_url, limiter, str(tmp_path / "cache")) for _ in range(4)]
         # every actor started before the calls go out: on a loaded machine one actor could otherwise finish its
@@ -165,11 +172,9 @@ class CachedCaller:
 
 def test_cluster_cache_pays_each_call_once_across_actors(ray_session, tmp_path):
     ray = ray_session
-    from inmind_exp.llm.services import CacheActor
-
     cache_dir = str(tmp_path / "head-cache")
     with FakeOpenAI() as fake:
-        service = ray.remote(CacheActor).options(max_concurrency=8, num_cpus=0).remote()
+        service = services(ray)
         Remote = ray.remote(num_cpus=0)(CachedCaller)
         a, b = Remote.remote(fake.base_url, service, cache_dir), Remote.remote(fake.base_url, service, cache_dir)
         assert ray.get(a.call.remote("the same question"), timeout=120) == "fake answer"

@@ -151,13 +151,13 @@ def env_for_launch() -> dict[str, str]:
 
 
 def test_the_cluster_services_import_neither_the_openai_client_nor_the_driver():
-    """The limiter, the cache service and the phase board each start a Ray worker process that imports their module:
-    it imports neither openai (~1 s) nor the driver and the metrics under it; the end-of-sweep callback imports none
-    of the report's libraries, and naming the sweep's parent run does not import MLflow; the package names still
-    resolve."""
+    """The limiter, the cache service and the phase board start a Ray worker process that imports their module
+    (``run.cluster_services``): it imports neither openai (~1 s) nor the driver and the metrics under it; the
+    end-of-sweep callback imports none of the report's libraries, and naming the sweep's parent run does not import
+    MLflow; the package names still resolve."""
     from tests.launch_helpers import REPO, env as run_env
 
-    code = ("import sys, inmind_exp.llm.services, inmind_exp.run.progress, inmind_exp.llm.cache, inmind_exp.llm.limits\n"
+    code = ("import sys, inmind_exp.run.cluster_services, inmind_exp.llm.cache, inmind_exp.llm.limits\n"
             "import analysis.sweep_report  # the end-of-sweep callback Hydra instantiates at every launch\n"
             "from inmind_exp.tracking import sweep_run_key  # the sweep's parent key, named before its tasks run\n"
             "print(sorted(m for m in ('openai', 'inmind_exp.run.driver', 'inmind_exp.metrics', 'inmind_exp.judges',"

@@ -1,5 +1,6 @@
-"""The cluster services behind ``limits.Limiter`` and ``cache.CallCache`` on Ray: one limiter actor and one cache
-actor on the head node, each with the client a worker calls through the same interface as the local ones.
+"""The cluster services behind ``limits.Limiter`` and ``cache.CallCache`` on Ray: the limiter and the cache, each with
+the client a worker calls through the same interface as the local ones; on a Ray pool both (and the phase board) are
+served by one actor on the head node, ``run.cluster_services.ClusterServices``.
 
 ``LimiterActor`` keeps the ``LeaseBook`` of every endpoint for the whole cluster; ``CacheActor`` keeps the
 ``CallCache`` of each cache directory on the driver's node (``run.cache=cluster``). Losing either never fails a

@@ -1,11 +1,11 @@
 """Executors run plans' remaining tasks and hand each final record back to the driver.
 
 ``RayExecutor`` owns the pool's lifecycle: it starts (or joins) Ray once per process, puts the cluster services
-(``llm.services``: the limiter and the cache) and the ``PhaseBoard`` on the head node, and starts, configures and
-ends the ``TaskWorker`` actors that ``schedule.Schedule`` hands the tasks of one or many plans. Nothing waits
-forever: a worker that cannot be started within ``cluster.start_timeout_s`` is given up, and when no worker is alive
-or placeable the run ends with a ``ClusterError``. The driver's API keys reach the workers as a call argument
-(``worker.ApiKeys``), never through the config or a runtime env. ``InProcessExecutor`` runs the same worker in this
+(the limiter, the cache and the ``PhaseBoard``, in one actor: ``cluster_services``) on the head node, and starts,
+configures and ends the ``TaskWorker`` actors that ``schedule.Schedule`` hands the tasks of one or many plans.
+Nothing waits forever: a worker that cannot be started within ``cluster.start_timeout_s`` is given up, and when no
+worker is alive or placeable the run ends with a ``ClusterError``. The driver's API keys reach the workers as a call
+argument (``worker.ApiKeys``), never through the config or a runtime env. ``InProcessExecutor`` runs the same worker in this
 process, for tests and debugging. Both log each plan's progress line every ``run.progress_every_s`` while its work
 runs, with the phases running units report to a ``PhaseBoard``.
 
@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from inmind_exp import env
 from inmind_exp.errors import PlanError
-from inmind_exp.llm.services import CacheActor, LimiterActor, RayLimiterClient
+from inmind_exp.llm.services import RayLimiterClient
 from inmind_exp.records import Task
 from inmind_exp.run import snapshots
 from inmind_exp.run.interface import (ClusterError, Executor, Job, PoolWorker, Progress, Report, display_safely,
@@ -157,10 +157,12 @@ class RayExecutor:
         head = {"resources": {"node:__internal_head__": 0.001}} if ray.cluster_resources().get(
             "node:__internal_head__") else {"scheduling_strategy": NodeAffinitySchedulingStrategy(
                 node_id=ray.get_runtime_context().get_node_id(), soft=True)}
-        self.limiter = ray.remote(LimiterActor).options(max_concurrency=1000, num_cpus=0, **head).remote()
-        self.cache_actor = ray.remote(CacheActor).options(max_concurrency=32, num_cpus=0, **head).remote()
-        # one caller's reports are applied in the order sent only by an actor that runs one call at a time
-        self.board = ray.remote(PhaseBoard).options(max_concurrency=1, num_cpus=0, **head).remote()
+        from inmind_exp.run.cluster_services import CONCURRENCY_GROUPS, ClusterServices
+
+        # the limiter, the cache and the board in one process (each service's calls in its own concurrency group)
+        services = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(ClusterServices).options(num_cpus=0,
+                                                                                           **head).remote()
+        self.limiter = self.cache_actor = self.board = services
         # a threaded actor: it runs up to tasks_per_worker calls at once (tasks waiting on endpoints use no CPU)
         self._actor_cls = ray.remote(num_cpus=1, max_concurrency=max(1, cluster.tasks_per_worker) + 1)(self.worker_cls)
         self.cluster = cluster
@@ -194,7 +196,7 @@ class RayExecutor:
         self.close()
         for w in list(self.workers):
             self.drop(w)
-        for actor in (self.limiter, self.cache_actor, self.board):
+        for actor in {id(a): a for a in (self.limiter, self.cache_actor, self.board)}.values():
             if actor is not None:
                 try:
                     self.ray.kill(actor, no_restart=True)
@@ -210,8 +212,8 @@ class RayExecutor:
         ray = self.ray
         if ray is None or not ray.is_initialized():
             return
-        actors = [getattr(w, "actor", w) for w in self.workers] + [a for a in (self.limiter, self.cache_actor,
-                                                                             self.board) if a is not None]
+        actors = [getattr(w, "actor", w) for w in self.workers] + list({id(a): a for a in (
+            self.limiter, self.cache_actor, self.board) if a is not None}.values())
         self.shutdown()
         deadline = time.monotonic() + timeout_s
         for actor in actors:

@@ -28,21 +28,34 @@ def unit_key(config_hash: str, task_id: str | None = None, attempt: int = 1) -> 
 
 
 class PhaseBoard:
-    """The latest phase of every running unit, by ``unit_key``. Run as a Ray actor with ``max_concurrency=1`` so a
-    worker's reports are applied in the order it sent them."""
+    """The latest phase of every running unit, by ``unit_key``. A report may carry its sequence number (a
+    ``PhaseReporter``'s are increasing): one older than the last applied for its unit is dropped, so reports that
+    arrive out of order (Ray orders no calls of a threaded or async actor, ``cluster_services``) never bring an old
+    phase back, nor a finished unit's."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._phases: dict[str, str] = {}
+        self._seq: dict[str, int] = {}  # the last sequence number applied, by unit
         self._usage: dict[str, dict[str, Usage]] = {}
 
-    def set(self, key: str, phase: str) -> None:
-        with self._lock:
-            self._phases[key] = phase
+    def _fresh(self, key: str, seq: int | None) -> bool:
+        if seq is None:
+            return True
+        if seq < self._seq.get(key, -1):
+            return False
+        self._seq[key] = seq
+        return True
 
-    def clear(self, key: str) -> None:
+    def set(self, key: str, phase: str, seq: int | None = None) -> None:
         with self._lock:
-            self._phases.pop(key, None)
+            if self._fresh(key, seq):
+                self._phases[key] = phase
+
+    def clear(self, key: str, seq: int | None = None) -> None:
+        with self._lock:
+            if self._fresh(key, seq):
+                self._phases.pop(key, None)
 
     def snapshot(self) -> dict[str, str]:
         with self._lock:
@@ -74,6 +87,7 @@ class PhaseReporter:
     def __init__(self, board: Any, key: str) -> None:
         self.board = board
         self.key = key
+        self._seq = 0
 
     def _send(self, method: str, *args: Any) -> None:
         if self.board is None:
@@ -85,11 +99,17 @@ class PhaseReporter:
         except Exception:  # noqa: BLE001 - the display is best effort
             self.board = None
 
+    def _next(self) -> int:
+        """Increasing within this reporter, and past any earlier reporter's of the same unit (a prefix built again
+        after its worker died): nanoseconds of the wall clock."""
+        self._seq = max(self._seq + 1, time.time_ns())
+        return self._seq
+
     def __call__(self, phase: str) -> None:
-        self._send("set", phase)
+        self._send("set", phase, self._next())
 
     def done(self) -> None:
-        self._send("clear")
+        self._send("clear", self._next())
 
     def spent(self, role: str, usage: Usage) -> None:
         """A call of this unit completed (``UsageMeter.listener``): the spend line counts it now, not at the end."""
