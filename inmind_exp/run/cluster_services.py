@@ -2,7 +2,7 @@
 cache (``llm.services.CacheActor``) and the phase board (``progress.PhaseBoard``).
 
 One process instead of three: a Ray worker process costs ~1 s of CPU to start and ~170 MB, and on a 2-core machine
-three of them started while the task actors did, taking the Ray's own idle workers the task actors could have had.
+three of them started while the task actors did (and took two of the idle workers a local Ray starts with).
 Each service keeps its own concurrency group (limiter waiters by the thousand on one event loop, cache reads and
 writes on threads, the board one call at a time), and answers under its own method names, so the clients
 (``RayLimiterClient``, ``RayCacheClient``, ``PhaseReporter``) and the schedule call it as they called the three.
