@@ -68,16 +68,13 @@ def _tree(root: int) -> list[int]:
     return out
 
 
-def tree_rss(root: int) -> int:
-    """Resident bytes of ``root`` and all its descendants now."""
-    total = 0
-    for pid in _tree(root):
-        try:
-            with open(f"/proc/{pid}/statm") as f:
-                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, ValueError, IndexError):
-            pass
-    return total
+def _rss(pid: int) -> int:
+    """Resident bytes of ``pid`` now (0 once it has gone)."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _cpu_s(pid: int) -> float | None:
@@ -122,8 +119,9 @@ def run_sampled(cmd: list[str], timeout: float) -> Sampled:
 
     def sample() -> None:
         while not stop.wait(0.5):
-            peak[0] = max(peak[0], tree_rss(proc.pid))
-            for pid in _tree(proc.pid):
+            pids = _tree(proc.pid)  # one walk of /proc per sample, for both figures
+            peak[0] = max(peak[0], sum(_rss(pid) for pid in pids))
+            for pid in pids:
                 used = _cpu_s(pid)
                 if used is not None:
                     cpu[pid] = max(cpu.get(pid, 0.0), used)

@@ -5,9 +5,9 @@
 configures and ends the ``TaskWorker`` actors that ``schedule.Schedule`` hands the tasks of one or many plans.
 Nothing waits forever: a worker that cannot be started within ``cluster.start_timeout_s`` is given up, and when no
 worker is alive or placeable the run ends with a ``ClusterError``. The driver's API keys reach the workers as a call
-argument (``worker.ApiKeys``), never through the config or a runtime env. ``InProcessExecutor`` runs the same worker in this
-process, for tests and debugging. Both log each plan's progress line every ``run.progress_every_s`` while its work
-runs, with the phases running units report to a ``PhaseBoard``.
+argument (``worker.ApiKeys``), never through the config or a runtime env. ``InProcessExecutor`` runs the same
+worker in this process, for tests and debugging. Both log each plan's progress line every ``run.progress_every_s``
+while its work runs, with the phases running units report to a ``PhaseBoard``.
 
 ray is imported only inside functions (here, in ``schedule``, ``llm.services`` and ``worker``), so the rest of the
 package imports without it.
@@ -93,8 +93,8 @@ class RayExecutor:
         self.worker_cls = worker_cls
         self._actor_cls: Any = None
         self.workers: list[PoolWorker] = []
-        self.limiter: Any = None
-        self.cache_actor: Any = None
+        #: the limiter, the cluster cache and the phase board: one actor (``cluster_services``); ``board`` is it too
+        self.services: Any = None
         self.board: Any = None
         self.ray: Any = None
         self.cluster: ClusterSettings | None = None
@@ -162,7 +162,7 @@ class RayExecutor:
         # the limiter, the cache and the board in one process (each service's calls in its own concurrency group)
         services = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(ClusterServices).options(num_cpus=0,
                                                                                            **head).remote()
-        self.limiter = self.cache_actor = self.board = services
+        self.services = self.board = services
         # a threaded actor: it runs up to tasks_per_worker calls at once (tasks waiting on endpoints use no CPU)
         self._actor_cls = ray.remote(num_cpus=1, max_concurrency=max(1, cluster.tasks_per_worker) + 1)(self.worker_cls)
         self.cluster = cluster
@@ -191,18 +191,17 @@ class RayExecutor:
             log.debug(f"closing workers: {type(e).__name__}: {e}")
 
     def shutdown(self) -> None:
-        """Close every worker, then end the pool's actors, the limiter and the cache service: their CPUs are free
-        again for another executor in the same Ray (Ray itself keeps running; ``ray.kill`` is asynchronous)."""
+        """Close every worker, then end the pool's actors and the cluster services: their CPUs are free again for
+        another executor in the same Ray (Ray itself keeps running; ``ray.kill`` is asynchronous)."""
         self.close()
         for w in list(self.workers):
             self.drop(w)
-        for actor in {id(a): a for a in (self.limiter, self.cache_actor, self.board)}.values():
-            if actor is not None:
-                try:
-                    self.ray.kill(actor, no_restart=True)
-                except Exception:  # noqa: BLE001 - already gone
-                    pass
-        self.limiter = self.cache_actor = self.board = None
+        if self.services is not None:
+            try:
+                self.ray.kill(self.services, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self.services = self.board = None
         self.ray = None
 
     def end(self, timeout_s: float = 30.0) -> None:
@@ -212,8 +211,8 @@ class RayExecutor:
         ray = self.ray
         if ray is None or not ray.is_initialized():
             return
-        actors = [getattr(w, "actor", w) for w in self.workers] + list({id(a): a for a in (
-            self.limiter, self.cache_actor, self.board) if a is not None}.values())
+        actors = [getattr(w, "actor", w) for w in self.workers] + ([self.services] if self.services is not None
+                                                                    else [])
         self.shutdown()
         deadline = time.monotonic() + timeout_s
         for actor in actors:
@@ -235,7 +234,7 @@ class RayExecutor:
         return max(0, min(self.cluster.workers, cpus))
 
     def spawn(self) -> PoolWorker:
-        actor = self._actor_cls.remote(RayLimiterClient(self.limiter), self.cache_actor, self.board)
+        actor = self._actor_cls.remote(RayLimiterClient(self.services), self.services, self.services)
         w = PoolWorker(actor, time.monotonic())
         w.ready_ref = actor.configure.remote(self.api_keys)
         self.workers.append(w)

@@ -175,7 +175,11 @@ class _Serialized:
     def add_to_sweep(self, parent_id: str, run_id: str, flat: Any) -> None:
         with self._lock:
             coalescing = self._sweeps.setdefault(parent_id, Coalescing())
-        coalescing(lambda: self.__getattr__("add_to_sweep")(parent_id, run_id, flat))
+        def refresh() -> None:
+            with self._lock:
+                self._inner.add_to_sweep(parent_id, run_id, flat)
+
+        coalescing(refresh)
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)

@@ -138,8 +138,8 @@ class TaskWorker:
         """Wait until the limiter, cache and board actors answer: a task's first call to each (resolving where it
         runs, connecting to it) then costs nothing, where 16 tasks starting at once on a busy machine each waited
         ~0.7 s for it. A service that does not answer is left to its client's fallback."""
-        handles = [h for h in (getattr(self.limiter, "actor", None), self.shared_cache, self.board)
-                   if h is not None and hasattr(h, "__ray_ready__")]
+        handles = list({id(h): h for h in (getattr(self.limiter, "actor", None), self.shared_cache, self.board)
+                        if h is not None and hasattr(h, "__ray_ready__")}.values())  # on a pool, one actor
         if not handles:
             return
         import ray
