@@ -203,3 +203,19 @@ def test_exit_now_keeps_what_pythons_own_exit_does(tmp_path):
         assert p.returncode == code and p.stdout == "unflushed line", (p.returncode, p.stdout, p.stderr[-1000:])
         assert out.with_suffix(".atexit").read_text() == "ran" and out.with_suffix(".thread").read_text() == "joined"
         assert ("a message" in p.stderr) is (arg == "msg")
+
+
+def test_the_background_start_imports_ray_before_the_caller_plans():
+    """``ClusterStart`` returns with Ray imported: imported in its thread while the caller plans, the import shared
+    the interpreter lock with the planning and ``ray.init`` began ~2 s later on two cores. A dry run's start
+    imports nothing more in its thread, so what is imported is the constructor's doing."""
+    probe = ("import sys; from types import SimpleNamespace as NS\n"
+             "from inmind_exp.run.sweep import ClusterStart\n"
+             "assert 'ray' not in sys.modules\n"
+             "start = ClusterStart(NS(dry_run=True), None)\n"
+             "print('ray' in sys.modules)\n"
+             "start.cancel(timeout_s=30)\n")
+    e = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", probe], env=e, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "True"

@@ -63,7 +63,12 @@ class ClusterStart:
     checked, so that ``ray.init`` (5-20 s on a busy machine) is off the critical path. Nothing about it is said
     until ``result`` (the checks passed): ``cancel`` (a check failed, Ctrl-C) shuts the Ray it started down unseen,
     so a launch that stops at a check still reads as one that never started Ray. The thread lives as long as Ray:
-    Ray's local daemons die with the thread that started them (``PR_SET_PDEATHSIG``)."""
+    Ray's local daemons die with the thread that started them (``PR_SET_PDEATHSIG``).
+
+    The constructor imports Ray (~0.4-1 s of CPU) before it returns: ``ray.init`` then waits on Ray's processes
+    while the caller plans. Imported in the thread, in parallel with the planning, the import shared the driver's
+    one interpreter lock with it and ``ray.init`` began ~2 s later on two cores, while Ray's start, not the
+    planning, is the longer path of a sweep's start."""
 
     def __init__(self, cfg: Any, res: Resources) -> None:
         self.cfg, self.res = cfg, res
@@ -71,6 +76,10 @@ class ClusterStart:
         self.started = threading.Event()
         self._quit = threading.Event()
         self._held: list[logging.LogRecord] = []
+        try:
+            import ray  # noqa: F401  (before the caller plans: see above)
+        except Exception:  # noqa: BLE001 - start_cluster imports it again and returns the error
+            pass
         self._ray_log = logging.getLogger("ray._private.worker")  # "Started a local Ray instance." and the like
         self._thread = threading.Thread(target=self._run, name="inmind-ray-start", daemon=True)
         self._ray_log.addFilter(self._hold)

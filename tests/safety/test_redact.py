@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from inmind_exp.launch.redact_output import job_dirname, redact_yaml_file
+from inmind_exp.launch.redact_output import job_dirname, override_key, redact_yaml_file
 from inmind_exp.safety.redact import REDACTED, is_secret_key, redact, redact_overrides
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import launch_cmd, run, write_small_data
@@ -53,6 +53,22 @@ def test_job_dirname_drops_secret_overrides_whatever_their_key():
     overrides = [f"+cluster.runtime_env.env_vars.OPENAI_API_KEY={PLANTED}", "system=mem0", "dataset.limit=3",
                  f"++llm.roles.judge.api_key={PLANTED}x", "embedding=bm25"]
     assert job_dirname(overrides, ["dataset.limit"]) == "embedding=bm25,system=mem0"
+
+
+def test_override_keys_are_hydras_and_a_cached_key_never_keeps_a_value_unredacted(monkeypatch):
+    """The key each override sets, as Hydra's grammar reads it (cached per override: a sweep's jobs repeat them);
+    only the key is cached, so a secret that enters the environment between two jobs is still redacted."""
+    assert override_key("+cluster.runtime_env.env_vars.X=1") == "cluster.runtime_env.env_vars.X"
+    assert override_key("~llm.seed") == "llm.seed"
+    assert override_key("hydra/launcher=basic") == "hydra/launcher"
+    assert override_key("system=a_mem") == "system"
+    assert override_key("not an override") == "not an override"  # Hydra's parser refuses it: the text stays
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    secret = "plainword42"  # not shaped like a key: a secret only once a key variable holds it
+    overrides = [f"run.note=uses-{secret}", "system=mem0"]
+    assert job_dirname(overrides) == f"run.note=uses-{secret},system=mem0"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    assert job_dirname(overrides) == f"run.note=uses-{REDACTED},system=mem0"
 
 
 def test_redact_yaml_file_rewrites_hydra_files(tmp_path):
