@@ -63,7 +63,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     runset = _load(args)
     viewer, problems = write_viewer(runset, args.out, args.tasks)  # first, so that the report links to it
-    rep = build(runset, args.out, labels=args.labels, n_boot=args.n_boot, seed=args.seed)
+    rep = build(runset, args.out, labels=args.labels, n_boot=args.n_boot, seed=args.seed, formats=args.formats)
     print(terminal(runset.runs))
     print(f"Full table (every metric, the Δ columns, the judge audit):\n  {rep.out / 'tables' / 'table1.md'}")
     print(f"Per-task viewer:\n  {viewer}")
@@ -224,6 +224,17 @@ def cmd_export_submission(args: argparse.Namespace) -> int:
     return 2 if failed else 0
 
 
+#: ``analysis.plots.FORMATS``, spelled here so that ``--help`` imports no matplotlib
+FIGURE_FORMATS = ("png", "svg")
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    formats = tuple(dict.fromkeys(f.strip().lower() for f in text.split(",") if f.strip()))
+    if not formats or any(f not in FIGURE_FORMATS for f in formats):
+        raise argparse.ArgumentTypeError(f"{text!r}: choose from {','.join(FIGURE_FORMATS)}")
+    return formats
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -233,6 +244,9 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--labels", type=Path, help="human-label JSONL for the judge audit (format: analysis/audit.py)")
     rp.add_argument("--no-log", action="store_true", help="do not log the report to MLflow")
     rp.add_argument("--tasks", type=Path, help="task JSONL for the viewer's task texts (default: each run's dataset.path)")
+    rp.add_argument("--formats", type=_formats, default=",".join(FIGURE_FORMATS),
+                    help=f"figure formats, comma-separated, of {','.join(FIGURE_FORMATS)} (default: both; the "
+                         "end-of-sweep report draws png only)")
     rp.set_defaults(func=cmd_report)
     vp = sub.add_parser("view", help="the per-task viewer: one static HTML page (viewer.html) across configurations")
     _source_args(vp)

@@ -1,5 +1,6 @@
-"""Figures of a run set with matplotlib's Agg backend, each saved as PNG and SVG: application against target recall,
-naive against indirect application, a per-domain heat map, and the embedding comparison of Section 4.5.
+"""Figures of a run set with matplotlib's Agg backend, each saved as PNG and SVG (``FORMATS``; the end-of-sweep
+report draws PNG only): application against target recall, naive against indirect application, a per-domain heat map,
+and the embedding comparison of Section 4.5.
 """
 
 from __future__ import annotations
@@ -26,17 +27,29 @@ plt.rcParams.update({"svg.hashsalt": "inmind", "font.size": 9})
 _METADATA = {"png": {"Software": None}, "svg": {"Date": None}}
 
 
-def save(fig: Figure, directory: Path, name: str) -> list[Path]:
-    """Write ``name.png`` and ``name.svg`` and close the figure. The tight bounding box (what ``bbox_inches="tight"``
-    computes, padded by ``savefig.pad_inches``) is laid out once for both files instead of once per file."""
+#: the formats ``save`` writes by default: PNG (embedded in report.html, shown by MLflow) and SVG (vector, for papers)
+FORMATS: tuple[str, ...] = ("png", "svg")
+
+
+def save(fig: Figure, directory: Path, name: str, formats: Sequence[str] = FORMATS) -> list[Path]:
+    """Write ``name.<format>`` for each of ``formats`` (of ``FORMATS``) and close the figure; a file of another
+    format of ``name`` left by an earlier save is removed, so that no stale figure sits beside a fresh one. The tight
+    bounding box (what ``bbox_inches="tight"`` computes, padded by ``savefig.pad_inches``) is laid out once for all
+    the files instead of once per file."""
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise ValueError(f"figure formats {list(formats)}: choose from {list(FORMATS)}")
     directory.mkdir(parents=True, exist_ok=True)
     fig.draw_without_rendering()
     bbox = fig.get_tightbbox(fig.canvas.get_renderer()).padded(plt.rcParams["savefig.pad_inches"])
     paths = []
-    for ext in ("png", "svg"):
+    for ext in FORMATS:
         path = directory / f"{name}.{ext}"
-        fig.savefig(path, dpi=150, bbox_inches=bbox, metadata=_METADATA[ext])
-        paths.append(path)
+        if ext in formats:
+            fig.savefig(path, dpi=150, bbox_inches=bbox, metadata=_METADATA[ext])
+            paths.append(path)
+        else:
+            path.unlink(missing_ok=True)
     plt.close(fig)
     return paths
 

@@ -48,8 +48,9 @@ class Section:
 
 
 def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_boot: int = 10_000,
-          seed: int = 0) -> Report:
-    """Compute every table and plot of ``runset`` and write them, the digest and the HTML report under ``out``."""
+          seed: int = 0, formats: tuple[str, ...] = plots.FORMATS) -> Report:
+    """Compute every table and plot of ``runset`` and write them (the plots in ``formats``), the digest and the HTML
+    report under ``out``."""
     out = Path(out)
     runs = list(runset.runs)
     rep = Report(out=out, html=out / "report.html", markdown=out / "report.md", warnings=warnings(runset))
@@ -92,7 +93,7 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
     if emb is not None:
         figs["embedding_comparison"] = emb
     for name, fig in figs.items():
-        rep.figures[name] = plots.save(fig, out / "plots", name)
+        rep.figures[name] = plots.save(fig, out / "plots", name, formats)
     headline_figs = tuple(f for f in ("forest", "delta_forest") if f in rep.figures)
     sections[0] = Section(sections[0].title, sections[0].tables, headline_figs, sections[0].text)
     sections.append(Section("Plots", figures=tuple(f for f in rep.figures if f not in ("embedding_comparison",
@@ -123,7 +124,7 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
             rep.tables[t.name] = t
             rep.files += t.write(out / "tables")
     rep.files += [p for ps in rep.figures.values() for p in ps]
-    rep.markdown.write_text(_markdown(runset, sections, n_boot, seed), encoding="utf-8")
+    rep.markdown.write_text(_markdown(runset, sections, rep, n_boot, seed), encoding="utf-8")
     rep.html.write_text(_html(runset, sections, rep, n_boot, seed), encoding="utf-8")
     rep.files += [rep.markdown, rep.html]
     return rep
@@ -238,7 +239,12 @@ def _headline(runset: RunSet) -> list[str]:
     return lines
 
 
-def _markdown(runset: RunSet, sections: list[Section], n_boot: int, seed: int) -> str:
+def _shown(paths: list[Path]) -> Path:
+    """The file of a figure a page shows: its PNG, else its first format."""
+    return next((p for p in paths if p.suffix == ".png"), paths[0])
+
+
+def _markdown(runset: RunSet, sections: list[Section], rep: Report, n_boot: int, seed: int) -> str:
     parts = ["# InMind analysis report", ""]
     parts += [f"> **Warning.** {w}\n" for w in warnings(runset)]
     parts += [*[f"- {x}" for x in _headline(runset)], ""]
@@ -249,7 +255,7 @@ def _markdown(runset: RunSet, sections: list[Section], n_boot: int, seed: int) -
         for t in sec.tables:
             notes = t.notes_markdown()
             parts += [f"**{t.caption}**", "", t.markdown(), ""] + ([notes, ""] if notes else [])
-        parts += [f"![{f}](plots/{f}.png)" for f in sec.figures] + ([""] if sec.figures else [])
+        parts += [f"![{f}](plots/{_shown(rep.figures[f]).name})" for f in sec.figures] + ([""] if sec.figures else [])
     parts += ["## Methods", "", *[f"- {x}" for x in _methods(list(runset.runs), n_boot, seed)], ""]
     return "\n".join(parts)
 
@@ -299,10 +305,12 @@ def _html(runset: RunSet, sections: list[Section], rep: Report, n_boot: int, see
         for i, t in enumerate(sec.tables):
             parts.append(_html_table(t, collapsed=t.name.startswith("pairwise_") and i > 0))
         for name in sec.figures:
-            png = next(p for p in rep.figures[name] if p.suffix == ".png")
-            b64 = base64.b64encode(png.read_bytes()).decode("ascii")
-            parts.append(f"<figure><img alt='{html.escape(name)}' src='data:image/png;base64,{b64}'>"
-                         f"<figcaption class='note'>plots/{name}.png, plots/{name}.svg</figcaption></figure>")
+            shown = _shown(rep.figures[name])
+            mime = "image/png" if shown.suffix == ".png" else "image/svg+xml"
+            b64 = base64.b64encode(shown.read_bytes()).decode("ascii")
+            files = ", ".join(f"plots/{p.name}" for p in rep.figures[name])
+            parts.append(f"<figure><img alt='{html.escape(name)}' src='data:{mime};base64,{b64}'>"
+                         f"<figcaption class='note'>{html.escape(files)}</figcaption></figure>")
     methods = _methods(list(runset.runs), n_boot, seed)
     parts.append("<h2>Methods</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in methods)
                  + "</ul></body></html>")

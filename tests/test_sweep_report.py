@@ -43,6 +43,11 @@ def test_report_of_one_sweep_is_logged_to_its_parent(tmp_path, caplog):
     assert client.get_run(parent).data.tags["inmind.report"] == "analysis/report.html"
     assert client.list_artifacts(other) == [] and "inmind.report" not in client.get_run(other).data.tags
     assert "other/minilm" not in (root / "analysis" / "report.md").read_text()
+    # its figures in PNG only (SWEEP_FORMATS): embedded in the page and linked from the digest, no SVG beside them
+    plots = root / "analysis" / "plots"
+    assert (plots / "forest.png").is_file() and not list(plots.glob("*.svg"))
+    assert "data:image/png;base64," in html.read_text() and "plots/forest.svg" not in html.read_text()
+    assert "](plots/forest.png)" in (root / "analysis" / "report.md").read_text()
     # one bootstrap setting: the end-of-sweep report resamples as often as `python -m analysis report`
     from analysis.__main__ import parser
     from analysis.stats import N_BOOT

@@ -115,3 +115,15 @@ def test_compare_takes_a_label_prefix_and_refuses_an_ambiguous_one_listing_candi
     assert main(["compare", "--sweep-dir", str(sweep), "--a", "mem0", "--b", "backbone", "--n-boot", "200"]) == 2
     err = capsys.readouterr().err
     assert "'mem0' is ambiguous" in err and "mem0/minilm/middle/openai" in err and "mem0/emb3/middle/openai" in err
+
+
+def test_report_figure_formats_on_the_command_line(capsys):
+    """``--formats`` picks the figure formats (default both); an unknown one is refused by argparse, naming it."""
+    from analysis.__main__ import parser
+
+    args = ["report", "--sweep-dir", "x", "--out", "y"]
+    assert parser().parse_args(args).formats == ("png", "svg")
+    assert parser().parse_args([*args, "--formats", "SVG, png,svg"]).formats == ("svg", "png")
+    with pytest.raises(SystemExit) as e:
+        parser().parse_args([*args, "--formats", "png,pdf"])
+    assert e.value.code == 2 and "'png,pdf': choose from png,svg" in capsys.readouterr().err

@@ -196,6 +196,22 @@ def test_every_plot_renders_png_and_svg(runs, tmp_path):
     assert plots.embedding_comparison([r for r in runs if r.config.embedding == "minilm"]) is None
 
 
+def test_a_figure_saved_in_fewer_formats_leaves_no_stale_file_and_unknown_formats_are_refused(runs, tmp_path):
+    """``save`` in PNG only (the end-of-sweep report) removes the SVG an earlier save of the same figure left, so the
+    report directory never holds a figure of another run set; an unknown format is refused before anything is
+    written. The command line's format list is the module's."""
+    from analysis.__main__ import FIGURE_FORMATS
+
+    assert FIGURE_FORMATS == plots.FORMATS
+    png, svg = plots.save(plots.app_vs_recall(runs), tmp_path, "fig")
+    assert png.is_file() and svg.is_file()
+    assert plots.save(plots.app_vs_recall(runs), tmp_path, "fig", ("png",)) == [png]
+    assert png.is_file() and not svg.exists()
+    with pytest.raises(ValueError, match="pdf"):
+        plots.save(plots.app_vs_recall(runs), tmp_path, "other", ("pdf",))
+    assert not list(tmp_path.glob("other.*"))
+
+
 def test_embedding_comparison_table(runs):
     t = by_embedding(runs, n_boot=1000)
     assert t is not None and len(t.display) == 1
