@@ -21,13 +21,13 @@ from analysis.caveats import FLAG, degenerate
 from analysis.load import Run
 from analysis.stats import cluster_bootstrap_ci, discordant, mcnemar_exact, paired_bootstrap_ci
 
-EXCLUSION_NOTE = ("Rates and paired tests are paired: a task that failed or got any errored verdict is left out of "
-                  "every rate of its row, and a paired test uses only tasks valid in both runs (the others are "
-                  "counted under 'excluded'); an errored task is never scored as 0.")
+EXCLUSION_NOTE = ("A task that failed is left out of every rate of its row; a failed verdict leaves the task out of "
+                  "that verdict's rate only. A paired test of a metric uses only tasks with a valid value of it in "
+                  "both runs (the others are counted under 'excluded'); an error is never scored as 0.")
 
 
 def outcome(record: TaskRecord, metric: str) -> int | None:
-    """The task's paired 0/1 for ``metric``: None when the task is left out (it failed or any verdict errored) or
+    """The task's paired 0/1 for ``metric``: None when the task is left out (it failed or this verdict failed) or
     the metric does not apply (the backbone's naive query, provenance from a system that reports no items).
 
     It is ``inmind_exp.metrics.rate`` over this one task, so it can never disagree with Table 1.

@@ -56,8 +56,6 @@ _SAMPLE_RECORDS = re.compile(r"records\.sample(\d+)\.jsonl")
 META_FILE = "rejudge.json"
 #: The conf default of ``run.cache_dir`` (conf/config.yaml) when the source does not say.
 DEFAULT_CACHE_DIR = os.environ.get("INMIND_CACHE_DIR", ".inmind_cache")
-#: An error of the task itself (not of its judges): such a record has nothing to re-judge and is kept as it is.
-JUDGE_FAILED = "judge failed: "
 #: Judge verdicts the panel compares, in table order.
 PANEL_JUDGES: tuple[str, ...] = ("target_recall", "application", "answer_only", "naive")
 
@@ -182,13 +180,11 @@ def rejudge_record(client: LLMClient, record: TaskRecord, task: Task | None, jud
                    sample: int, attempts: int = 3) -> TaskRecord:
     """``record`` with its verdicts replaced by ``judges``' verdicts on its stored answers (sample ``sample``). A
     task that failed before judging has nothing to judge and is returned as it is (it stays left out)."""
-    if record.indirect is None or task is None or (record.error and not record.error.startswith(JUDGE_FAILED)):
+    if record.indirect is None or task is None or record.error:
         return record
     verdicts = {j.name: judge(client, j, j.fields(task, answer), attempts, sample=sample)
                 for j, answer in _judges_for(record, judges)}
-    failed = [f"{k}: {v.error}" for k, v in sorted(verdicts.items()) if v.error]
-    return dataclasses.replace(record, verdicts=verdicts, error=JUDGE_FAILED + "; ".join(failed) if failed else None,
-                               usage={})
+    return dataclasses.replace(record, verdicts=verdicts, usage={})
 
 
 def planned_calls(run: Run, tasks: Mapping[str, Task], setting: Setting, cache: CallCache | None) -> tuple[int, int]:
@@ -196,13 +192,13 @@ def planned_calls(run: Run, tasks: Mapping[str, Task], setting: Setting, cache: 
     (a reply that is not valid JSON is asked again, which is one more call)."""
     client = LLMClient(setting.endpoint)
     judges = judge_set(setting.judges)
-    params = client.provider.chat_params(response_format={"type": "json_object"})
     total = hit = 0
     for r in run.records:
         t = tasks.get(r.task_id)
-        if r.indirect is None or t is None or (r.error and not r.error.startswith(JUDGE_FAILED)):
+        if r.indirect is None or t is None or r.error:
             continue
         for j, answer in _judges_for(r, judges):
+            params = client.provider.chat_params(**({"response_format": {"type": "json_object"}} if j.json_mode else {}))
             prompt = j.template.format(**j.fields(t, answer))
             wire = [m.to_openai() for m in msgs(("system", j.system), ("user", prompt))]
             for s in range(setting.samples):

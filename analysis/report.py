@@ -131,7 +131,7 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
 
 
 def valid_sizes(runs: list[Run]) -> list[tuple[str, int]]:
-    """Per run, the tasks that count towards its rates (paired: ran, and every verdict valid)."""
+    """Per run, the tasks that count towards its rates (those that ran; a failed verdict leaves only its own rate)."""
     return [(r.label, r.metrics.n_tasks - len(r.metrics.excluded)) for r in runs]
 
 
@@ -172,9 +172,9 @@ def _methods(runs: list[Run], n_boot: int, seed: int) -> list[str]:
                   f"{min(resolvable_gap_pp(smallest), 100.0):.0f} points to be told apart"
                   if smallest else "No configuration has a valid task, so nothing can be told apart")
     return [
-        "Rates are percentages with Wilson 95% score intervals. Every rate of a row is over the same tasks: a task "
-        "that failed or got any errored verdict is left out of all of them and listed under Table 1, never scored "
-        "as 0.",
+        "Rates are percentages with Wilson 95% score intervals. A task that failed is left out of every rate of its "
+        "row; a failed verdict leaves the task out of that verdict's rate only, as the release scores each metric "
+        "on its own. Both are listed under Table 1, never scored as 0.",
         "Target recall is measured three ways. The judge reads the indirect context answer-blind. Two judge-free "
         "bounds need no model: provenance (an item derived from the injected fact turn reached the answerer) is an "
         "upper bound, because an item an LLM rewrote from the fact (a profile, a summary, the always-in-state file) "
@@ -215,7 +215,9 @@ def _headline(runset: RunSet) -> list[str]:
     runs = list(runset.runs)
     lines = [f"{len(runs)} configuration(s) from {runset.origin}; "
              f"{sum(r.metrics.n_tasks for r in runs)} task records, {sum(r.metrics.n_errors for r in runs)} failed, "
-             f"{sum(len(r.metrics.excluded) for r in runs)} left out of the rates (failed or an errored verdict)."]
+             f"{sum(len(r.metrics.excluded) for r in runs)} left out of every rate (failed), "
+             f"{sum(len(v) for r in runs for v in r.metrics.verdict_errors.values())} failed verdict(s) left out of "
+             "their own rate only."]
     leaders = retrieval_leaders(runs)
     if leaders:
         a = leaders[0].metrics.rates["application"]

@@ -178,11 +178,11 @@ def _rate_cols(prefix: str, r: Rate) -> dict[str, float]:
 
 
 def left_out_reason(record: TaskRecord) -> str:
-    """Why a task is left out of every rate of its row: the run failed, or which verdicts errored."""
+    """Why a task is left out: of every rate of its row when the task failed, else of the rates whose verdict
+    failed."""
     if record.error is not None or record.indirect is None:
         return "task failed"
-    bad = sorted(k for k, v in record.verdicts.items() if not v.ok)
-    return f"{', '.join(bad)} verdict errored"
+    return f"{', '.join(record.failed_verdicts)} verdict failed: left out of that rate only"
 
 
 def _fault_cells(run: Run) -> tuple[dict[str, object], str, str]:
@@ -264,6 +264,9 @@ def table1(runs: Sequence[Run]) -> Table:
         if m.excluded:
             reasons = ", ".join(f"{t} ({left_out_reason(run.by_task[t])})" for t in m.excluded)
             items.append(f"{run.label}: left out of every rate: {reasons}")
+        for metric, ids in m.verdict_errors.items():
+            items.append(f"{run.label}: left out of the {METRIC_TITLES.get(metric, metric)} rate only (its verdict "
+                         f"failed): {', '.join(ids)}")
     shown = pd.DataFrame(display)
     return Table(
         "table1",
@@ -502,7 +505,7 @@ def by_domain(runs: Sequence[Run], metric: str = "application") -> Table:
     return Table(f"by_domain_{metric}",
                  f"{METRIC_TITLES[metric]} by domain: % (successes/valid verdicts) [Wilson 95% interval]",
                  pd.DataFrame(data), pd.DataFrame(display),
-                 note=("Tasks left out of the row (failed, or any errored verdict) are not in n; they are counted in "
+                 note=("Tasks left out (failed, or this metric's verdict failed) are not in n; they are counted in "
                        "the CSV's `errors` column. Domains are the `domain` strings the records carry. A domain's "
                        "interval is wide at the few tasks it holds: read it as where the rate plausibly lies, not "
                        "as a ranking of domains."))

@@ -189,8 +189,9 @@ def _config_block(k: int, run: Run, rec: TaskRecord | None, task: Task | None) -
     parts = [head]
     if rec.error:
         parts.append(f"<pre class='err'>{esc(rec.error)}</pre>")
-    elif not valid(rec):
-        parts.append("<p class='err'>left out of the rates: a verdict errored</p>")
+    elif rec.failed_verdicts:
+        parts.append(f"<p class='err'>{esc(', '.join(rec.failed_verdicts))} verdict failed: left out of that rate "
+                     "only</p>")
     if rec.fact_write_fault:
         parts.append("<p class='fwf'>fact-write fault: the system fell back while writing the injected exchange</p>")
     rows = []

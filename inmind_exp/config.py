@@ -130,9 +130,12 @@ class AnswerConf:
 @dataclass
 class JudgesConf:
     """``strict``: this project's judge prompts (``inmind_exp.judges``); ``paper``: the official release's four
-    judge prompts and user-message layout, read from the release at run time."""
+    judge prompts and user-message layout, read from the release at run time. ``json_mode``: null keeps the set's
+    own request envelope (strict: JSON mode and a repair turn; paper: the messages only, as the release sends);
+    true/false chooses it (under ``paper``, true is a labelled deviation)."""
 
     prompts: str = "strict"
+    json_mode: Optional[bool] = None
 
 
 @dataclass

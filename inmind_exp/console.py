@@ -69,14 +69,15 @@ def retry_summary(errored: list[tuple[str, int, int]], failed: list[str], retry_
         return None
     parts = []
     if n_err:
-        parts.append(f"{n_err} of {sum(n for _, _, n in errored)} tasks ended in error in "
-                     f"{sum(1 for _, e, _ in errored if e)} configuration(s)")
+        parts.append(f"{n_err} of {sum(n for _, _, n in errored)} tasks ended in an error (of the task or of a "
+                     f"verdict) in {sum(1 for _, e, _ in errored if e)} configuration(s)")
     if failed:
         parts.append(f"{len(failed)} configuration(s) failed: {', '.join(failed)}")
     transient = len(messages) < len(failed) or any(not permanent(m) for m in messages)
     if (n_err and retry_errors) or transient:
         return (f"[inmind] {'; '.join(parts)}. Rerun the same command to retry them (finished tasks are kept; errored "
-                f"ones are retried while run.retry_errors=true):\n  {resume_command()}")
+                f"ones are retried while run.retry_errors=true, a failed verdict by asking the judge only):"
+                f"\n  {resume_command()}")
     if n_err:
         return (f"[inmind] {'; '.join(parts)}. run.retry_errors=false keeps errored tasks as they are; to retry them:"
                 f"\n  {resume_command()} run.retry_errors=true")

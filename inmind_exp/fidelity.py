@@ -69,6 +69,8 @@ class Setting:
     judge: RoleSetting
     n_tasks: int | None = None
     session_index: int | None = None
+    #: the judges asked for JSON mode with a repair turn (``judges.json_mode=true``); the release sends neither
+    judge_json_mode: bool = False
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,8 @@ def deviations(s: Setting) -> tuple[str, ...]:
         out.append(f"answer={s.answer}")
     if s.judges != PAPER_JUDGES:
         out.append(f"judges={s.judges}")
+    elif s.judge_json_mode:
+        out.append("judge JSON mode (response_format and a repair turn; release: the messages only)")
     out += _role_deviations("answerer", s.answerer, ANSWER_MAX_TOKENS)
     out += _role_deviations("judge", s.judge, JUDGE_MAX_TOKENS)
     return tuple(out)
@@ -217,6 +221,7 @@ def setting_of_params(params: Mapping[str, Any], n_tasks: int | None = None) -> 
         judges=group_choice(params, "judges", DEFAULT_JUDGES),
         answerer=_role_of_params(params, "answerer"), judge=_role_of_params(params, "judge"),
         n_tasks=n_tasks if n_tasks is not None else limit,
+        judge_json_mode=_bool(_get(params, "judges.json_mode")),
     )
 
 

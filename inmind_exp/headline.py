@@ -21,8 +21,8 @@ FACT_WRITE_FAULT_LIMIT = 20.0
 FAULT_FLAG = "!"
 HEADERS: tuple[str, ...] = ("configuration", "n", "Application", "Target recall", "Naive", "faults")
 #: The note printed once under the table.
-NOTE = ("Rates in % with Wilson 95% intervals, over the n valid tasks (failed tasks and errored verdicts left out; "
-        "n/N when some were). Target recall: the answer-blind judge. faults: % of tasks with a memory-system "
+NOTE = ("Rates in % with Wilson 95% intervals, over the n tasks with a valid verdict (failed tasks left out, "
+        "a failed verdict from its own rate only; n/N when some were). Target recall: the answer-blind judge. faults: % of tasks with a memory-system "
         "fallback / with one while writing the injected fact.")
 
 Flat = Mapping[str, float]

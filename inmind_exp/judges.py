@@ -10,13 +10,21 @@ Two prompt sets fill it (``judges.prompts``): ``strict`` (this module's prompts,
 ``paper`` (the official release's four judge prompts, read at run time by ``judge_set``, each ``.rstrip()``ped as
 the release's ``build_judge_payloads.py`` does, with the release's ``field: value`` user-message layout). A paper
 judge keeps its strict twin's name, label and order, so metrics and tables do not fork; its version names the set
-and the prompt file's SHA-256. Neither set appends anything to the messages; the call asks for JSON mode
-(``response_format``, a request parameter), and a reply that does not parse is shown back to the model with a
-one-line repair request (``LLMClient.chat_json``), a second prompt that is no part of either set.
+and the prompt file's SHA-256. Neither set appends anything to the messages.
+
+How a verdict is asked and read differs. ``strict`` asks for JSON mode (``response_format``, a request parameter),
+shows a reply that does not parse back to the model with a one-line repair request (``LLMClient.chat_json``, a
+prompt no set contains) and reads a score leniently (``1``, ``"1"``, ``1.0``, ``true``). ``paper`` sends what the
+release sends, the messages only, asks again with the same messages, and reads a verdict the release's way ("Parse
+only JSON verdicts with binary ``score``", ``skills/evaluate-inmind/SKILL.md``): the reply is one JSON object (a
+surrounding code fence is allowed, prose is not) whose ``score`` is the integer 0 or 1. ``judges.json_mode=true``
+gives the paper set the JSON-mode envelope (a labelled deviation, its own version). A reply that did not parse is
+never served from the call cache: every attempt, and every rerun of a failed verdict, asks the endpoint again.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping
@@ -48,6 +56,10 @@ class Judge:
     completion_tokens: int = 80  # a JSON verdict with a one-sentence reason
     #: the prompt set it belongs to (``strict``: this module; ``paper``: the release's prompt files)
     prompt_set: str = "strict"
+    #: JSON mode and the repair turn (``LLMClient.chat_json``); the release sends neither
+    json_mode: bool = True
+    #: read the score leniently (``"1"``, ``1.0``, ``true``); False: the release's binary integer score only
+    lenient: bool = True
 
     def fields(self, task: Task, answer: Answer) -> dict[str, str]:
         """The template's fields for ``answer`` (templates use the ones they need)."""
@@ -170,9 +182,10 @@ PAPER_TEMPLATES: dict[str, str] = {
 }
 
 
-def paper_judges(release: "Release") -> dict[str, Judge]:
+def paper_judges(release: "Release", json_mode: bool = False) -> dict[str, Judge]:
     """The ``paper`` set: each registered judge with the release's prompt (``Release.prompt`` checks its pinned
-    SHA-256) and layout; name, label, order and the answer it reads unchanged, so the metrics stay the same."""
+    SHA-256), layout and verdict reading (no JSON mode unless ``json_mode``); name, label, order and the answer it
+    reads unchanged, so the metrics stay the same."""
     from inmind_exp.data.release import PINNED_SHA256, PROMPTS
 
     out = {}
@@ -180,20 +193,23 @@ def paper_judges(release: "Release") -> dict[str, Judge]:
         system = release.prompt(name).rstrip()
         template = PAPER_TEMPLATES[name]
         size = (len(system) + len(template)) // 4 - (len(strict.system) + len(strict.template)) // 4
-        out[name] = replace(strict, system=system, template=template, prompt_set="paper",
-                            version=f"paper-{name}-v1-{PINNED_SHA256[PROMPTS[name]][:16]}",
-                            prompt_tokens=strict.prompt_tokens + size)
+        out[name] = replace(strict, system=system, template=template, prompt_set="paper", json_mode=json_mode,
+                            lenient=False, prompt_tokens=strict.prompt_tokens + size,
+                            version=f"paper-{name}-v2-{PINNED_SHA256[PROMPTS[name]][:16]}" + ("-json" * json_mode))
     return out
 
 
-def judge_set(name: str, release: "Release | None" = None) -> dict[str, Judge]:
-    """The judges of prompt set ``name`` (``paper`` needs the release); ValueError naming the choices otherwise."""
+def judge_set(name: str, release: "Release | None" = None, json_mode: bool | None = None) -> dict[str, Judge]:
+    """The judges of prompt set ``name`` (``paper`` needs the release); ValueError naming the choices otherwise.
+    ``json_mode`` None keeps the set's own envelope (strict: JSON mode; paper: none)."""
     if name == "strict":
+        if json_mode is False:
+            return {k: replace(j, json_mode=False, version=j.version + "-nojson") for k, j in JUDGES.items()}
         return dict(JUDGES)
     if name == "paper":
         if release is None:
             raise ValueError("judges.prompts=paper needs the official release")
-        return paper_judges(release)
+        return paper_judges(release, bool(json_mode))
     raise ValueError(f"judges.prompts={name!r}: expected one of {', '.join(JUDGE_SETS)}")
 
 
@@ -218,6 +234,29 @@ def _validate_verdict(obj: dict[str, Any]) -> str | None:
     return f'"score" must be 0 or 1, got {score!r}'
 
 
+def _validate_binary(obj: dict[str, Any]) -> str | None:
+    """The release's rule: ``score`` is the integer 0 or 1 (not ``true``, ``"1"`` or ``1.0``)."""
+    score = obj.get("score")
+    if type(score) is int and score in (0, 1):
+        return None
+    return f'"score" must be the integer 0 or 1, got {score!r}'
+
+
+def parse_verdict_json(text: str) -> dict[str, Any]:
+    """A reply that is one JSON object, optionally inside a code fence (no prose around it); ValueError if not."""
+    s = text.strip()
+    fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", s, re.S)
+    if fenced:
+        s = fenced.group(1)
+    try:
+        obj = json.loads(s)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not a JSON object: {e.msg}") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
 def _score(obj: dict[str, Any]) -> int:
     s = obj["score"]
     return int(s.strip()) if isinstance(s, str) else int(s)
@@ -228,7 +267,10 @@ def judge(client: LLMClient, prompt: Judge, fields: dict[str, str], attempts: in
     asks for another sample of the same prompt (its own cache entry), for repeated judging."""
     messages = judge_messages(prompt, fields)
     try:
-        obj, comp = client.chat_json(messages, attempts=attempts, validate=_validate_verdict, sample=sample)
+        obj, comp = client.chat_json(
+            messages, attempts=attempts, sample=sample, json_mode=prompt.json_mode,
+            validate=_validate_verdict if prompt.lenient else _validate_binary,
+            parse=None if prompt.lenient else parse_verdict_json)
     except JSONReplyError as e:
         return Verdict(prompt.name, None, raw=e.raw, error=str(e), prompt_version=prompt.version)
     except LLMCallError as e:
@@ -237,12 +279,20 @@ def judge(client: LLMClient, prompt: Judge, fields: dict[str, str], attempts: in
 
 
 def judge_task(client: LLMClient, task: Task, naive: Answer | None, indirect: Answer, attempts: int = 3,
-               judges: Mapping[str, Judge] | None = None) -> dict[str, Verdict]:
+               judges: Mapping[str, Judge] | None = None,
+               done: Mapping[str, Verdict] | None = None) -> dict[str, Verdict]:
     """Every judge of the set (``JUDGES`` by default) whose answer exists (the naive one only when the system was
-    asked), in registry order."""
+    asked), in registry order. ``done`` holds verdicts already obtained (a rerun): a valid one of the same prompt
+    version is kept, so only failed or missing verdicts are asked."""
     answers = {"naive": naive, "indirect": indirect}
-    return {j.name: judge(client, j, j.fields(task, answer), attempts)
-            for j in (JUDGES if judges is None else judges).values() if (answer := answers[j.reads]) is not None}
+    out = {}
+    for j in (JUDGES if judges is None else judges).values():
+        if (answer := answers[j.reads]) is None:
+            continue
+        old = (done or {}).get(j.name)
+        keep = old is not None and old.ok and old.prompt_version == j.version
+        out[j.name] = old if keep else judge(client, j, j.fields(task, answer), attempts)  # type: ignore[assignment]
+    return out
 
 
 def _norm(text: str) -> str:

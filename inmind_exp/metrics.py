@@ -1,8 +1,9 @@
 """Pure functions from task records to the paper's metrics: rates in percent with Wilson 95% intervals, the three
 Δ columns of Table 1, the judge-free bounds, the judge's self-audit, memory faults, error counts and token totals.
 
-Rates are paired: every rate of a row is computed over the same tasks. A task whose run or any verdict errored is
-left out of every rate (and listed in ``excluded``), so the Δ columns and the paired tests compare like with like.
+Rates are paired: every rate of a row is computed over the tasks that ran. A task whose run errored is left out of
+every rate (and listed in ``excluded``); a failed verdict is an error of its metric only: the task leaves that
+metric's rate (``verdict_errors``) and stays in the others, as the release scores per metric.
 """
 
 from __future__ import annotations
@@ -78,8 +79,9 @@ class Rate:
 
 
 def valid(record: TaskRecord) -> bool:
-    """A task counts towards the rates only if it ran and every verdict it got is a valid 0/1."""
-    return record.error is None and record.indirect is not None and all(v.ok for v in record.verdicts.values())
+    """A task counts towards the rates only if it ran (its answers exist); each rate then takes the tasks whose
+    value for it exists (a failed verdict leaves only its own metric)."""
+    return record.error is None and record.indirect is not None
 
 
 def _value(r: TaskRecord, metric: str) -> int | None:
@@ -92,12 +94,14 @@ def _value(r: TaskRecord, metric: str) -> int | None:
 
 
 def rate(records: list[TaskRecord], metric: str) -> Rate:
-    """``metric`` over the valid tasks (paired); ``errors`` counts the tasks left out because they errored."""
+    """``metric`` over the tasks that ran; ``errors`` counts the tasks left out because they errored or because
+    this metric's verdict did."""
     if metric in CONTROL_METRICS:
         return control_rate(records, metric)
     ok = [r for r in records if valid(r)]
     vals = [v for v in (_value(r, metric) for r in ok) if v is not None]
-    return Rate(sum(vals), len(vals), len(records) - len(ok))
+    failed = sum(1 for r in ok if metric in r.failed_verdicts)
+    return Rate(sum(vals), len(vals), len(records) - len(ok) + failed)
 
 
 def control_rate(records: list[TaskRecord], metric: str) -> Rate:
@@ -130,7 +134,7 @@ class JudgeAudit:
 def judge_audit(records: list[TaskRecord]) -> JudgeAudit:
     fp, fn, checked = [], [], 0
     for r in records:
-        if not valid(r) or "target_recall" not in r.verdicts:
+        if not valid(r) or "target_recall" not in r.verdicts or not r.verdicts["target_recall"].ok:
             continue
         verdict = r.verdicts["target_recall"].score
         checked += 1
@@ -162,6 +166,8 @@ class RunMetrics:
     ran: dict[str, float] = field(default_factory=dict)
     #: the negative controls' rates (``no_fact_warning``, ``over_application``) of the controls the run ran
     controls: dict[str, Rate] = field(default_factory=dict)
+    #: per judge metric, the tasks that ran but whose verdict of it failed (left out of that rate only)
+    verdict_errors: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def memory_fault_rate(self) -> float:
@@ -188,7 +194,9 @@ class RunMetrics:
             lo, hi = r.ci
             out.update({name: r.pct, f"{name}_ci_low": lo, f"{name}_ci_high": hi, f"{name}_n": r.n, f"{name}_errors": r.errors})
         out.update(self.deltas)
-        out.update({"n_excluded": len(self.excluded), "judge_false_positives": len(self.audit.false_positives),
+        out.update({"n_excluded": len(self.excluded),
+                    "n_verdict_errors": sum(len(v) for v in self.verdict_errors.values()),
+                    "judge_false_positives": len(self.audit.false_positives),
                     "judge_false_negatives": len(self.audit.false_negatives), "judge_audited": self.audit.checked,
                     "memory_fault_rate": self.memory_fault_rate, "fact_write_fault_rate": self.fact_write_fault_rate,
                     "memory_fault_tasks": self.fault_tasks, "fact_write_fault_tasks": self.fact_write_fault_tasks})
@@ -232,7 +240,14 @@ def compute(records: list[TaskRecord]) -> RunMetrics:
         context_items=_mean([r.context_items for r in ran]),
         ran=ran_rates(ran),
         controls=control_metrics(records),
+        verdict_errors=verdict_errors(records),
     )
+
+
+def verdict_errors(records: list[TaskRecord]) -> dict[str, tuple[str, ...]]:
+    """Per judge metric (registry order), the tasks that ran whose verdict of it failed; metrics with none absent."""
+    out = {m: tuple(r.task_id for r in records if valid(r) and m in r.failed_verdicts) for m in JUDGES}
+    return {m: ids for m, ids in out.items() if ids}
 
 
 def _mean(values: list[float | int | None]) -> float:
@@ -307,7 +322,9 @@ def results_table(rows: list[tuple[str, RunMetrics]]) -> str:
     notes = [f"{name}: negative controls: " + "; ".join(f"{CONTROL_METRICS[k].label} {cell(r)} (n={r.n}, {r.errors} "
                                                       f"left out)" for k, r in m.controls.items())
              for name, m in rows if m.controls]
-    notes += [f"{name}: left out of every rate (errored): {', '.join(m.excluded)}" for name, m in rows if m.excluded]
+    notes += [f"{name}: left out of every rate (task failed): {', '.join(m.excluded)}" for name, m in rows if m.excluded]
+    notes += [f"{name}: left out of the {LABELS[k]} rate only (its verdict failed): {', '.join(ids)}"
+              for name, m in rows for k, ids in m.verdict_errors.items()]
     notes += [f"{name}: judge target-recall false positives (provenance 0): {', '.join(m.audit.false_positives)}"
               for name, m in rows if m.audit.false_positives]
     notes += [f"{name}: judge target-recall false negatives (verbatim 1): {', '.join(m.audit.false_negatives)}"

@@ -1,8 +1,9 @@
 """The release's own aggregate, beside ours: a metric is the number of ``score: 1`` verdicts divided by 125, so an
 errored or missing task counts as not 1 (``evaluation/README.md``, "Judging").
 
-Our rates (``inmind_exp.metrics``) are paired: a task that errored is left out of every rate of its row. The two
-agree only when every one of the 125 tasks ran and was judged. The official ones are named ``<metric>_official``
+Our rates (``inmind_exp.metrics``) leave out the tasks that failed, and a failed verdict from its metric's rate only.
+The two agree only when every one of the 125 tasks ran and was judged. Both count per verdict: a failed verdict is
+"not 1" for its own metric here, and the task's other verdicts count. The official ones are named ``<metric>_official``
 (``application_official`` = score-1 application verdicts / 125) so nobody mistakes one for the other; they are
 reported for runs of the official tasks only.
 """
@@ -17,8 +18,9 @@ from inmind_exp.judges import JUDGES
 from inmind_exp.records import TaskRecord
 
 SUFFIX = "_official"
-NOTE = (f"official = score-1 verdicts / {N_TASKS} (the release's aggregate: an errored or missing task counts as "
-        "not 1); the unsuffixed rates are paired over the tasks that ran and were judged (errored tasks left out)")
+NOTE = (f"official = score-1 verdicts / {N_TASKS} (the release's aggregate: a failed verdict or a missing task "
+        "counts as not 1, per metric); the unsuffixed rates are over the tasks that ran, each leaving out only the "
+        "tasks whose verdict of it failed")
 
 
 @dataclass(frozen=True)
@@ -40,11 +42,12 @@ class OfficialRate:
 
 
 def official_rates(records: Iterable[TaskRecord], total: int = N_TASKS) -> dict[str, OfficialRate]:
-    """Per judge metric, the release's aggregate over ``records`` (one task counted once: the last record wins)."""
+    """Per judge metric, the release's aggregate over ``records`` (one task counted once: the last record wins).
+    Every valid verdict counts, whatever else of its task failed: the release scores each metric on its own."""
     by_task = {r.task_id: r for r in records}
     out = {}
     for name in JUDGES:
-        verdicts = [r.verdicts.get(name) for r in by_task.values() if r.error is None]
+        verdicts = [r.verdicts.get(name) for r in by_task.values()]
         ok = [v for v in verdicts if v is not None and v.ok]
         out[name] = OfficialRate(name, sum(1 for v in ok if v.score == 1), len(ok), total)
     return out
@@ -62,5 +65,5 @@ def official_metrics(records: Iterable[TaskRecord], total: int = N_TASKS) -> dic
 def official_line(records: Iterable[TaskRecord], total: int = N_TASKS) -> str:
     """One results-table line: every official aggregate as ``name k/125 = pct%``."""
     cells = [f"{r.name} {r.successes}/{r.total} = {r.pct:.1f}%" for r in official_rates(records, total).values()]
-    return ("Release aggregate (score-1 verdicts / 125, an errored or missing task counts as not 1; the table's "
-            "rates are paired, errored tasks left out): " + ", ".join(cells))
+    return ("Release aggregate (score-1 verdicts / 125, a failed verdict or a missing task counts as not 1; the "
+            "table's rates leave out failed tasks, and a failed verdict from its own metric only): " + ", ".join(cells))

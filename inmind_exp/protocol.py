@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -197,16 +198,23 @@ def run_task(
     judges: dict[str, Judge] | None = None,
     controls: "ControlSpec | None" = None,
     no_fact_state: Path | None = None,
+    previous: TaskRecord | None = None,
 ) -> TaskRecord:
-    """The whole protocol for one task; an LLM failure anywhere becomes the record's ``error``, never a score.
+    """The whole protocol for one task. A failure before both answers exist becomes the record's ``error``, never a
+    score; a verdict that fails is an error of that verdict only (``Verdict.error``): the answers and the other
+    verdicts stand, and the task leaves only that metric's rate.
 
     ``workdir`` must be a plain child of its parent (the worker names it by a hash of the task id); it is removed
     when the task ends unless ``keep_workdir``. ``judges`` is the judge prompt set (``JUDGES``, strict, if None).
-    ``controls`` are the run's negative controls (``inmind_exp.controls``), asked after the task's own queries when
-    they succeeded; ``no_fact_state`` the shared no-fact state they need for ``no_fact``.
+    ``controls`` are the run's negative controls (``inmind_exp.controls``), asked after the task's own queries;
+    ``no_fact_state`` the shared no-fact state they need for ``no_fact``. ``previous``, a record of this task
+    whose answers exist but some verdict failed (``TaskRecord.failed_verdicts``), is completed instead: only its
+    failed verdicts are asked again (judge calls only).
     """
     if ".." in Path(workdir).parts:
         raise ValueError(f"workdir {workdir} must not contain '..'")
+    if previous is not None and previous.rejudgeable:
+        return rejudge_failed(previous, task, models, judges, judge_attempts, phase)
     t0 = time.perf_counter()
     before = models.meter.snapshot()
     naive = indirect = None
@@ -225,10 +233,7 @@ def run_task(
         exact = exact_target_recall(task, indirect)
         phase("judging")
         verdicts = judge_task(models.judge, task, naive, indirect, attempts=judge_attempts, judges=judges)
-        failed = [f"{k}: {v.error}" for k, v in sorted(verdicts.items()) if v.error]
-        if failed:
-            error = "judge failed: " + "; ".join(failed)
-        if controls is not None and error is None:
+        if controls is not None:
             from inmind_exp.controls import run_controls
             from inmind_exp.judges import JUDGES
 
@@ -247,6 +252,22 @@ def run_task(
         indirect=indirect, verdicts=verdicts, exact=exact, usage=models.meter.diff(models.meter.snapshot(), before),
         latency_s=round(time.perf_counter() - t0, 3), error=error, faults=faults, controls=control_results,
     )
+
+
+def rejudge_failed(previous: TaskRecord, task: Task, models: Models, judges: dict[str, Judge] | None,
+                   attempts: int, phase: Phase = _no_phase) -> TaskRecord:
+    """``previous`` with its failed verdicts asked again on its stored answers (every other field kept; the calls
+    added to its usage): what a rerun does for a task whose answers exist."""
+    t0 = time.perf_counter()
+    before = models.meter.snapshot()
+    phase("judging (rerun of failed verdicts)")
+    verdicts = judge_task(models.judge, task, previous.naive, previous.indirect, attempts=attempts, judges=judges,
+                          done=previous.verdicts)
+    usage = dict(previous.usage)
+    for role, u in models.meter.diff(models.meter.snapshot(), before).items():
+        usage[role] = usage[role] + u if role in usage else u
+    return replace(previous, verdicts=verdicts, usage=usage,
+                   latency_s=round(previous.latency_s + time.perf_counter() - t0, 3))
 
 
 def task_record(

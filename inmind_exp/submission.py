@@ -6,8 +6,9 @@ anything is written.
 ``context`` is the exact text the answerer was shown and the judges read (``Answer.context_text()``: under
 ``answer=paper`` the text that replaced the release prompt's ``{context}``), so the release's
 ``build_judge_payloads.py`` builds from these rows the requests ``judges=paper`` sends. One record is one row
-(``submission_row``); a whole configuration is ``build_submission``. A task that
-errored, or has no naive or no indirect answer, cannot fill the contract: it is left out and counted
+(``submission_row``); a whole configuration is ``build_submission``. Every task with both answers is a row, whatever
+its verdicts (the InMind team judges the rows again). A task with no naive or no indirect answer cannot fill the
+contract: it is left out and counted
 (``Submission.skipped``); the release counts a missing task as not 1, and its ``validate_submission.py`` refuses an
 incomplete file unless given ``--allow-partial``. Only official tasks (integer ``task_id``) can be exported.
 """
@@ -69,7 +70,10 @@ def submission_row(record: TaskRecord, config: Mapping[str, Any] | None = None,
 
 
 def skip_reason(record: TaskRecord) -> str | None:
-    """Why a record cannot fill the contract, or None when it can."""
+    """Why a record cannot fill the contract, or None when it can: both answers are all it needs (a failed verdict
+    is no reason; neither is an error after both answers existed)."""
+    if record.naive is not None and record.indirect is not None:
+        return None
     if record.error is not None:
         return "task errored"
     if record.naive is None:

@@ -14,13 +14,13 @@ def test_every_judge_reply_unparseable_exits_3_with_a_retry_hint(tmp_path):
         p = run(launch_cmd(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "run.judge_attempts=1",
                            "run.max_task_attempts=1", multirun=False))
     assert p.returncode == 3, p.stdout[-2000:] + p.stderr[-2000:]
-    assert "2 of 2 tasks ended in error in 1 configuration(s)" in p.stderr
+    assert "2 of 2 tasks ended in an error (of the task or of a verdict) in 1 configuration(s)" in p.stderr
     assert "Rerun the same command to retry them" in p.stderr
     assert (p.stdout + p.stderr).count("Rerun the same command") == 1  # shown once on the terminal
     # the run's story, summary and retry hint included, is in the job directory's launch.log
     log = (tmp_path / "run" / "launch.log").read_text()
     assert "finished: 2/2 tasks, 2 errors; this run: " in log
-    assert "2 of 2 tasks ended in error in 1 configuration(s)" in log and "Rerun the same command" in log
+    assert "2 of 2 tasks ended in an error (of the task or of a verdict) in 1 configuration(s)" in log and "Rerun the same command" in log
 
 
 def test_a_prefix_failure_ends_its_configuration_and_the_sweep_goes_on(tmp_path):

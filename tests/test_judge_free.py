@@ -222,7 +222,7 @@ def test_a_row_with_one_errored_verdict_is_computed_over_n_minus_one_tasks_for_e
     assert m.excluded == ("d",)
     assert m.rates["target_recall_provenance"].successes == 2
     assert m.rates["target_recall_exact"].successes == 1
-    assert "left out of every rate (errored): d" in results_table([("cfg", m)])
+    assert "left out of every rate (task failed): d" in results_table([("cfg", m)])
 
 
 def test_judge_audit_finds_certain_false_positives_and_negatives():

@@ -65,23 +65,30 @@ class Model:
         self._memo: dict[str, np.ndarray] | None = {} if memo else None
 
     # -- chat -------------------------------------------------------------------------------------------------
-    def chat(self, messages: Sequence[Message], *, sample: int = 0, **kwargs: Any) -> Completion:
+    def chat(self, messages: Sequence[Message], *, sample: int = 0,
+             accept: Callable[[str], bool] | None = None, **kwargs: Any) -> Completion:
         """One chat completion; generation parameters left out take the role's configured defaults (see
-        ``OpenAIProvider.chat_params``). ``sample`` separates repeated samples of the same prompt in the cache."""
+        ``OpenAIProvider.chat_params``). ``sample`` separates repeated samples of the same prompt in the cache.
+        ``accept`` judges a stored reply's text: one it refuses (a reply its caller could not parse) is never
+        served from the cache but asked again, and the new reply replaces it."""
         params = self.provider.chat_params(**kwargs)
         wire = [m.to_openai() for m in messages]
         key = cache_key(self.provider.chat_key(wire, params, sample))
         if self.cache is None:
             return self._paid_chat(wire, params, key)
+
+        def usable(hit: Any) -> bool:
+            return hit is not None and (accept is None or accept(hit["text"]))
+
         hit = self.cache.get("chat", key)
-        if hit is None:
+        if not usable(hit):
             with self.cache.flights.claim("chat", key) as flight:
                 if flight.leader:
                     completion = self._paid_chat(wire, params, key)
                     flight.publish(completion.to_cache())
                     return completion
                 hit = flight.value  # the same request, sent by a task running at the same time: its reply
-                if hit is None:  # its call failed (or outlasted the wait): this caller makes its own
+                if not usable(hit):  # its call failed (or outlasted the wait, or was refused): this caller asks
                     return self._paid_chat(wire, params, key)
         self.meter.add(self.role, hit["prompt_tokens"], hit["completion_tokens"], cached=True)
         self.meter.finished(self.role, hit.get("finish_reason"), _prompt_text(wire))
@@ -95,26 +102,46 @@ class Model:
         return completion
 
     def chat_json(self, messages: Sequence[Message], *, attempts: int = 3,
-                  validate: Callable[[dict[str, Any]], str | None] | None = None,
+                  validate: Callable[[dict[str, Any]], str | None] | None = None, json_mode: bool = True,
+                  parse: Callable[[str], dict[str, Any]] | None = None,
                   **kwargs: Any) -> tuple[dict[str, Any], Completion]:
-        """Ask for a JSON object; on an unparseable or invalid reply (``validate`` returns a complaint), show the
-        model its reply and ask again, which is a new prompt and so a new cache key."""
+        """Ask for a JSON object, up to ``attempts`` times. ``json_mode`` asks for JSON mode (``response_format``)
+        and, after an unparseable or invalid reply (``validate`` returns a complaint), shows the model its reply
+        with a one-line repair request; without it every attempt sends the same messages. Either way a reply that
+        did not parse is never served from the cache (``chat``'s ``accept``): each attempt, and each rerun of a
+        failed one, reaches the endpoint. ``parse`` turns a reply's text into the object (``parse_json_object``
+        by default); ValueError means it did not parse."""
+        read = parse or parse_json_object
+
+        def check(text: str) -> dict[str, Any]:
+            obj = read(text)
+            problem = validate(obj) if validate else None
+            if problem:
+                raise ValueError(problem)
+            return obj
+
+        def parses(text: str) -> bool:
+            try:
+                check(text)
+            except ValueError:
+                return False
+            return True
+
+        if json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
         convo = list(messages)
         last_raw = ""
         for _ in range(max(1, attempts)):
-            comp = self.chat(convo, response_format={"type": "json_object"}, **kwargs)
+            comp = self.chat(convo, accept=parses, **kwargs)
             last_raw = comp.text
             try:
-                obj = parse_json_object(comp.text)
-                problem = validate(obj) if validate else None
-                if problem:
-                    raise ValueError(problem)
-                return obj, comp
+                return check(comp.text), comp
             except ValueError as e:
-                convo = list(messages) + [
-                    Message("assistant", comp.text),
-                    Message("user", f"That reply was not a valid JSON object ({e}). Reply again with only the JSON object."),
-                ]
+                if json_mode:
+                    convo = list(messages) + [
+                        Message("assistant", comp.text),
+                        Message("user", f"That reply was not a valid JSON object ({e}). Reply again with only the JSON object."),
+                    ]
         raise JSONReplyError(f"role '{self.role}': no valid JSON object after {attempts} attempt(s)", raw=last_raw)
 
     # -- embeddings -------------------------------------------------------------------------------------------

@@ -134,6 +134,16 @@ class TaskRecord:
     def ok(self) -> bool:
         return self.error is None
 
+    @property
+    def failed_verdicts(self) -> tuple[str, ...]:
+        """The judges whose verdict errored (each an error of its own metric, not of the task)."""
+        return tuple(sorted(k for k, v in self.verdicts.items() if not v.ok))
+
+    @property
+    def rejudgeable(self) -> bool:
+        """The task ran (its answers exist) and some verdict failed: a rerun asks only those verdicts again."""
+        return self.error is None and self.indirect is not None and bool(self.failed_verdicts)
+
     def fault_counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for f in self.faults:
@@ -187,7 +197,7 @@ class TaskRecord:
             target_recall_exact=d.get("target_recall_exact"),
             usage={k: Usage(**v) for k, v in d.get("usage", {}).items()},
             latency_s=d.get("latency_s", 0.0),
-            error=d.get("error"),
+            error=_task_error(d),
             attempts=d.get("attempts", 1),
             naive_recall_provenance=d.get("naive_recall_provenance"),
             target_recall_provenance=d.get("target_recall_provenance"),
@@ -206,6 +216,20 @@ class TaskRecord:
             traits=dict(d.get("traits") or {}),
             controls={k: ControlResult.from_dict(c) for k, c in (d.get("controls") or {}).items()},
         )
+
+
+#: how records written before verdicts were the unit of failure marked a task whose only failure was a verdict
+_OLD_JUDGE_FAILED = "judge failed: "
+
+
+def _task_error(d: dict[str, Any]) -> str | None:
+    """The record's task-level error. An older record with answers whose only error was a failed verdict reads as
+    it is now written: the failure is that verdict's alone (its ``Verdict.error``), not the task's."""
+    error = d.get("error")
+    if error and error.startswith(_OLD_JUDGE_FAILED) and d.get("indirect") and any(
+            v.get("error") is not None or v.get("score") not in (0, 1) for v in (d.get("verdicts") or {}).values()):
+        return None
+    return error
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:

@@ -70,7 +70,8 @@ class InProcessExecutor:
                 task, attempt = queue.pop(0)
                 if not cap.allows(plan, spends([progress]), []):
                     break  # the spend cap: the rest are not started (run.spend_cap)
-                rec = self.worker.run_task(spec, task, plan.trace, plan.session_index, plan.prefix_hash, blob, attempt)
+                rec = self.worker.run_task(spec, task, plan.trace, plan.session_index, plan.prefix_hash, blob, attempt,
+                                           plan.done.get(task.id))
                 if retry_or_report(plan, task, rec, attempt, report):
                     queue.append((task, attempt + 1))
         finally:

@@ -127,12 +127,13 @@ class Plan:
         return self.root / "prefix" / f"{self.prefix_hash}.tar.gz"
 
     def remaining(self, retry_errors: bool | None = None) -> list[Task]:
-        """Tasks without a finished record (errored ones too, when retrying errors)."""
+        """Tasks without a finished record; when retrying errors, also errored ones and those with a failed verdict
+        (``TaskRecord.rejudgeable``: the worker asks only those verdicts again, given the record as ``previous``)."""
         retry = self.run.retry_errors if retry_errors is None else retry_errors
         out = []
         for t in self.tasks:
             rec = self.done.get(t.id)
-            if rec is None or (rec.error and retry):
+            if rec is None or ((rec.error or rec.rejudgeable) and retry):
                 out.append(t)
         return out
 
@@ -294,7 +295,8 @@ def _release_prompts(cfg: DictConfig) -> tuple[dict[str, Judge], PaperPrompt | N
     try:
         release = find_release(OmegaConf.select(cfg, "dataset.release_dir", default=None),
                                where=" and ".join(wants)) if wants else None
-        judges = judge_set(prompts, release)
+        json_mode = OmegaConf.select(cfg, "judges.json_mode", default=None)
+        judges = judge_set(prompts, release, None if json_mode is None else bool(json_mode))
         return judges, (load_paper_prompt(release) if release is not None and cfg.answer.mode == "paper" else None)
     except (ReleaseError, ValueError) as e:
         raise PlanError(str(e)) from None

@@ -236,7 +236,8 @@ class PlanProgress:
 
     @property
     def errors(self) -> int:
-        return sum(1 for r in list(self.records.values()) if r.error)
+        """Tasks that ended in an error, of the task or of one of its verdicts (a rerun asks only what failed)."""
+        return sum(1 for r in list(self.records.values()) if r.error or r.failed_verdicts)
 
     def retried(self) -> str:
         """``, 2 retried`` when tasks of this run needed more than one attempt (else empty)."""

@@ -136,7 +136,7 @@ class Schedule:
                     return True  # not started; the next unit is looked at
                 p = job.plan
                 ref = w.actor.run_task.remote(job.spec_ref, task, job.trace_ref, p.session_index, p.prefix_hash,
-                                              job.prefix_ref, attempt)
+                                              job.prefix_ref, attempt, p.done.get(task.id))
                 self.inflight[ref] = ("task", job, task, attempt, w, time.perf_counter())
                 self.dispatched = True
             else:

@@ -248,7 +248,9 @@ class TaskWorker:
         return PrefixBuilt(blob, meter.diff(meter.snapshot(), before))
 
     def run_task(self, spec: WorkerSpec, task: Task, trace: Trace, session_index: int, prefix_hash: str,
-                 prefix_blob: bytes, attempt: int) -> TaskRecord:
+                 prefix_blob: bytes, attempt: int, previous: TaskRecord | None = None) -> TaskRecord:
+        """One task of ``spec``; ``previous``, this task's record from an earlier run, is completed instead when
+        only verdicts of it failed (``protocol.run_task``)."""
         from inmind_exp.protocol import run_task
         from inmind_exp.run.progress import PhaseReporter, unit_key
 
@@ -269,6 +271,7 @@ class TaskWorker:
                 judge_attempts=spec.judge_attempts, keep_workdir=spec.keep_workdirs,
                 phase=phase, judges=None if spec.judges is None else dict(spec.judges),
                 controls=spec.controls, no_fact_state=prefix_dir / "no_fact" if no_fact else None,
+                previous=previous,
             )
         finally:
             phase.done()

@@ -11,7 +11,7 @@ from inmind_exp.records import TaskRecord
 
 from analysis.__main__ import main
 from analysis.load import load_experiment, load_sweep_dir
-from analysis.rejudge import KIND, REJUDGE_OF, JUDGE_FAILED, judge_set, load_rejudged, panel, RejudgeError
+from analysis.rejudge import KIND, REJUDGE_OF, judge_set, load_rejudged, panel, RejudgeError
 from tests.fake_openai import FakeOpenAI
 
 #: t2's explanation is in its application, target-recall and answer-only judge prompts: those verdicts are 0
@@ -180,5 +180,8 @@ def test_a_record_that_failed_before_judging_is_kept_as_it_is(finished):
     rec = result.records[0]
     failed = TaskRecord.from_dict({**rec.to_dict(), "indirect": None, "verdicts": {}, "error": "LLMCallError: x"})
     assert rejudge_record(None, failed, None, JUDGES, 0) is failed  # no client is needed: nothing is called
-    judged_late = TaskRecord.from_dict({**rec.to_dict(), "error": JUDGE_FAILED + "application: timeout"})
-    assert judged_late.indirect is not None  # a judge failure has answers: it is re-judged, not kept
+    bad = {**rec.to_dict()["verdicts"]["application"], "score": None, "error": "timeout"}
+    old = {**rec.to_dict(), "error": "judge failed: application: timeout",
+           "verdicts": {**rec.to_dict()["verdicts"], "application": bad}}
+    judged_late = TaskRecord.from_dict(old)  # an older record: a verdict's failure was the task's error
+    assert judged_late.error is None and judged_late.failed_verdicts == ("application",)
