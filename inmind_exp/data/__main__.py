@@ -64,7 +64,7 @@ def fetch(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 2
     print(f"release verified and installed: {done.release.root}\n(runs with dataset=official or trace=official find "
-          f"the newest fetched copy themselves; or set {RELEASE_ENV}={done.release.root})", flush=True)
+          f"the most recently completed fetch themselves; or set {RELEASE_ENV}={done.release.root})", flush=True)
     return 0
 
 

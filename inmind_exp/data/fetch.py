@@ -5,8 +5,12 @@ the submission schema and the release's four scripts) are downloaded from GitHub
 ``https://raw.githubusercontent.com/imlrz/InMind``; ``--from URL`` names a mirror or a local server with the same
 layout) or copied from a clone (``--from DIR``), into a hidden temporary directory beside the destination. Every file
 is verified there (the tasks against the downloaded ``SHA256SUMS``, the background against ``manifest.json``, and
-everything against the hashes pinned in ``inmind_exp.data.release``), and only then is the directory renamed to
-``~/.cache/inmind/release/<ref>/``: a refused or interrupted fetch leaves no directory a run would take for a release.
+everything against the hashes pinned in ``inmind_exp.data.release``). The tasks are written under both their names
+(``inmind_en.jsonl``, and ``inmind.jsonl``, which the release's own scripts read; same bytes, same pin), the
+release's ``validate_release.py`` is run on the copy, and the completion marker (``release.COMPLETE_MARKER``: each
+file's source and SHA-256) is written last; only then is the directory renamed to ``~/.cache/inmind/release/<ref>/``.
+A refused or interrupted fetch leaves no directory a run would take for a release, and its error names the file's
+source (the URL or the --from path), not the temporary copy it deleted.
 
 Default ref: the release's files live at several commits (``SOURCE.md`` of the reference copy lists them) and the
 tasks file exists in two versions, so no single commit is known to hold every pinned file. Without ``--ref``, each
@@ -22,15 +26,19 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from inmind_exp.data.release import (BACKGROUND, FETCHED, MANIFEST, PROMPTS, SCHEMA, SCRIPTS, SHA256SUMS, TASKS,
-                                     TASKS_OLD_NAME, Release, ReleaseError, default_cache_root)
+from inmind_exp.data.release import (BACKGROUND, COMPLETE_MARKER, FETCHED, MANIFEST, PROMPTS, SCHEMA, SCRIPTS,
+                                     SHA256SUMS, TASKS, TASKS_OLD_NAME, Release, ReleaseError, default_cache_root,
+                                     sha256_file)
 
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/imlrz/InMind"
 #: The commit each file's pinned bytes were read at (full SHA-1s from the reference copy's SOURCE.md): c8f75874 first
@@ -60,11 +68,13 @@ _REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
 #: the largest file accepted from a server (the largest release file is ~0.6 MB)
 MAX_BYTES = 64 << 20
 TIMEOUT_S = 60.0
+#: how long the release's ``validate_release.py`` may take on the copy (it reads ~0.8 MB; well under a second)
+VALIDATE_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
 class Fetched:
-    """A verified release directory and, per file, where it came from."""
+    """A verified release directory and, per file written (by its path in the release), where it came from."""
 
     release: Release
     sources: dict[str, str]
@@ -80,19 +90,72 @@ def fetch_release(ref: str | None = None, source: str | None = None, dest: str |
     dest_path = dest_path.resolve()
     dest_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest_path.name}.partial-", dir=dest_path.parent))
+    sources: dict[str, str] = {}
     try:
         if source and not _is_url(source):
             sources = _copy_all(Path(source).expanduser(), tmp)
         else:
             sources = _download_all((source or DEFAULT_BASE_URL).rstrip("/"), ref, tmp)
+        _both_task_names(tmp, sources)
         check_hashes(Release(tmp))
+        checked = validate_release(tmp, sources)
+        _write_marker(tmp, label, sources, checked)  # last: the directory is a release from here on
         _install(tmp, dest_path)
+    except ReleaseError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ReleaseError(_name_sources(str(e), tmp, sources)) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     for rel, where in sources.items():
         log(f"  {rel}  <- {where}")
+    log(f"  {Path(SCRIPTS['validate_release']).name}: {checked}")
     return Fetched(Release(dest_path), sources)
+
+
+def _name_sources(message: str, tmp: Path, sources: dict[str, str]) -> str:
+    """``message`` with every path inside the (deleted) temporary copy replaced by where that file came from."""
+    for rel in sorted(sources, key=len, reverse=True):
+        message = message.replace(str(tmp / rel), sources[rel])
+    return message.replace(str(tmp), "the fetched copy")
+
+
+def _both_task_names(tmp: Path, sources: dict[str, str]) -> None:
+    """The tasks under both names: ``inmind_en.jsonl`` (the release's current name) and ``inmind.jsonl`` (what its
+    scripts read); the one fetched is copied to the other (``check_hashes`` pins both to the same SHA-256)."""
+    have, other = (TASKS, TASKS_OLD_NAME) if (tmp / TASKS).is_file() else (TASKS_OLD_NAME, TASKS)
+    if not (tmp / other).is_file():
+        shutil.copyfile(tmp / have, tmp / other)
+        sources[other] = f"{sources[have]} (copied to the name {'its scripts read' if other == TASKS_OLD_NAME else 'it has now'})"
+
+
+def validate_release(root: Path, sources: dict[str, str] | None = None) -> str:
+    """Run the release's own ``validate_release.py`` on the copy at ``root`` (it reads ``inmind.jsonl``, the
+    background, its manifest, the prompts and the schema); its OK line, or ``ReleaseError`` with its failure."""
+    script = Release(root).script("validate_release")
+    rel = SCRIPTS["validate_release"]
+    try:
+        done = subprocess.run([sys.executable, "-I", str(script)], cwd=root, capture_output=True, text=True,
+                              timeout=VALIDATE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ReleaseError(f"{(sources or {}).get(rel, script)}: the release's own check could not run: {e}") from None
+    out = (done.stdout + done.stderr).strip()
+    if done.returncode != 0:
+        tail = "\n".join(out.splitlines()[-3:])
+        raise ReleaseError(f"the release's own check {(sources or {}).get(rel, script)} failed on the fetched files "
+                           f"(exit {done.returncode}): {tail}")
+    return out.splitlines()[-1] if out else "OK"
+
+
+def _write_marker(tmp: Path, label: str, sources: dict[str, str], checked: str) -> None:
+    marker = {"ref": label, "completed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "validate_release": checked,
+              "files": {rel: {"sha256": sha256_file(tmp / rel), "source": where} for rel, where in sorted(sources.items())}}
+    path = tmp / COMPLETE_MARKER
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(marker, indent=1, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _is_url(source: str) -> bool:
@@ -124,7 +187,7 @@ def _copy_all(src: Path, tmp: Path) -> dict[str, str]:
             raise ReleaseError(f"{p}: release file missing in --from directory {src}")
         (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(p, tmp / name)
-        out[rel] = str(p)
+        out[name] = str(p)
     return out
 
 
@@ -141,7 +204,7 @@ def _download_all(base: str, ref: str | None, tmp: Path) -> dict[str, str]:
         assert data is not None
         (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / name).write_bytes(data)
-        out[rel] = url
+        out[name] = url
     return out
 
 
@@ -161,10 +224,10 @@ def _get(url: str, missing_ok: bool = False) -> bytes | None:
 
 
 def check_hashes(release: Release) -> None:
-    """Every fetched file of ``release`` against its pin (the tasks under whichever name they have), then the tasks
-    and the background against the checksums the release publishes."""
-    for rel in FETCHED:
-        if rel != SHA256SUMS:
+    """Every fetched file of ``release`` against its pin (the tasks under each name present), then the tasks and the
+    background against the checksums the release publishes."""
+    for rel in (*FETCHED, TASKS_OLD_NAME):
+        if rel != SHA256SUMS and (rel != TASKS_OLD_NAME or (release.root / rel).is_file()):
             release.path(rel)
     release.verify_published()
 

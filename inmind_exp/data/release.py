@@ -61,6 +61,10 @@ PINNED_SHA256: dict[str, str] = {
     SCRIPTS["validate_submission"]: "e9b96b52bf3ece2ba7d30f6da875c6b1fc6179bbf474814ad0ef403779d32e1a",
 }
 PINNED_SHA256[TASKS_OLD_NAME] = PINNED_SHA256[TASKS]
+#: written last by ``python -m inmind_exp.data fetch``, once every file is verified and the release's own
+#: ``validate_release.py`` passed: a cache directory without it (an interrupted fetch, or a copy fetched before the
+#: marker existed) is never taken for a release
+COMPLETE_MARKER = ".inmind-fetch-complete.json"
 #: every file ``python -m inmind_exp.data fetch`` puts in a release directory (SHA256SUMS is checked by its line for
 #: the tasks, not by its own hash: its versions differ in which task files they list, not in the tasks' hash)
 FETCHED: tuple[str, ...] = (TASKS, SHA256SUMS, BACKGROUND, MANIFEST, SCHEMA, *PROMPTS.values(), *SCRIPTS.values())
@@ -166,8 +170,9 @@ def default_cache_root() -> Path:
 
 
 def find_release(release_dir: str | Path | None = None, *, where: str = "dataset=official") -> Release:
-    """The release to read: ``release_dir`` if given, else ``$INMIND_RELEASE``, else the newest fetched copy in the
-    cache. Raises ``ReleaseError`` with the fetch command when none exists."""
+    """The release to read: ``release_dir`` if given, else ``$INMIND_RELEASE``, else the most recently completed
+    fetch in the cache (a directory holding ``COMPLETE_MARKER``). Raises ``ReleaseError`` with the fetch command when
+    none exists, naming cache directories that hold no completed fetch."""
     chosen = release_dir or os.environ.get(RELEASE_ENV) or None
     if chosen:
         root = Path(chosen).expanduser()
@@ -175,9 +180,14 @@ def find_release(release_dir: str | Path | None = None, *, where: str = "dataset
             raise ReleaseError(f"{root}: release directory not found. " + missing_message(where))
         return Release(root.resolve())
     cache = default_cache_root()
-    if cache.is_dir():
-        fetched = sorted((p for p in cache.iterdir() if not p.name.startswith(".") and (p / MANIFEST).is_file()),
-                         key=lambda p: p.stat().st_mtime)  # ".name.partial-*": a fetch under way, never a release
-        if fetched:
-            return Release(fetched[-1].resolve())
+    dirs = sorted(p for p in cache.iterdir() if p.is_dir() and not p.name.startswith(".")) if cache.is_dir() else []
+    # ".name.partial-*": a fetch under way; a directory without the marker: interrupted, or fetched before the marker
+    complete = [p for p in dirs if (p / COMPLETE_MARKER).is_file()]
+    if complete:
+        return Release(max(complete, key=lambda p: (p / COMPLETE_MARKER).stat().st_mtime).resolve())
+    if dirs:
+        raise ReleaseError(
+            f"{', '.join(str(p) for p in dirs)}: no completed fetch ({COMPLETE_MARKER} missing: the fetch was "
+            f"interrupted, or the copy was fetched by an older version of this project); re-fetch with "
+            f"`{FETCH_COMMAND}`. " + missing_message(where))
     raise ReleaseError(missing_message(where))

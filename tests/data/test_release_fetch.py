@@ -1,12 +1,16 @@
 """``python -m inmind_exp.data fetch`` against a local HTTP server laid out like raw.githubusercontent.com (a temporary
 copy of the release, arranged at run time: nothing of the release is stored in the tests), and from a directory:
-every file verified, a tampered file refused by name, nothing partial left where a run would find it."""
+every file verified, the tasks under both their names, the release's own ``validate_release.py`` run on the copy, a
+tampered file refused naming its source, the completion marker written last, and nothing partial (nor a copy without
+the marker) taken by a run for a release."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
 import http.server
+import json
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -15,8 +19,8 @@ import pytest
 
 from inmind_exp.data import __main__ as cli
 from inmind_exp.data.fetch import DEFAULT_REF, FILE_REFS, fetch_release
-from inmind_exp.data.release import (FETCHED, PROMPTS, SHA256SUMS, TASKS, TASKS_OLD_NAME, ReleaseError, find_release,
-                                     sha256_file)
+from inmind_exp.data.release import (COMPLETE_MARKER, FETCHED, MANIFEST, PINNED_SHA256, PROMPTS, SHA256SUMS, TASKS,
+                                     TASKS_OLD_NAME, ReleaseError, find_release, sha256_file)
 
 
 class Server:
@@ -75,8 +79,22 @@ def test_download_at_pinned_refs_verifies_every_file(release, tmp_path, monkeypa
     assert sorted(srv.requests) == sorted(f"/{FILE_REFS[rel]}/{rel}" for rel in FETCHED)
     for rel in FETCHED:
         assert sha256_file(dest / rel) == sha256_file(release.root / rel), rel
+    # the tasks also under the name the release's scripts read, so they run in the fetched copy as they are
+    assert sha256_file(dest / TASKS_OLD_NAME) == sha256_file(release.root / TASKS)
     assert leftovers(dest.parent) == [DEFAULT_REF]  # no temporary directory left beside it
     assert find_release().root == dest.resolve()  # a run finds the fetched copy with no variable set
+    marker = json.loads((dest / COMPLETE_MARKER).read_text())
+    assert marker["validate_release"].startswith("OK: 125 tasks; 47 sessions; 486 turns")
+    assert marker["files"][PROMPTS["answer"]] == {"sha256": sha256_file(dest / PROMPTS["answer"]),
+                                                  "source": f"{srv.url}/{FILE_REFS[PROMPTS['answer']]}/{PROMPTS['answer']}"}
+    assert set(marker["files"]) == {*FETCHED, TASKS_OLD_NAME}
+    # written last: no file of the copy is newer than the marker
+    assert all(p.stat().st_mtime_ns <= (dest / COMPLETE_MARKER).stat().st_mtime_ns for p in dest.rglob("*") if p.is_file())
+    # the release's own script passes in the installed copy, run there as its README says
+    import subprocess, sys
+    done = subprocess.run([sys.executable, "evaluation/scripts/validate_release.py"], cwd=dest, capture_output=True,
+                          text=True)
+    assert done.returncode == 0 and done.stdout.startswith("OK: 125 tasks"), done.stderr
 
 
 def test_one_ref_and_the_pre_rename_tasks_name(release, tmp_path):
@@ -84,8 +102,9 @@ def test_one_ref_and_the_pre_rename_tasks_name(release, tmp_path):
     with Server(layout(release.root, tmp_path / "web", ref="v1", old_tasks_name=True)) as srv:
         done = fetch_release(ref="v1", source=srv.url, dest=tmp_path / "rel", log=lambda _: None)
     assert f"/v1/{TASKS}" in srv.requests and f"/v1/{TASKS_OLD_NAME}" in srv.requests
-    assert not (tmp_path / "rel" / TASKS).exists()
-    assert done.release.path(TASKS) == (tmp_path / "rel" / TASKS_OLD_NAME).resolve()
+    assert done.release.path(TASKS) == (tmp_path / "rel" / TASKS).resolve()  # written under the current name too
+    assert sha256_file(tmp_path / "rel" / TASKS) == sha256_file(tmp_path / "rel" / TASKS_OLD_NAME)
+    assert done.sources[TASKS_OLD_NAME] == f"{srv.url}/v1/{TASKS_OLD_NAME}"
 
 
 @pytest.mark.parametrize("rel, says", [
@@ -99,7 +118,9 @@ def test_tampered_download_is_refused_naming_the_file_and_nothing_is_installed(r
     dest = tmp_path / "cache" / "pinned"
     with Server(web) as srv, pytest.raises(ReleaseError) as err:
         fetch_release(source=srv.url, dest=dest, log=lambda _: None)
-    assert rel in str(err.value) and says in str(err.value)
+    # named by its source URL, not by the temporary copy the fetch has just deleted
+    assert str(err.value).startswith(f"{srv.url}/{FILE_REFS[rel]}/{rel}: ") and says in str(err.value)
+    assert ".partial-" not in str(err.value)
     assert leftovers(dest.parent) == []  # neither the release nor its temporary directory
 
 
@@ -139,8 +160,50 @@ def test_from_a_directory_via_the_cli(release, tmp_path, capsys):
     tamper(clone / PROMPTS["answer"])
     assert cli.main(["fetch", "--from", str(clone), "--dest", str(tmp_path / "rel2")]) == 2
     err = capsys.readouterr().err
-    assert "answer_system.txt" in err and "refusing a changed release file" in err
+    assert f"error: {clone / PROMPTS['answer']}: sha256 " in err and "refusing a changed release file" in err
+    assert ".partial-" not in err
     assert not (tmp_path / "rel2").exists()
+
+
+def test_a_failing_validate_release_refuses_the_fetch(release, tmp_path, monkeypatch):
+    """A copy whose every file matches its pin but fails the release's own check (here a manifest that says 487
+    turns, its pin moved along with it) is refused with the script's assertion, and nothing is installed."""
+    clone = tmp_path / "clone"
+    shutil.copytree(release.root, clone)
+    manifest = clone / MANIFEST
+    manifest.write_text(manifest.read_text().replace('"turns": 486', '"turns": 487'))
+    monkeypatch.setitem(PINNED_SHA256, MANIFEST, sha256_file(manifest))
+    with pytest.raises(ReleaseError) as err:
+        fetch_release(source=str(clone), dest=tmp_path / "rel", log=lambda _: None)
+    msg = str(err.value)
+    assert f"the release's own check {clone / 'evaluation/scripts/validate_release.py'} failed" in msg
+    assert "AssertionError" in msg and ".partial-" not in msg
+    assert leftovers(tmp_path) == ["clone"]
+
+
+def test_find_release_takes_only_completed_fetches(release, tmp_path, monkeypatch):
+    """A partial directory newer than a good copy does not shadow it; a cache holding only copies without the marker
+    (fetched before it existed) says to re-fetch."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("INMIND_RELEASE", raising=False)
+    cache = tmp_path / "cache" / "inmind" / "release"
+    good = fetch_release(source=str(release.root), dest=cache / "good", log=lambda _: None).release.root
+    partial = cache / "zz-newer"
+    (partial / MANIFEST).parent.mkdir(parents=True)
+    shutil.copyfile(release.root / MANIFEST, partial / MANIFEST)
+    os.utime(partial, (os.stat(good).st_mtime + 100,) * 2)
+    assert find_release().root == good
+
+    shutil.rmtree(good)
+    with pytest.raises(ReleaseError) as err:
+        find_release()
+    assert str(partial) in str(err.value) and COMPLETE_MARKER in str(err.value)
+    assert "re-fetch with `python -m inmind_exp.data fetch`" in str(err.value)
+    # the marker names the copy complete; the newest completed fetch wins
+    old = fetch_release(source=str(release.root), dest=cache / "old", log=lambda _: None).release.root
+    new = fetch_release(source=str(release.root), dest=cache / "a-new", log=lambda _: None).release.root
+    os.utime(old / COMPLETE_MARKER, (os.stat(new / COMPLETE_MARKER).st_mtime - 100,) * 2)
+    assert find_release().root == new
 
 
 def test_bad_ref_is_refused(tmp_path):
