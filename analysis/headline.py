@@ -34,9 +34,15 @@ def flagged(run: Run) -> bool:
     return H.fact_write_flagged(flat(run))
 
 
+def in_context(runs: Sequence[Run]) -> set[str]:
+    """The labels of the in-context control's runs (the backbone): their Naive is shown "–"."""
+    return {r.label for r in runs if r.config.control == H.IN_CONTEXT}
+
+
 def headline_table(runs: Sequence[Run]) -> Table:
     rows = [(r.label, flat(r)) for r in runs]
-    display = pd.DataFrame([H.cells(n, m, flag) for n, m in rows], columns=list(H.HEADERS))
+    ctx = in_context(runs)
+    display = pd.DataFrame([H.cells(n, m, flag, n in ctx) for n, m in rows], columns=list(H.HEADERS))
     data = pd.DataFrame([{
         "configuration": n, "n_valid": m.get("application_n", math.nan), "n_tasks": m.get("n_tasks", math.nan),
         **{f"{k}{s}": m.get(f"{k}{s}", math.nan) for k in ("application", "target_recall")
@@ -47,10 +53,12 @@ def headline_table(runs: Sequence[Run]) -> Table:
     names = [n for n, m in rows if H.fact_write_flagged(m)]
     marked = any(FLAG in str(v) for v in display.to_numpy().ravel())
     return Table("headline", "Headline: application and target recall per configuration (full table: Table 1)",
-                 data, display, note=H.NOTE + (f" {FLAG_NOTE}" if marked else ""),
+                 data, display, note=H.NOTE + (f" {FLAG_NOTE}" if marked else "")
+                 + (f" {H.IN_CONTEXT_NOTE}" if any(H.naive_hidden(m, n in ctx) for n, m in rows) else ""),
                  items=(H.flag_note(names),) if names else ())
 
 
 def terminal(runs: Sequence[Run]) -> str:
     """The headline for ``python -m analysis``'s terminal: 100 columns, intervals flagged as in the report."""
-    return H.table([(r.label, flat(r)) for r in runs], width=H.TERMINAL_WIDTH, mark=flag, mark_note=FLAG_NOTE)
+    return H.table([(r.label, flat(r)) for r in runs], width=H.TERMINAL_WIDTH, mark=flag, mark_note=FLAG_NOTE,
+                   in_context=in_context(runs))

@@ -5,25 +5,18 @@ figures (``analysis.paper``) beside the measured ones of runs of the official ta
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
 import pandas as pd
 
-from inmind_exp.fidelity import Fidelity, fidelity, setting_of_params
+from inmind_exp.fidelity import RELEASE_RETRIEVAL_TOP_K, Fidelity, fidelity, setting_of_params, top_k_note
+from inmind_exp.headline import IN_CONTEXT, IN_CONTEXT_NOTE
 from inmind_exp.official_aggregate import NOTE as OFFICIAL_NOTE
 from inmind_exp.official_aggregate import official_rates
 
 from analysis.load import Run
 from analysis.paper import PAPER_FIGURES, PaperFigure
 
-#: Which runs a paper figure is compared with: by the control each run's system logged (``inmind_exp.traits``;
-#: a control or the probe is not one of the paper's "memory systems").
-GROUPS: dict[str, Callable[[Run], bool]] = {
-    "backbone": lambda r: r.config.control == "in_context",
-    "always_in_state": lambda r: r.config.control == "always_in_state",
-    "best_retrieval": lambda r: r.config.is_retrieval,
-    "memory_systems": lambda r: r.config.is_retrieval and not r.config.control,
-}
 OFFICIAL_METRICS = ("application", "target_recall", "naive")
 
 
@@ -66,14 +59,21 @@ def protocol_table(runs: Sequence[Run]):
     from analysis.tables import Table, fmt_rate
 
     data, display = [], []
+    hidden = False
     for run in runs:
         f = run_fidelity(run)
         row: dict[str, object] = {"configuration": run.label, **protocol_cols(run)}
+        note = top_k_note(run.params)
+        row["top_k"] = run.params.get("system.params.top_k") if note else None
         disp = {"Configuration": run.label, "tasks": f.task_set,
-                "fidelity": "official" if f.official else "; ".join(f.deviations)}
+                "fidelity": ("official" if f.official else "; ".join(f.deviations)) + (f"; note: {note}" if note else "")}
         off = official_rates(run.records) if f.official_data else {}
         for m in OFFICIAL_METRICS:
             rate = run.metrics.rates[m]
+            if m == "naive" and run.config.control == IN_CONTEXT:  # answered in context: no recall (its CSV keeps it)
+                hidden = hidden or bool(rate.n)
+                disp[f"{m} (paired)"] = disp[f"{m}_official (/125)"] = "– (in context)"
+                continue
             disp[f"{m} (paired)"] = fmt_rate(rate.pct, *rate.ci, rate.n) if rate.n else "–"
             disp[f"{m}_official (/125)"] = (f"{off[m].pct:.1f} ({off[m].successes}/{off[m].total})"
                                             if m in off else "– (not the official tasks)")
@@ -83,16 +83,24 @@ def protocol_table(runs: Sequence[Run]):
                  pd.DataFrame(data), pd.DataFrame(display),
                  note=("fidelity: 'official' only when the tasks, trace, injection, answer prompt, judge prompts, "
                        "models and token caps all match the release's setting (evaluation/README.md); otherwise "
-                       "every deviation. Runs of the bundled tasks are demo tasks, not the official set. "
-                       f"{OFFICIAL_NOTE}."))
+                       "every deviation; a system's top_k is noted beside it against the release's example "
+                       f"configuration (retrieval_top_k {RELEASE_RETRIEVAL_TOP_K}), which its protocol does not fix. "
+                       "Runs of the bundled tasks are demo tasks, not the official set. "
+                       f"{OFFICIAL_NOTE}." + (f" {IN_CONTEXT_NOTE}" if hidden else "")))
+
+
+def matches(fig: PaperFigure, run: Run) -> bool:
+    """The run is of the paper's configuration of ``fig``: one of its systems under one of its embeddings (any
+    embedding for a system that uses none)."""
+    return run.config.system in fig.systems and (not fig.embeddings or run.config.embedding in fig.embeddings)
 
 
 def _measured(fig: PaperFigure, runs: Sequence[Run]) -> tuple[str, list[Run]]:
-    """The measured counterpart of one paper figure over ``runs`` (already of the official tasks)."""
-    pool = [r for r in runs if GROUPS[fig.group](r) and (fig.embedding is None or r.config.embedding == fig.embedding)
-            and r.metrics.rates[fig.metric].n]
+    """The measured counterpart of one paper figure over ``runs`` (already of the official tasks): the runs of the
+    figure's system × embedding; over several configurations, their range or highest."""
+    pool = [r for r in runs if matches(fig, r) and r.metrics.rates[fig.metric].n]
     if not pool:
-        return "– (no such run of the official tasks)", []
+        return "– (no run of this configuration on the official tasks)", []
 
     def cell(r: Run) -> str:
         rate = r.metrics.rates[fig.metric]
@@ -101,7 +109,7 @@ def _measured(fig: PaperFigure, runs: Sequence[Run]) -> tuple[str, list[Run]]:
         text = f"{rate.pct:.1f}% ({rate.successes}/{rate.n}, Wilson [{lo:.1f}, {hi:.1f}])"
         return f"{r.label}: {text}" + (f"; {off.name} {off.successes}/{off.total} = {off.pct:.1f}%" if off else "")
 
-    if fig.group in ("backbone", "always_in_state"):
+    if fig.pairs == 1:
         return "; ".join(cell(r) for r in pool), pool
     pcts = sorted(pool, key=lambda r: (r.metrics.rates[fig.metric].pct, r.label))
     if fig.low != fig.high:  # a range over runs
@@ -112,8 +120,9 @@ def _measured(fig: PaperFigure, runs: Sequence[Run]) -> tuple[str, list[Run]]:
 
 
 def paper_table(runs: Sequence[Run]):
-    """The paper's reported figures beside the measured ones of the runs of the official tasks, each with the
-    fidelity of the runs it reads; None when no run is of the official tasks."""
+    """The paper's reported figures beside the measured ones of the runs of the official tasks, row by row the
+    paper's configuration (system × embedding) and the runs of that configuration, each with their fidelity; None
+    when no run is of the official tasks."""
     from analysis.tables import Table
 
     official = [r for r in runs if run_fidelity(r).official_data]
@@ -123,14 +132,18 @@ def paper_table(runs: Sequence[Run]):
     for fig in PAPER_FIGURES:
         measured, used = _measured(fig, official)
         fids = sorted({run_fidelity(r).tag for r in used})
-        data.append({"figure": fig.key, "metric": fig.metric, "paper_low": fig.low, "paper_high": fig.high,
-                     "paper_section": fig.section, "measured": measured, "runs": ";".join(r.label for r in used),
-                     "fidelity": " | ".join(fids)})
-        display.append({"Figure": fig.label, "Paper": fig.reported, "Section": fig.section, "Measured": measured,
+        data.append({"figure": fig.key, "metric": fig.metric, "paper_configuration": fig.configuration,
+                     "systems": ";".join(fig.systems), "embeddings": ";".join(fig.embeddings),
+                     "paper_low": fig.low, "paper_high": fig.high, "paper_section": fig.section,
+                     "measured": measured, "runs": ";".join(r.label for r in used), "fidelity": " | ".join(fids)})
+        display.append({"Figure": fig.label, "Paper's configuration": fig.configuration, "Paper": fig.reported,
+                        "Section": fig.section, "Measured": measured,
                         "Fidelity of the measured run(s)": " | ".join(fids) or "–"})
     return Table("paper_figures", "The paper's reported figures beside the measured ones (runs of the official tasks)",
                  pd.DataFrame(data), pd.DataFrame(display),
-                 note=("Paper: the figures as printed in the paper's text (analysis/paper.py names the section). "
-                       "Measured: our paired rate with its Wilson interval, and the release's aggregate (score-1 / "
-                       "125). A measured run whose fidelity is not 'official' is not an exact reproduction: its "
-                       "deviations are listed beside it."))
+                 note=("Paper: the figures as printed in the paper's text (analysis/paper.py names the section), each "
+                       "beside the paper's configuration it was measured on; Measured reads only runs of that "
+                       "system × embedding (a figure over several configurations: their range or highest). Measured: "
+                       "our paired rate with its Wilson interval, and the release's aggregate (score-1 / 125). A "
+                       "measured run whose fidelity is not 'official' is not an exact reproduction: its deviations are "
+                       "listed beside it."))

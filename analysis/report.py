@@ -39,6 +39,9 @@ class Report:
     warnings: list[str] = field(default_factory=list)
 
 
+PAPER_TITLE = "The paper's reported figures beside ours"
+
+
 @dataclass(frozen=True)
 class Section:
     title: str
@@ -59,6 +62,9 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
     sections.append(Section("Headline", (headline_table(runs),), text=(
         f"Every metric, the Δ columns and the judge audit: Table 1 below. Per task ({VIEWER_FILE}): the fact, each "
         "configuration's context, answers and verdict reasons side by side.")))
+    paper = paper_table(runs)  # for runs of the official tasks: right under the headline, row by row the paper's
+    if paper is not None:
+        sections.append(Section(PAPER_TITLE, (paper,)))
     t1 = table1(runs)
     sections.append(Section("Table 1: all configurations", (t1,)))
     from analysis.controls import control_pairwise, controls_table
@@ -67,9 +73,8 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
         sections.append(Section("Negative controls: application beside over-application", (
             ctl, *control_pairwise(runs, n_boot=n_boot, seed=seed))))
     sections.append(Section("Protocol fidelity and the official aggregate", (protocol_table(runs),)))
-    paper = paper_table(runs)
-    sections.append(Section("The paper's reported figures beside ours", (paper,)) if paper is not None else Section(
-        "The paper's reported figures beside ours", text="Not shown: no run of the official tasks (dataset=official)."))
+    if paper is None:
+        sections.append(Section(PAPER_TITLE, text="Not shown: no run of the official tasks (dataset=official)."))
     sections.append(Section("Judge audit without labels: the judge against the judge-free bounds",
                             (judge_self_audit(runs),)))
     t2 = table2(runs, n_boot=n_boot, seed=seed)

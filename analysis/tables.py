@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from inmind_exp.controls import CONTROLS
-from inmind_exp.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG
+from inmind_exp.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG, IN_CONTEXT, IN_CONTEXT_NOTE
 from inmind_exp.metrics import LABELS, METRIC_INFO, METRICS, Rate, RunMetrics, fmt_ran
 from inmind_exp.records import DOMAINS, OFFICIAL_DOMAINS, TaskRecord
 
@@ -113,10 +113,21 @@ def flag_note(*frames: pd.DataFrame) -> str:
     return f" {FLAG_NOTE}" if flagged else ""
 
 
-def _rate_cells(m: RunMetrics) -> dict[str, str]:
-    """Display cells for every rate of a run: "pct [lo, hi]", or "–" where nothing was measured."""
-    return {METRIC_TITLES[k]: fmt_rate(m.rates[k].pct, *m.rates[k].ci, m.rates[k].n) if m.rates[k].n else "–"
-            for k in METRICS}
+#: the rates read from the naive query, and the Δ columns built on the naive rate
+NAIVE_METRICS = frozenset(k for k, m in METRIC_INFO.items() if m.reads == "naive")
+NAIVE_DELTAS = frozenset(("delta_recall_naive", "delta_application_naive"))
+
+
+def _hides_naive(run: Run) -> bool:
+    """The in-context control (the backbone): its naive-query rates are shown "–" (``IN_CONTEXT_NOTE``)."""
+    return run.config.control == IN_CONTEXT
+
+
+def _rate_cells(m: RunMetrics, in_context: bool = False) -> dict[str, str]:
+    """Display cells for every rate of a run: "pct [lo, hi]", or "–" where nothing was measured (and, for the
+    in-context control, for the rates of the naive query: answered with the fact in context, not recall)."""
+    return {METRIC_TITLES[k]: fmt_rate(m.rates[k].pct, *m.rates[k].ci, m.rates[k].n)
+            if m.rates[k].n and not (in_context and k in NAIVE_METRICS) else "–" for k in METRICS}
 
 
 def fmt_delta(v: float) -> str:
@@ -231,6 +242,7 @@ def table1(runs: Sequence[Run]) -> Table:
     negative controls' rates when some run has them."""
     data, display, items = [], [], []
     controls = control_metrics(runs)
+    hidden = False
     for run in runs:
         m, c = run.metrics, run.config
         row: dict[str, object] = {
@@ -254,9 +266,11 @@ def table1(runs: Sequence[Run]) -> Table:
         row.update(protocol_cols(run))
         row.update({"context_tokens": m.context_tokens, "context_items": m.context_items, **m.ran})
         data.append(row)
-        disp = {"Configuration": run.label, "n": str(m.n_tasks), "left out": str(len(m.excluded)), **_rate_cells(m),
-                **control_shown}
-        disp.update({DELTA_TITLES[k]: fmt_delta(v) for k, v in m.deltas.items()})
+        ctx = _hides_naive(run)
+        hidden = hidden or (ctx and any(m.rates[k].n for k in NAIVE_METRICS))
+        disp = {"Configuration": run.label, "n": str(m.n_tasks), "left out": str(len(m.excluded)),
+                **_rate_cells(m, ctx), **control_shown}
+        disp.update({DELTA_TITLES[k]: "–" if ctx and k in NAIVE_DELTAS else fmt_delta(v) for k, v in m.deltas.items()})
         disp.update({"judge FP / FN": _audit_cell(m), "memory faults": faults, "fact-write faults": fact_faults})
         disp.update({"context tokens": "–" if math.isnan(m.context_tokens) else f"{m.context_tokens:.0f}",
                      "what ran": fmt_ran(m), "protocol": protocol_cell(run)})
@@ -290,7 +304,8 @@ def table1(runs: Sequence[Run]) -> Table:
               "'–': not measured (the backbone "
               "has no naive query; older records carry no provenance or faults). protocol: 'official' only in the "
               "release's full setting, else the task set and the number of deviations (listed in the protocol "
-              f"table).{CONTROLS_NOTE if controls else ''}{flag_note(shown)}"),
+              f"table).{CONTROLS_NOTE if controls else ''}{flag_note(shown)}"
+              + (f" {IN_CONTEXT_NOTE} Its naive-query rates and Δ columns are in the CSV." if hidden else "")),
         items=tuple(items),
     )
 
@@ -385,7 +400,8 @@ def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | 
     data, display, items = [], [], []
 
     def rate_row(role: str, run: Run) -> dict[str, str]:
-        return {"Row": f"{role}: {run.label}", "n": str(run.metrics.n_tasks), **_rate_cells(run.metrics)}
+        return {"Row": f"{role}: {run.label}", "n": str(run.metrics.n_tasks),
+                **_rate_cells(run.metrics, _hides_naive(run))}
 
     for backbone in (r for r in runs if r.config.control == "in_context"):
         display.append(rate_row("Backbone (in context)", backbone))
@@ -413,7 +429,8 @@ def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | 
         pd.DataFrame(data), shown,
         note=("Best retrieval = highest Application (then target recall) among query-time configurations (same "
               "injection and LLM when available); a tie is named as one. Δ row: paired difference in points with its "
-              f"95% paired bootstrap interval and exact McNemar p. {CLUSTER_NOTE} {EXCLUSION_NOTE}{flag_note(shown)}"),
+              f"95% paired bootstrap interval and exact McNemar p. {CLUSTER_NOTE} {EXCLUSION_NOTE}{flag_note(shown)}"
+              + (f" {IN_CONTEXT_NOTE}" if any(_hides_naive(r) and r.metrics.rates["naive"].n for r in runs) else "")),
         items=tuple(items),
     )
 

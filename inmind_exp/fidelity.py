@@ -25,6 +25,10 @@ INJECTION_USER_TURN = 40  # manifest.json injection_user_turn_locator
 INJECTION_SESSION_INDEX = 8  # manifest.json injection_session_index (zero-based)
 N_TASKS = 125
 OFFICIAL = "official"
+#: The release's example configuration retrieves 10 items (evaluation/README.md "Result format",
+#: examples/submission.example.jsonl: ``retrieval_top_k``); its protocol does not fix the number, so a run's
+#: ``top_k`` is stated beside its fidelity (``top_k_note``), not listed as a deviation.
+RELEASE_RETRIEVAL_TOP_K = 10
 #: The dataset, trace, answer and judge prompt set of the release's setting (config group options).
 OFFICIAL_DATASET = "official"
 OFFICIAL_TRACE = "official"
@@ -145,6 +149,16 @@ def fidelity(source: Any) -> Fidelity:
     devs = deviations(s)
     return Fidelity(official=not devs, deviations=devs, demo=s.dataset == BUNDLED,
                     official_data=s.dataset == OFFICIAL_DATASET)
+
+
+def top_k_note(params: Mapping[str, Any]) -> str | None:
+    """The note line stating a configuration's ``system.params.top_k`` against the release's example
+    ``retrieval_top_k`` (``params`` flattened); None for a system without ``top_k``."""
+    k = _get(params, "system.params.top_k")
+    if k is None:
+        return None
+    return (f"top_k={k} (the release's example configuration: retrieval_top_k {RELEASE_RETRIEVAL_TOP_K}; "
+            "its protocol does not fix it)")
 
 
 # -- reading a setting ----------------------------------------------------------------------------------------------

@@ -4,6 +4,10 @@ on MLflow and the analysis report all print this table from the same metric name
 also what MLflow stores), so the three never disagree; the full table (every metric, the Δ columns, the judge
 audit) is one file or link away.
 
+The in-context control (the backbone) shows Naive as "–" (``IN_CONTEXT_NOTE``): on the official tasks it answers
+the naive query with the fact in its context, so the release's submission has both turns, which measures no recall;
+the paper's cell is "–" too. The rate stays in the metrics (and the release's aggregate); only the table hides it.
+
 A configuration whose fact-write fault rate is above ``FACT_WRITE_FAULT_LIMIT`` is flagged (``FAULT_FLAG``) on its
 row and explained under the table: its memory mostly never stored the fact, so its rates say little about recall.
 """
@@ -11,7 +15,7 @@ row and explained under the table: its memory mostly never stored the fact, so i
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Mapping, Sequence
 
 if TYPE_CHECKING:
     from inmind_exp.metrics import RunMetrics
@@ -24,6 +28,12 @@ HEADERS: tuple[str, ...] = ("configuration", "n", "Application", "Target recall"
 NOTE = ("Rates in % with Wilson 95% intervals, over the n tasks with a valid verdict (failed tasks left out, "
         "a failed verdict from its own rate only; n/N when some were). Target recall: the answer-blind judge. faults: % of tasks with a memory-system "
         "fallback / with one while writing the injected fact.")
+#: Under the table when an in-context control's measured Naive is shown "–".
+IN_CONTEXT_NOTE = ("Naive of the in-context control (the backbone) is shown '–': it answers the naive query with the "
+                   "fact in its context (asked only so the release's submission has both turns), which measures no "
+                   "recall; the paper's cell is '–' too.")
+#: ``inmind_exp.traits.Traits.control`` of the in-context control
+IN_CONTEXT = "in_context"
 
 Flat = Mapping[str, float]
 #: Optional marker of a rate's interval (``lo``, ``hi`` in points, ``n``), e.g. the analysis' uninformative-interval
@@ -65,11 +75,18 @@ def _faults(m: Flat) -> str:
     return f"{mem:.0f}/{fact:.0f}%" + (f" {FAULT_FLAG}" if fact_write_flagged(m) else "")
 
 
-def cells(name: str, m: Flat, mark: Mark | None = None) -> list[str]:
-    """One row's display cells, in ``HEADERS`` order."""
+def naive_hidden(m: Flat, in_context: bool) -> bool:
+    """True when a measured Naive is shown "–" because the configuration is the in-context control."""
+    naive = m.get("naive")
+    return in_context and naive is not None and not math.isnan(naive) and bool(m.get("naive_n"))
+
+
+def cells(name: str, m: Flat, mark: Mark | None = None, in_context: bool = False) -> list[str]:
+    """One row's display cells, in ``HEADERS`` order (``in_context``: the in-context control, Naive "–")."""
     naive = m.get("naive")
     return [name, _n(m), _rate(m, "application", mark), _rate(m, "target_recall", mark),
-            "–" if naive is None or math.isnan(naive) or not m.get("naive_n") else f"{naive:.1f}", _faults(m)]
+            "–" if in_context or naive is None or math.isnan(naive) or not m.get("naive_n") else f"{naive:.1f}",
+            _faults(m)]
 
 
 def _fit(name: str, width: int) -> str:
@@ -81,11 +98,12 @@ def _fit(name: str, width: int) -> str:
 
 
 def table(rows: Sequence[tuple[str, Flat]], width: int | None = None, mark: Mark | None = None,
-          mark_note: str = "") -> str:
+          mark_note: str = "", in_context: Collection[str] = ()) -> str:
     """The headline as an aligned Markdown table (a valid one, readable in a terminal), its note and, when a
     configuration is flagged, why. With ``width`` the configuration column is shortened so every table line fits;
-    ``mark`` annotates intervals (explained by ``mark_note`` when some cell carries a mark)."""
-    body = [cells(name, m, mark) for name, m in rows]
+    ``mark`` annotates intervals (explained by ``mark_note`` when some cell carries a mark); ``in_context`` names
+    the in-context controls (Naive "–")."""
+    body = [cells(name, m, mark, name in in_context) for name, m in rows]
     widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(HEADERS)]
     if width is not None:
         others = sum(widths[1:]) + 3 * len(HEADERS) + 1
@@ -99,7 +117,9 @@ def table(rows: Sequence[tuple[str, Flat]], width: int | None = None, mark: Mark
     flagged = [name for name, m in rows if fact_write_flagged(m)]
     marked = mark is not None and any(c != _rate(m, k) for (_, m), r in zip(rows, body)
                                       for k, c in (("application", r[2]), ("target_recall", r[3])))
-    notes = [NOTE] + ([mark_note] if marked and mark_note else []) + ([flag_note(flagged)] if flagged else [])
+    hidden = any(naive_hidden(m, name in in_context) for name, m in rows)
+    notes = ([NOTE] + ([mark_note] if marked and mark_note else []) + ([IN_CONTEXT_NOTE] if hidden else [])
+             + ([flag_note(flagged)] if flagged else []))
     return "\n".join(lines) + "\n\n" + ("\n" if width is not None else "\n\n").join(_wrap(n, width) for n in notes)
 
 
@@ -115,7 +135,7 @@ def _wrap(text: str, width: int | None) -> str:
 TERMINAL_WIDTH = 100
 
 
-def terminal(rows: Sequence[tuple[str, "RunMetrics"]], full: str = "") -> str:
+def terminal(rows: Sequence[tuple[str, "RunMetrics"]], full: str = "", in_context: Collection[str] = ()) -> str:
     """The headline of finished configurations for the terminal, ``full`` naming where the full table is."""
-    text = table([(name, m.flat()) for name, m in rows], width=TERMINAL_WIDTH)
+    text = table([(name, m.flat()) for name, m in rows], width=TERMINAL_WIDTH, in_context=in_context)
     return text + (f"\nFull table (every metric, the Δ columns, the judge audit):\n  {full}" if full else "")

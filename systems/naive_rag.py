@@ -10,9 +10,15 @@ Provenance: each chunk is one trace turn and carries that turn's id.
 
 ``chunking=single_shot`` is the official release's single-shot retrieval control (its ``evaluation/README.md``,
 "Single-shot retrieval controls"): the background turns one chunk each, and the task's injected fact pair as one
-task-local chunk (``User: ...`` / ``Assistant: ...`` lines, carrying both injected turns' ids), so on the release's
-trace 486 + 1 = 487 chunks. Every answer's meta says ``control: single-shot``; report it as a single-shot control,
-not a stateful middle-injection run. ``chunking=turn`` (the default) makes each injected turn its own chunk too.
+task-local chunk carrying both injected turns' ids, so on the release's trace 486 + 1 = 487 chunks. The pair chunk
+is written in the background chunks' format, one ``[date] role: text`` line per turn, so in the answerer's context it
+reads ``- [date] user: ...`` / ``- [date] assistant: ...`` like any two retrieved turns and does not stand out
+(version 1 wrote it ``User: ...`` / ``Assistant: ...`` with no date). Every answer's meta says ``control:
+single-shot``; report it as a single-shot control, not a stateful middle-injection run. ``chunking=turn`` (the
+default) makes each injected turn its own chunk too.
+
+``top_k`` 5 is this project's default; the release's example configuration retrieves 10 (``retrieval_top_k``, its
+``evaluation/README.md``), which the fidelity note states beside every run (``inmind_exp.fidelity.top_k_note``).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from pathlib import Path
 
 from inmind_exp.embed import TextIndex
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
-from inmind_exp.records import Answer, ContextItem, Message, Session
+from inmind_exp.records import Answer, ContextItem, Message, Session, Turn
 from inmind_exp.ranges import at_least
 
 ANSWER_SYSTEM_PROMPT = (  # naive_rag-v1
@@ -34,6 +40,14 @@ ANSWER_SYSTEM_PROMPT = (  # naive_rag-v1
 #: ``turn``: every trace turn one chunk; ``single_shot``: the release's control, the injected pair one chunk
 CHUNKINGS = ("turn", "single_shot")
 PAIR_SEP = "+"  # joins the injected pair's turn ids into the single-shot chunk's id (turn ids hold no "+")
+#: between the turns of the single-shot pair chunk: with the "- " every chunk gets in the context, each turn reads as
+#: one more retrieved line
+PAIR_LINE_SEP = "\n- "
+
+
+def _line(session: Session, turn: Turn) -> str:
+    """One turn as a chunk line: ``[<session date>] <role>: <text>``."""
+    return f"[{session.date}] {turn.role}: {turn.content}"
 
 
 @SYSTEMS.register("naive_rag")
@@ -41,6 +55,7 @@ class NaiveRAG(MemorySystem):
     control = "naive_retrieval"
     embeddings = ("minilm", "emb3", "bm25")
     official_params = {"chunking": "single_shot"}  # the release's single-shot control on its own tasks
+    version = "2"  # 2: the single-shot pair chunk in the background chunks' format ([date] role: text per turn)
     cost = CallProfile(answer_calls_per_query=1.0, prompt_tokens_per_answer_call=900)
 
     param_ranges = {"top_k": at_least(1)}
@@ -62,10 +77,10 @@ class NaiveRAG(MemorySystem):
             if t in pair:
                 continue
             ids.append(t.id)  # the chunk id is the turn id: its provenance
-            texts.append(f"[{session.date}] {t.role}: {t.content}")
-        if pair:  # one chunk, id joining the pair's turn ids (each a source of it)
+            texts.append(_line(session, t))
+        if pair:  # one chunk, id joining the pair's turn ids (each a source of it), its turns written alike
             ids.append(PAIR_SEP.join(t.id for t in pair))
-            texts.append("\n".join(f"{t.role.capitalize()}: {t.content}" for t in pair))
+            texts.append(PAIR_LINE_SEP.join(_line(session, t) for t in pair))
         self.index.add(ids, texts)
         self.n_sessions += 1
 

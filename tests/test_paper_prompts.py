@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -185,7 +186,13 @@ def test_single_shot_naive_rag_is_one_chunk_per_turn_plus_the_pair(tmp_path):
             recall = system.recall(task.user_message)
             top = recall.items[0]
             if chunking == "single_shot":
-                assert top.text == f"User: {task.user_message}\nAssistant: {task.assistant_message}"
+                # the pair chunk in the background chunks' format: each turn one "- [date] role: text" line
+                date = trace.sessions[OFFICIAL_SESSION].date
+                pair = f"- [{date}] user: {task.user_message}\n- [{date}] assistant: {task.assistant_message}"
+                assert "- " + top.text == pair and recall.text.startswith(pair + "\n- [")
+                for item in recall.items[1:]:  # background chunks: the same shape, each its own turn's date
+                    assert re.match(r"\[\d{4}/\d\d/\d\d \(\w{3}\) \d\d:\d\d\] (user|assistant): ", item.text)
+                    assert f"\n- {item.text}" in recall.text
                 assert top.sources == (FACT_TURN_ID, "inmind:fact-reply") and recall.meta["control"] == "single-shot"
             else:
                 assert "control" not in recall.meta

@@ -11,10 +11,10 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from inmind_exp.console import FILE_ONLY, retry_summary
-from inmind_exp.fidelity import Fidelity, fidelity
+from inmind_exp.fidelity import Fidelity, fidelity, top_k_note
 from inmind_exp.metrics import RunMetrics, compute, cost_usd, results_table
 from inmind_exp.official_aggregate import official_line, official_metrics
 from inmind_exp.records import Task, TaskRecord, write_jsonl
@@ -200,7 +200,7 @@ def _write_outputs(plan: Plan, records: list[TaskRecord], metrics: RunMetrics, t
     cfg_path.write_text(plan.config_yaml)
     table_path = plan.job_dir / "results.md"
     fid = fidelity(plan)
-    table_path.write_text(results_table([(plan.name, metrics)]) + "\n" + protocol_lines(fid, records))
+    table_path.write_text(results_table([(plan.name, metrics)]) + "\n" + protocol_lines(fid, records, plan.params))
     flat = metrics.flat()
     if fid.official_data:
         flat.update(official_metrics(records))
@@ -235,15 +235,19 @@ def protocol_note(result: RunResult) -> str:
     official tasks the release's aggregate."""
     fid = fidelity(result.plan)
     lines = [f"- {result.plan.name}: {fid.line()}" + ("" if fid.official_data else f" [{fid.task_set}]")]
+    if (note := top_k_note(result.plan.params)) is not None:
+        lines.append(f"  {note}")
     if fid.official_data:
         lines.append(f"  {official_line(result.records)}")
     return "\n".join(lines)
 
 
-def protocol_lines(fid: Fidelity, records: list[TaskRecord]) -> str:
-    """The results table's protocol lines: the fidelity, what tasks ran, and for official tasks the release's own
-    aggregate beside our paired rates."""
+def protocol_lines(fid: Fidelity, records: list[TaskRecord], params: Mapping[str, Any] | None = None) -> str:
+    """The results table's protocol lines: the fidelity (with the configuration's ``top_k`` against the release's
+    example), what tasks ran, and for official tasks the release's own aggregate beside our paired rates."""
     lines = [f"- {fid.line()}", f"- Tasks: {fid.task_set}"]
+    if (note := top_k_note(params or {})) is not None:
+        lines.insert(1, f"- Retrieval: {note}")
     if fid.official_data:
         lines.append(f"- {official_line(records)}")
     return "\n" + "\n".join(lines) + "\n"

@@ -29,6 +29,8 @@ class Session:
 
     resources: Resources = field(default_factory=Resources)
     rows: list[tuple[str, Any]] = field(default_factory=list)
+    #: the configurations that are the in-context control (their Naive is shown "–", ``inmind_exp.headline``)
+    in_context: set[str] = field(default_factory=set)
     #: each configuration's protocol-fidelity lines, printed under the table (``run.driver.protocol_note``)
     notes: list[str] = field(default_factory=list)
     #: (configuration, tasks errored, tasks) of every configuration run
@@ -70,11 +72,14 @@ class Session:
 
     def add(self, result: Any) -> float:
         """A configuration that ran (a ``RunResult``): its row, note and error count; returns its value."""
+        from inmind_exp import headline
         from inmind_exp.run.driver import protocol_note
 
         value = result.metrics.rates["application"].pct
         self.ran[same_results_key(result.plan)] = (result.plan, value)
         self.rows.append((result.plan.name, result.metrics))
+        if getattr(result.plan.system_cls, "control", "") == headline.IN_CONTEXT:
+            self.in_context.add(result.plan.name)
         self.errored.append((result.plan.name, result.metrics.n_errors, result.metrics.n_tasks))
         self.notes.append(protocol_note(result))
         self.retry_errors = self.retry_errors and bool(result.plan.run.retry_errors)
@@ -88,7 +93,7 @@ class Session:
         """The results table of every configuration run so far, with the protocol notes under it."""
         from inmind_exp import headline
 
-        return "\n" + headline.terminal(self.rows, full=full) + "\n\n" + "\n".join(self.notes) + "\n"
+        return "\n" + headline.terminal(self.rows, full=full, in_context=self.in_context) + "\n\n" + "\n".join(self.notes) + "\n"
 
     # -- the end -------------------------------------------------------------------------------------------------------
 

@@ -116,16 +116,22 @@ class Tracker:
         """Refresh the parent's combined results (``results.md`` and the MLflow table ``results_table.json``) from all
         its configuration runs, after ``run_id`` finished with metrics ``flat``: the parent is complete whenever the
         sweep stops, resumed or not, without running ``analysis report``."""
+        from inmind_exp import headline
         from inmind_exp.metrics import METRICS
+        from inmind_exp.traits import Traits
 
         rows: dict[str, Mapping[str, float]] = {}
         fidelity: dict[str, str] = {}
+        in_context: set[str] = set()
         children = self.client.search_runs(
             [self.experiment_id], max_results=5000,
             filter_string=f"tags.`{T.PARENT_RUN}` = '{parent_id}' and {T.kind_filter(T.CONFIG)}")
         for child in children:
             rows[child.info.run_name] = flat if child.info.run_id == run_id else child.data.metrics
             fidelity[child.info.run_name] = child.data.tags.get(T.FIDELITY, "")
+            traits = Traits.from_params(child.data.params)
+            if traits is not None and traits.control == headline.IN_CONTEXT:
+                in_context.add(child.info.run_name)
         # the release's aggregate (score-1 / 125) of runs of the official tasks, beside our paired rates
         official = [f"{m}_official" for m in METRICS if any(f"{m}_official" in r for r in rows.values())]
         cols = ["configuration", "n_tasks", "n_errors", *[m for m in METRICS], *official, "delta_recall_naive",
@@ -139,9 +145,7 @@ class Tracker:
         cols.append("fidelity")
         table["fidelity"] = [fidelity.get(n, "") for n in table["configuration"]]
         self._replace_table(parent_id, table, "results_table.json")
-        from inmind_exp import headline
-
-        md = ["# Results", "", headline.table(sorted(rows.items())), "", "## All metrics", "",
+        md = ["# Results", "", headline.table(sorted(rows.items()), in_context=in_context), "", "## All metrics", "",
               "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for i in range(len(table["configuration"])):
             md.append("| " + " | ".join("" if table[c][i] is None else str(table[c][i]) for c in cols) + " |")

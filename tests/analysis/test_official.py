@@ -93,10 +93,12 @@ def test_no_paper_table_without_a_run_of_the_official_tasks(runs):
 def test_the_paper_figures_sit_beside_the_measured_ones_with_the_fidelity():
     items = [
         (official_params("backbone"), records("backbone", 105)),
-        (official_params("naive_rag"), records("naive_rag", 20, tr=30)),
+        (official_params("naive_rag", "emb3"), records("naive_rag", 20, tr=30)),
+        (official_params("naive_rag", "bm25"), records("naive_rag", 40, tr=30)),  # not the paper's 16.0% row
         (official_params("mem0", "minilm"), records("mem0", 18, tr=1)),
         (official_params("a_mem", "minilm"), records("a_mem", 8, tr=7)),
         (official_params("a_mem", "emb3", **{"llm.roles.judge.model": "gpt-4o"}), records("a_mem", 12, tr=15)),
+        (official_params("mem0", "bm25"), records("mem0", 30, tr=20)),  # no paper row has mem0 × BM25
         (official_params("always_in_state"), records("always_in_state", 86, naive=123)),
     ]
     t = paper_table(build(items))
@@ -105,17 +107,32 @@ def test_the_paper_figures_sit_beside_the_measured_ones_with_the_fidelity():
     assert backbone["Paper"] == "84.0% (105/125, Wilson [76.6, 89.4])"
     assert backbone["Measured"].endswith("84.0% (105/125, Wilson [76.6, 89.4]); application_official 105/125 = 84.0%")
     assert backbone["Fidelity of the measured run(s)"] == "official"
-    best = rows.loc["Best query-time (retrieval) configuration: application"]
-    assert best["Measured"].startswith("highest: naive_rag/") and "16.0% (20/125" in best["Measured"]
+    # the paper's 16.0% is its dense emb3-large Naive RAG: matched with naive_rag × emb3 only, never with BM25's 32%
+    best = rows.loc["Best query-time configuration: application"]
+    assert best["Paper's configuration"] == "Naive RAG, the single-shot control over raw turn chunks, dense emb3-large"
+    assert best["Measured"].startswith("naive_rag/emb3") and "16.0% (20/125" in best["Measured"]
+    assert "bm25" not in best["Measured"]
     mem = rows.loc["Six memory systems: application, at most"]
-    assert mem["Measured"].startswith("highest: mem0/") and "14.4%" in mem["Measured"]
+    assert mem["Measured"].startswith("highest: mem0/minilm") and "14.4%" in mem["Measured"]  # not mem0 × BM25
+    assert "the highest is MemoryOS with emb3-large" in mem["Paper's configuration"]
     minilm = rows.loc["Memory systems: target recall under MiniLM"]
     assert minilm["Measured"].startswith("0.8–5.6% over 2 run(s)")  # mem0 1/125, a_mem 7/125
     emb3 = rows.loc["Memory systems: target recall under emb3-large"]
     assert emb3["Measured"].startswith("12.0–12.0% over 1 run(s)")
     assert emb3["Fidelity of the measured run(s)"] == "judge model=gpt-4o"  # its deviation shown beside it
+    # one row per system × embedding the paper prints (§4.5), each read from that configuration's run only
+    a_mem = rows.loc["A-Mem × emb3-large: application"]
+    assert (a_mem["Paper"], a_mem["Section"]) == ("9.6%", "§4.5")
+    assert a_mem["Paper's configuration"] == "A-Mem with emb3-large, middle injection"
+    assert a_mem["Measured"].startswith("a_mem/emb3") and "9.6% (12/125" in a_mem["Measured"]
+    assert rows.loc["A-Mem × MiniLM: application", "Measured"].startswith("a_mem/minilm")
+    assert rows.loc["MemoryOS × emb3-large: application", "Measured"].startswith("– (no run of this configuration")
+    assert rows.loc["Mem0 × MiniLM: application", "Paper"] == "3.2%"
     state = rows.loc["Always-in-state: naive (direct recall)"]
     assert "98.4% (123/125" in state["Measured"] and state["Paper"] == "98.4%"
+    data = t.data.set_index("figure")
+    assert (data.loc["a_mem_emb3_application", "systems"], data.loc["a_mem_emb3_application", "embeddings"]) == (
+        "a_mem", "emb3")
 
 
 def test_the_report_carries_the_protocol_and_paper_sections(tmp_path):
@@ -130,6 +147,61 @@ def test_the_report_carries_the_protocol_and_paper_sections(tmp_path):
     assert "84.0% (105/125, Wilson [76.6, 89.4])" in md and "answer=shared" in md
     assert (tmp_path / "tables" / "paper_figures.csv").is_file() and "paper_figures" in rep.tables
     assert not any(w.startswith("Demo tasks") for w in rep.warnings)
+    # for runs of the official tasks the paper's figures come right under the headline
+    titles = re.findall(r"^## (.+)$", md, re.M)
+    assert titles.index("The paper's reported figures beside ours") == titles.index("Headline") + 1
+
+
+def test_the_backbone_naive_cell_is_a_dash_in_every_table():
+    """Under the official params the backbone answers the naive query with the fact in context (for the
+    submission): a 100% that measures no recall; the paper's cell is "–", so are ours (the CSV keeps the number)."""
+    from analysis.headline import headline_table, terminal
+
+    runs = build([(official_params("backbone", **{"system.params.answer_naive": "True"}),
+                   records("backbone", 105, tr=125, naive=125)),
+                  (official_params("mem0"), records("mem0", 10, tr=5, naive=120))])
+    back, mem0 = runs
+    head = headline_table(runs).display.set_index("configuration")
+    assert head.loc[back.label, "Naive"] == "–" and head.loc[mem0.label, "Naive"] == "96.0"
+    assert "the paper's cell is '–' too" in headline_table(runs).note
+    assert "the paper's cell is '–' too" in terminal(runs)
+    t1 = table1(runs)
+    shown = t1.display.set_index("Configuration")
+    assert shown.loc[back.label, "Naive"] == "–" and shown.loc[back.label, "Naive recall (provenance)"] == "–"
+    assert shown.loc[back.label, "Δ Recall−Naive"] == "–" and shown.loc[back.label, "Δ Application−Naive"] == "–"
+    assert shown.loc[back.label, "Application"].startswith("84.0 [") and shown.loc[mem0.label, "Naive"].startswith("96.0 [")
+    assert t1.data.set_index("configuration").loc[back.label, "naive"] == pytest.approx(100.0)
+    assert "the paper's cell is '–' too" in t1.note
+    prot = protocol_table(runs).display.set_index("Configuration")
+    assert prot.loc[back.label, "naive (paired)"] == prot.loc[back.label, "naive_official (/125)"] == "– (in context)"
+    assert prot.loc[mem0.label, "naive_official (/125)"] == "96.0 (120/125)"
+
+
+def test_the_in_context_dash_in_the_terminal_and_mlflow_headline():
+    from inmind_exp import headline as H
+
+    m = {"n_tasks": 2.0, "application": 50.0, "application_n": 2.0, "naive": 100.0, "naive_n": 2.0}
+    assert H.cells("b", m, in_context=True)[4] == "–" and H.cells("b", m)[4] == "100.0"
+    text = H.table([("b", m), ("x", m)], in_context={"b"})
+    assert "| b" in text and H.IN_CONTEXT_NOTE in text
+    assert H.IN_CONTEXT_NOTE not in H.table([("x", m)])
+
+
+def test_top_k_is_stated_against_the_releases_retrieval_top_k():
+    from inmind_exp.fidelity import fidelity, top_k_note
+    from inmind_exp.run.driver import protocol_lines
+
+    params = official_params("naive_rag", **{"system.params.top_k": 5})
+    note = top_k_note(params)
+    assert note == "top_k=5 (the release's example configuration: retrieval_top_k 10; its protocol does not fix it)"
+    assert top_k_note(official_params("backbone")) is None
+    assert fidelity(params).official  # a note, not a deviation
+    lines = protocol_lines(fidelity(params), [], params)
+    assert f"- Retrieval: {note}" in lines
+    run = build([(params, records("naive_rag", 20))])[0]
+    t = protocol_table([run])
+    assert t.display.iloc[0]["fidelity"] == f"official; note: {note}" and t.data.iloc[0]["top_k"] == "5"
+    assert "retrieval_top_k 10" in t.note
 
 
 @pytest.mark.skipif(not PAPER.is_file(), reason=f"the paper's text is not at {PAPER}")

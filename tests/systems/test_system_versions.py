@@ -23,7 +23,7 @@ RECORDED = {
     "hipporag2": ("2", "7578b7cfcbf263f14575148c0b69a73f0c245fc8561f005c4207bf6828b8a014"),
     "mem0": ("2", "b2f5b58314b13d877f9a9b41484496ca9f136e2045966b88fc36cc01c35a02e0"),
     "memoryos": ("2", "3dc15f8cf8b7e1e0016c4065fcedfb722f88d5d0fb397035bdf789cb2619699c"),
-    "naive_rag": ("1", "a81679e196c092378d931d33386872716e2fa75fd0a497edfa8c59d8925e544a"),
+    "naive_rag": ("2", "c4b3f580cc4fcb6fb72d89426be775e38fd47e1f7fd3fa09ac53f7c6ce9c62c1"),
     "xmemory": ("2", "9e412488c4c8491b8e63a381740dd2897c077d1c8b7defc4a1a81cfb6833485e"),
 }
 BUILT_IN = Path(__file__).resolve().parents[2] / "systems"
