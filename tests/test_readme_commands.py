@@ -224,6 +224,17 @@ def test_commands_are_found_and_every_skip_is_a_listed_rule():
             assert all(i > argv.index("-m") for i, a in enumerate(argv) if "=" in a), f"{c.id}: {c.text}"
 
 
+def test_the_full_benchmark_runs_on_the_official_data():
+    """The README's "full benchmark against a strong endpoint" runs the release's tasks and trace, never the bundled
+    look-alikes (what its section's every launch.py command says)."""
+    launches = [c for c in COMMANDS if in_section(c, "## The full benchmark against a strong endpoint")
+                and "launch.py" in c.text]
+    assert len(launches) == 3
+    for c in launches:
+        argv = shlex.split(c.text)
+        assert "dataset=official" in argv and "trace=official" in argv, f"{c.id}: {c.text}"
+
+
 def test_n_configs_counts_the_sweep():
     assert n_configs(["python", "launch.py", "-m", "system=a,b,c", "embedding=x,y"]) == 6
     assert n_configs(["python", "launch.py", "system=a"]) == 1
