@@ -66,7 +66,8 @@ def protocol_table(runs: Sequence[Run]):
         note = top_k_note(run.params)
         row["top_k"] = run.params.get("system.params.top_k") if note else None
         disp = {"Configuration": run.label, "tasks": f.task_set,
-                "fidelity": ("official" if f.official else "; ".join(f.deviations)) + (f"; note: {note}" if note else "")}
+                "fidelity": ("official" if f.official else "; ".join(f.deviations))
+                + (f"; note: {note}" if note else "")}
         off = official_rates(run.records) if f.official_data else {}
         for m in OFFICIAL_METRICS:
             rate = run.metrics.rates[m]

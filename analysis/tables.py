@@ -262,7 +262,8 @@ def table1(runs: Sequence[Run]) -> Table:
         hidden = hidden or (ctx and any(m.rates[k].n for k in NAIVE_METRICS))
         disp = {"Configuration": run.label, "n": str(m.n_tasks), "left out": str(len(m.excluded)),
                 **_rate_cells(m, ctx), **control_shown}
-        disp.update({DELTA_TITLES[k]: "–" if ctx and k in NAIVE_DELTAS else fmt_delta(v) for k, v in m.deltas.items()})
+        disp.update({DELTA_TITLES[k]: "–" if ctx and k in NAIVE_DELTAS else fmt_delta(v)
+                     for k, v in m.deltas.items()})
         disp.update({"judge FP / FN": _audit_cell(m), "memory faults": faults, "fact-write faults": fact_faults})
         disp.update({"context tokens": "–" if math.isnan(m.context_tokens) else f"{m.context_tokens:.0f}",
                      "what ran": fmt_ran(m), "protocol": protocol_cell(run)})

@@ -126,7 +126,8 @@ def _both_task_names(tmp: Path, sources: dict[str, str]) -> None:
     have, other = (TASKS, TASKS_OLD_NAME) if (tmp / TASKS).is_file() else (TASKS_OLD_NAME, TASKS)
     if not (tmp / other).is_file():
         shutil.copyfile(tmp / have, tmp / other)
-        sources[other] = f"{sources[have]} (copied to the name {'its scripts read' if other == TASKS_OLD_NAME else 'it has now'})"
+        why = "its scripts read" if other == TASKS_OLD_NAME else "it has now"
+        sources[other] = f"{sources[have]} (copied to the name {why})"
 
 
 def validate_release(root: Path, sources: dict[str, str] | None = None) -> str:
@@ -150,7 +151,8 @@ def validate_release(root: Path, sources: dict[str, str] | None = None) -> str:
 def _write_marker(tmp: Path, label: str, sources: dict[str, str], checked: str) -> None:
     marker = {"ref": label, "completed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "validate_release": checked,
-              "files": {rel: {"sha256": sha256_file(tmp / rel), "source": where} for rel, where in sorted(sources.items())}}
+              "files": {rel: {"sha256": sha256_file(tmp / rel), "source": where}
+                        for rel, where in sorted(sources.items())}}
     path = tmp / COMPLETE_MARKER
     with open(path, "w", encoding="utf-8") as f:
         f.write(json.dumps(marker, indent=1, sort_keys=True) + "\n")

@@ -93,7 +93,8 @@ class Session:
         """The results table of every configuration run so far, with the protocol notes under it."""
         from inmind_exp import headline
 
-        return "\n" + headline.terminal(self.rows, full=full, in_context=self.in_context) + "\n\n" + "\n".join(self.notes) + "\n"
+        table = headline.terminal(self.rows, full=full, in_context=self.in_context)
+        return "\n" + table + "\n\n" + "\n".join(self.notes) + "\n"
 
     # -- the end -------------------------------------------------------------------------------------------------------
 

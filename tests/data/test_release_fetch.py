@@ -85,11 +85,13 @@ def test_download_at_pinned_refs_verifies_every_file(release, tmp_path, monkeypa
     assert find_release().root == dest.resolve()  # a run finds the fetched copy with no variable set
     marker = json.loads((dest / COMPLETE_MARKER).read_text())
     assert marker["validate_release"].startswith("OK: 125 tasks; 47 sessions; 486 turns")
-    assert marker["files"][PROMPTS["answer"]] == {"sha256": sha256_file(dest / PROMPTS["answer"]),
-                                                  "source": f"{srv.url}/{FILE_REFS[PROMPTS['answer']]}/{PROMPTS['answer']}"}
+    answer = PROMPTS["answer"]
+    assert marker["files"][answer] == {"sha256": sha256_file(dest / answer),
+                                       "source": f"{srv.url}/{FILE_REFS[answer]}/{answer}"}
     assert set(marker["files"]) == {*FETCHED, TASKS_OLD_NAME}
     # written last: no file of the copy is newer than the marker
-    assert all(p.stat().st_mtime_ns <= (dest / COMPLETE_MARKER).stat().st_mtime_ns for p in dest.rglob("*") if p.is_file())
+    last = (dest / COMPLETE_MARKER).stat().st_mtime_ns
+    assert all(p.stat().st_mtime_ns <= last for p in dest.rglob("*") if p.is_file())
     # the release's own script passes in the installed copy, run there as its README says
     import subprocess, sys
     done = subprocess.run([sys.executable, "evaluation/scripts/validate_release.py"], cwd=dest, capture_output=True,
