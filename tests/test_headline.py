@@ -52,3 +52,12 @@ def test_fact_write_faults_above_the_limit_are_flagged():
     assert "never the best one nor part of a tie" in text.replace("\n", " ") and text.endswith("\n  /tmp/x/results.md")
     below = Spec("mem0", "minilm", "2" * 16, 0.9, 0.2, 0.1, fact_fault_every=10)  # 10%: not flagged
     assert not headline.fact_write_flagged(metrics(below).flat())
+
+
+def test_the_in_context_controls_naive_is_a_dash():
+    """The backbone's Naive (answered with the fact in context) is "–", with the note saying why."""
+    m = {"n_tasks": 2.0, "application": 50.0, "application_n": 2.0, "naive": 100.0, "naive_n": 2.0}
+    assert headline.cells("b", m, in_context=True)[4] == "–" and headline.cells("b", m)[4] == "100.0"
+    text = headline.table([("b", m), ("x", m)], in_context={"b"})
+    assert "| b" in text and headline.IN_CONTEXT_NOTE in text
+    assert headline.IN_CONTEXT_NOTE not in headline.table([("x", m)])

@@ -118,6 +118,27 @@ def test_sweep_and_config_runs_compare_out_of_the_box(tracker, tmp_path):
     assert len(rows["data"]) == 2
 
 
+def test_the_sweep_headline_shows_the_in_context_naive_as_a_dash(tracker, tmp_path):
+    """The parent's results.md: the backbone (its traits logged as params) answered the naive query in context, so
+    its Naive is "–" with the note; the CSV-like table below keeps the number."""
+    from inmind_exp import headline
+    from inmind_exp.traits import Traits
+
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n    - system=backbone\n")
+    parent = tracker.open_sweep_run("sweep:b", tmp_path / "sweep")
+    plan = _plan(tmp_path, "gpt-5-mini", "backbone/minilm/middle/openai")
+    params = {**flatten_params(plan.cfg), **Traits(control="in_context", retrieval=False).params()}
+    rid = tracker.open_config_run(plan, params, "key-b", parent, None)
+    flat = {"application": 80.0, "application_n": 5.0, "n_tasks": 5.0, "naive": 100.0, "naive_n": 5.0}
+    tracker.add_to_sweep(parent, rid, tracker.log_config_results(rid, flat, [], []))
+    md = Path(tracker.client.download_artifacts(parent, "results.md", str(tmp_path))).read_text()
+    head = md.split("## All metrics")[0]
+    row = next(line for line in head.splitlines() if line.startswith("| backbone/"))
+    assert [c.strip() for c in row.split("|")][5] == "–" and headline.IN_CONTEXT_NOTE in head
+    assert "| 100.0 |" in md.split("## All metrics")[1]
+
+
 def test_sweep_name_leaves_out_bookkeeping_overrides():
     assert T.sweep_name(Path("/x/multirun"), ["system=a,b", "tracking.uri=sqlite:///m.db", "hydra.sweep.dir=d"]) == \
         "sweep multirun: system=a,b"

@@ -118,7 +118,7 @@ class Tracker:
         sweep stops, resumed or not, without running ``analysis report``."""
         from inmind_exp import headline
         from inmind_exp.metrics import METRICS
-        from inmind_exp.traits import Traits
+        from inmind_exp.traits import logged
 
         rows: dict[str, Mapping[str, float]] = {}
         fidelity: dict[str, str] = {}
@@ -129,8 +129,7 @@ class Tracker:
         for child in children:
             rows[child.info.run_name] = flat if child.info.run_id == run_id else child.data.metrics
             fidelity[child.info.run_name] = child.data.tags.get(T.FIDELITY, "")
-            traits = Traits.from_params(child.data.params)
-            if traits is not None and traits.control == headline.IN_CONTEXT:
+            if logged(child.data.tags.get(T.SYSTEM, ""), child.data.params).control == headline.IN_CONTEXT:
                 in_context.add(child.info.run_name)
         # the release's aggregate (score-1 / 125) of runs of the official tasks, beside our paired rates
         official = [f"{m}_official" for m in METRICS if any(f"{m}_official" in r for r in rows.values())]

@@ -178,16 +178,6 @@ def test_the_backbone_naive_cell_is_a_dash_in_every_table():
     assert prot.loc[mem0.label, "naive_official (/125)"] == "96.0 (120/125)"
 
 
-def test_the_in_context_dash_in_the_terminal_and_mlflow_headline():
-    from inmind_exp import headline as H
-
-    m = {"n_tasks": 2.0, "application": 50.0, "application_n": 2.0, "naive": 100.0, "naive_n": 2.0}
-    assert H.cells("b", m, in_context=True)[4] == "–" and H.cells("b", m)[4] == "100.0"
-    text = H.table([("b", m), ("x", m)], in_context={"b"})
-    assert "| b" in text and H.IN_CONTEXT_NOTE in text
-    assert H.IN_CONTEXT_NOTE not in H.table([("x", m)])
-
-
 def test_top_k_is_stated_against_the_releases_retrieval_top_k():
     from inmind_exp.fidelity import fidelity, top_k_note
     from inmind_exp.run.driver import protocol_lines
