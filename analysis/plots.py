@@ -131,7 +131,7 @@ def naive_vs_indirect(runs: Sequence[Run]) -> Figure:
     for y, run in zip(ys, runs):
         n, nm, np_ = _err(run.metrics.rates["naive"])
         a, am, ap = _err(run.metrics.rates["application"])
-        if not math.isnan(n):
+        if not math.isnan(n) and run.config.control != "in_context":  # its naive: in context, no recall (as in tables)
             ax.plot([n, a], [y, y], c="lightgrey", lw=2, zorder=1)
             ax.errorbar(n, y, xerr=[[nm], [np_]], fmt="o", c="tab:blue", capsize=2, ms=5, zorder=2)
         ax.errorbar(a, y, xerr=[[am], [ap]], fmt="s", c="tab:red", capsize=2, ms=5, zorder=2)
