@@ -282,6 +282,7 @@ def system_gaps(system: str, params: Mapping[str, Any], embedding: str | None, e
         system_cls = SYSTEMS.get(system)
     conf = yaml.safe_load((CONF_DIR / "system" / f"{system}.yaml").read_text()) or {}
     paper = {**(conf.get("params") or {}), **system_cls.official_params}
+    params = {**system_cls.official_params, **params}  # a plan applies them unless set (a composed config: not yet)
     out = [f"system.params.{k}={params.get(k)} (paper: {paper.get(k)})"
            for k in sorted(set(paper) | set(params)) if str(params.get(k)) != str(paper.get(k))]
     if system_cls.uses_embedding and embedding not in PAPER_EMBEDDINGS:
