@@ -233,12 +233,26 @@ def fidelity(source: Any, records: Iterable[Any] | None = None) -> Fidelity:
     config (``Mapping[str, str]``); with a run's ``records`` (a plan's), also of what the endpoints served."""
     s = setting_of(source)
     served: dict[str, tuple[str, ...]] = {}
+    unknown: list[str] = []
     if records is not None:
         records = list(records)
         served = served_by_role(records)
         s = with_served(s, served, n_tasks=len(records) if s.n_tasks is None else s.n_tasks)
-    return Fidelity(deviations=deviations(s), paper_gaps=paper_gaps(s), demo=s.dataset == BUNDLED,
+        unknown = unrecorded(records)
+    return Fidelity(deviations=(*deviations(s), *unknown), paper_gaps=paper_gaps(s), demo=s.dataset == BUNDLED,
                     official_data=s.dataset == OFFICIAL_DATASET, served=served)
+
+
+def unrecorded(records: list[Any]) -> list[str]:
+    """The answerer and judge replies whose served model no record names (records written before it was recorded):
+    what served them is not known, so the run cannot be said to be the release's setting as served."""
+    out = []
+    for role, has in (("answerer", lambda r: r.naive is not None or r.indirect is not None),
+                      ("judge", lambda r: any(v.raw or v.ok for v in r.verdicts.values()))):
+        n = sum(1 for r in records if has(r) and not (getattr(r, "served", None) or {}).get(role))
+        if n:
+            out.append(f"{role} served model not recorded ({n} task{'s' if n != 1 else ''})")
+    return out
 
 
 def served_by_role(records: Iterable[Any]) -> dict[str, tuple[str, ...]]:

@@ -171,3 +171,15 @@ def test_a_plan_of_the_default_config_is_demo_tasks(tmp_path):
     assert "answerer model=m" in f.deviations and "judge model=m" in f.deviations  # not the OpenAI API: no successor
     assert "answerer host=127.0.0.1:9 (release: api.openai.com)" in f.deviations
     assert fidelity(cfg).deviations[:2] == f.deviations[:2]
+
+
+def test_records_that_do_not_say_what_served_them_are_a_deviation():
+    from inmind_exp.records import Answer, Message, Verdict
+
+    a = Answer("x", (Message("user", "q"),))
+    old = TaskRecord("h", "155", "other", "backbone", 8, a, a, {"application": Verdict("application", 1)}, None, {},
+                     0.0)
+    assert fidelity(OFFICIAL_SETTING, [old] * 125).deviations == (
+        "answerer served model not recorded (125 tasks)", "judge served model not recorded (125 tasks)")
+    failed = TaskRecord("h", "155", "other", "backbone", 8, None, None, {}, None, {}, 0.0, error="boom")
+    assert fidelity(OFFICIAL_SETTING, [failed] * 125).level == PAPER  # nothing was answered: nothing to name
