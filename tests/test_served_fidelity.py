@@ -167,3 +167,4 @@ def test_paper_rows_dry_runs_as_one_command(release, tmp_path):
                  f"run.cache_dir={tmp_path / 'cache'}"], timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "[dry run total] 16 configuration(s): 2000 tasks to run" in p.stdout
+    assert p.stdout.count(": as configured, paper (") == 16  # each of the paper's rows, before anything runs
