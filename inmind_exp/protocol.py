@@ -149,8 +149,8 @@ def _meter(system: Any) -> Any:
     return getattr(getattr(system, "llm", None), "meter", None)
 
 
-def served_by_role(models: Models, before: Mapping[str, int]) -> dict[str, tuple[str, ...]]:
-    """Per role, each distinct ``model @ host`` of the chat calls made since ``before`` (``served_counts``)."""
+def _served_since(models: Models, before: Mapping[str, int]) -> dict[str, tuple[str, ...]]:
+    """Per role, each distinct ``model @ host`` of the chat calls made since ``before`` (``_served_counts``)."""
     out = {}
     for role in ROLES:
         calls = models.meter.served_calls(role, before.get(role, 0))
@@ -159,7 +159,7 @@ def served_by_role(models: Models, before: Mapping[str, int]) -> dict[str, tuple
     return out
 
 
-def served_counts(models: Models) -> dict[str, int]:
+def _served_counts(models: Models) -> dict[str, int]:
     return {role: len(models.meter.served_calls(role)) for role in ROLES}
 
 
@@ -242,7 +242,7 @@ def run_task(
     if previous is not None and previous.rejudgeable:
         return rejudge_failed(previous, task, models, judges, judge_attempts, phase)
     t0 = time.perf_counter()
-    before, served = models.meter.snapshot(), served_counts(models)
+    before, served = models.meter.snapshot(), _served_counts(models)
     naive = indirect = None
     verdicts = {}
     exact = None
@@ -277,7 +277,7 @@ def run_task(
         task, config_hash=config_hash, system_name=system_name, session_index=session_index, naive=naive,
         indirect=indirect, verdicts=verdicts, exact=exact, usage=models.meter.diff(models.meter.snapshot(), before),
         latency_s=round(time.perf_counter() - t0, 3), error=error, faults=faults, controls=control_results,
-        served=served_by_role(models, served),
+        served=_served_since(models, served),
     )
 
 
@@ -286,7 +286,7 @@ def rejudge_failed(previous: TaskRecord, task: Task, models: Models, judges: dic
     """``previous`` with its failed verdicts asked again on its stored answers (every other field kept; the calls
     added to its usage): what a rerun does for a task whose answers exist."""
     t0 = time.perf_counter()
-    before, served = models.meter.snapshot(), served_counts(models)
+    before, served = models.meter.snapshot(), _served_counts(models)
     phase("judging (rerun of failed verdicts)")
     verdicts = judge_task(models.judge, task, previous.naive, previous.indirect, attempts=attempts, judges=judges,
                           done=previous.verdicts)
@@ -294,7 +294,7 @@ def rejudge_failed(previous: TaskRecord, task: Task, models: Models, judges: dic
     for role, u in models.meter.diff(models.meter.snapshot(), before).items():
         usage[role] = usage[role] + u if role in usage else u
     merged = dict(previous.served)
-    for role, seen in served_by_role(models, served).items():
+    for role, seen in _served_since(models, served).items():
         merged[role] = tuple(dict.fromkeys((*merged.get(role, ()), *seen)))
     return replace(previous, verdicts=verdicts, usage=usage, served=merged,
                    latency_s=round(previous.latency_s + time.perf_counter() - t0, 3))
