@@ -53,10 +53,15 @@ def verdict_outcome(record: TaskRecord, metric: str) -> int | None:
     return int(v.score) if v is not None and v.ok else None  # type: ignore[arg-type]
 
 
+def failed(record: TaskRecord, metric: str) -> bool:
+    """The task failed, or its verdict of ``metric`` did: an error of this metric (never scored, counted)."""
+    return not valid(record) or metric in record.failed_verdicts
+
+
 def not_applicable(record: TaskRecord, metric: str) -> bool:
-    """True for a valid task on which ``metric`` is not measured (not an error): the backbone's naive query, or
+    """True for a task on which ``metric`` is not measured (not an error): the backbone's naive query, or
     provenance from a system (or an older record) that reports no items."""
-    return valid(record) and outcome(record, metric) is None
+    return not failed(record, metric) and outcome(record, metric) is None
 
 
 @dataclass(frozen=True)
@@ -131,9 +136,9 @@ def compare(run_a: Run, run_b: Run, metric: str = "application", n_boot: int = 1
             excluded["only in B"] += 1
             continue
         ra, rb = ta[tid], tb[tid]
-        if not valid(ra) or not valid(rb):
-            key = ("error in both" if not valid(ra) and not valid(rb) else
-                   "error in A" if not valid(ra) else "error in B")
+        bad_a, bad_b = failed(ra, metric), failed(rb, metric)
+        if bad_a or bad_b:
+            key = "error in both" if bad_a and bad_b else "error in A" if bad_a else "error in B"
             excluded[key] += 1
             continue
         x, y = outcome(ra, metric), outcome(rb, metric)

@@ -177,14 +177,6 @@ def _rate_cols(prefix: str, r: Rate) -> dict[str, float]:
             f"{prefix}_n": r.n, f"{prefix}_errors": r.errors}
 
 
-def left_out_reason(record: TaskRecord) -> str:
-    """Why a task is left out: of every rate of its row when the task failed, else of the rates whose verdict
-    failed."""
-    if record.error is not None or record.indirect is None:
-        return "task failed"
-    return f"{', '.join(record.failed_verdicts)} verdict failed: left out of that rate only"
-
-
 def _fault_cells(run: Run) -> tuple[dict[str, object], str, str]:
     """CSV columns and the two display cells (memory faults, fact-write faults); "–" for records that predate
     fault counting (``load.FAULT_SCHEMA``)."""
@@ -262,8 +254,7 @@ def table1(runs: Sequence[Run]) -> Table:
                      "what ran": fmt_ran(m), "protocol": protocol_cell(run)})
         display.append(disp)
         if m.excluded:
-            reasons = ", ".join(f"{t} ({left_out_reason(run.by_task[t])})" for t in m.excluded)
-            items.append(f"{run.label}: left out of every rate: {reasons}")
+            items.append(f"{run.label}: left out of every rate (the task failed): {', '.join(m.excluded)}")
         for metric, ids in m.verdict_errors.items():
             items.append(f"{run.label}: left out of the {METRIC_TITLES.get(metric, metric)} rate only (its verdict "
                          f"failed): {', '.join(ids)}")

@@ -276,7 +276,7 @@ def judge(client: LLMClient, prompt: Judge, fields: dict[str, str], attempts: in
 
     try:
         obj, comp = client.chat_json(
-            messages, attempts=attempts, sample=sample, json_mode=prompt.json_mode,
+            messages, attempts=attempts, sample=sample, json_mode=prompt.json_mode, reask_failed=True,
             validate=_validate_verdict if prompt.lenient else _validate_binary,
             parse=None if prompt.lenient else parse_verdict_json)
     except JSONReplyError as e:

@@ -168,6 +168,8 @@ class RunMetrics:
     controls: dict[str, Rate] = field(default_factory=dict)
     #: per judge metric, the tasks that ran but whose verdict of it failed (left out of that rate only)
     verdict_errors: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Table 1's Δ columns in percentage points (``DELTAS``), each paired over the tasks with both values
+    deltas: dict[str, float] = field(default_factory=dict)
 
     @property
     def memory_fault_rate(self) -> float:
@@ -176,16 +178,6 @@ class RunMetrics:
     @property
     def fact_write_fault_rate(self) -> float:
         return 100.0 * self.fact_write_fault_tasks / self.n_ran if self.n_ran else float("nan")
-
-    @property
-    def deltas(self) -> dict[str, float]:
-        """Table 1's Δ columns in percentage points: Recall−Naive, Application−Recall, Application−Naive."""
-        r = {k: v.pct for k, v in self.rates.items()}
-        return {
-            "delta_recall_naive": r["target_recall"] - r["naive"],
-            "delta_application_recall": r["application"] - r["target_recall"],
-            "delta_application_naive": r["application"] - r["naive"],
-        }
 
     def flat(self) -> dict[str, float]:
         """MLflow metric names → values (NaN values are dropped: MLflow cannot chart them)."""
@@ -241,7 +233,21 @@ def compute(records: list[TaskRecord]) -> RunMetrics:
         ran=ran_rates(ran),
         controls=control_metrics(records),
         verdict_errors=verdict_errors(records),
+        deltas={name: paired_delta(records, a, b) for name, (a, b) in DELTAS.items()},
     )
+
+
+#: Table 1's Δ columns: name → (minuend, subtrahend) metrics
+DELTAS = {"delta_recall_naive": ("target_recall", "naive"), "delta_application_recall": ("application", "target_recall"),
+          "delta_application_naive": ("application", "naive")}
+
+
+def paired_delta(records: list[TaskRecord], a: str, b: str) -> float:
+    """``a`` − ``b`` in percentage points over the tasks that have both values (a task whose verdict of one of them
+    failed leaves this Δ, as it leaves that rate); NaN when none has both (the backbone's naive query)."""
+    pairs = [(x, y) for r in records if valid(r)
+             if (x := _value(r, a)) is not None and (y := _value(r, b)) is not None]
+    return 100.0 * sum(x - y for x, y in pairs) / len(pairs) if pairs else math.nan
 
 
 def verdict_errors(records: list[TaskRecord]) -> dict[str, tuple[str, ...]]:

@@ -43,11 +43,12 @@ class OfficialRate:
 
 def official_rates(records: Iterable[TaskRecord], total: int = N_TASKS) -> dict[str, OfficialRate]:
     """Per judge metric, the release's aggregate over ``records`` (one task counted once: the last record wins).
-    Every valid verdict counts, whatever else of its task failed: the release scores each metric on its own."""
+    A task that failed (no answers: no submission row) counts as not 1; otherwise every valid verdict counts,
+    whatever other verdict of its task failed: the release scores each metric on its own."""
     by_task = {r.task_id: r for r in records}
     out = {}
     for name in JUDGES:
-        verdicts = [r.verdicts.get(name) for r in by_task.values()]
+        verdicts = [r.verdicts.get(name) for r in by_task.values() if r.error is None]
         ok = [v for v in verdicts if v is not None and v.ok]
         out[name] = OfficialRate(name, sum(1 for v in ok if v.score == 1), len(ok), total)
     return out

@@ -112,7 +112,7 @@ def _finish(p, k: int) -> None:
     import types
 
     for i in range(k):
-        rec = types.SimpleNamespace(task_id=f"t{i}", error=None, attempts=1, usage={})
+        rec = types.SimpleNamespace(task_id=f"t{i}", error=None, failed_verdicts=(), attempts=1, usage={})
         p.records[rec.task_id] = rec
         p.new.append(rec)
 

@@ -37,7 +37,7 @@ def test_a_metric_without_verdicts_is_0_of_125_and_the_line_names_both_definitio
     assert official_rates(records)["naive"].successes == 0
     line = official_line(records)
     assert "application_official 1/125 = 0.8%" in line and "naive_official 0/125 = 0.0%" in line
-    assert "score-1 verdicts / 125" in line and "paired" in line
+    assert "score-1 verdicts / 125" in line and "a failed verdict" in line
 
 
 def test_a_task_counts_once():

@@ -122,14 +122,16 @@ def test_backbone_end_to_end_with_judges(models, tmp_path, fake):
     assert "[answer]" not in tr["messages"][1]["content"]  # the target-recall judge never sees the answer
 
 
-def test_unparseable_judge_is_an_error_not_a_score(models, tmp_path, fake):
+def test_unparseable_judge_is_an_error_of_its_verdict_not_a_score(models, tmp_path, fake):
     fake.add_rule("[user_message] (the target fact)", "I think yes")
     backbone = SYSTEMS.get("backbone")
     rec = run_task(TASK, make_trace(), 1, lambda wd: backbone(models, None, wd), models, tmp_path / "w",
                    config_hash="h", system_name="backbone", evaluates_naive=False, judge_attempts=2)
     v = rec.verdicts["target_recall"]
     assert v.score is None and v.error and v.raw == "I think yes"
-    assert rec.error and "target_recall" in rec.error
+    # the error is the verdict's: the task, its answers and its other verdicts stand
+    assert rec.error is None and rec.indirect is not None
+    assert rec.failed_verdicts == ("target_recall",) and rec.verdicts["application"].ok
 
 
 def test_endpoint_failure_is_recorded_as_task_error(models, tmp_path, fake):

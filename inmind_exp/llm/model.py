@@ -65,7 +65,7 @@ class Model:
         self._memo: dict[str, np.ndarray] | None = {} if memo else None
 
     # -- chat -------------------------------------------------------------------------------------------------
-    def chat(self, messages: Sequence[Message], *, sample: int = 0,
+    def chat(self, messages: Sequence[Message], *, sample: int | str = 0,
              accept: Callable[[str], bool] | None = None, **kwargs: Any) -> Completion:
         """One chat completion; generation parameters left out take the role's configured defaults (see
         ``OpenAIProvider.chat_params``). ``sample`` separates repeated samples of the same prompt in the cache.
@@ -109,14 +109,16 @@ class Model:
 
     def chat_json(self, messages: Sequence[Message], *, attempts: int = 3,
                   validate: Callable[[dict[str, Any]], str | None] | None = None, json_mode: bool = True,
-                  parse: Callable[[str], dict[str, Any]] | None = None,
-                  **kwargs: Any) -> tuple[dict[str, Any], Completion]:
+                  parse: Callable[[str], dict[str, Any]] | None = None, reask_failed: bool = False,
+                  sample: int = 0, **kwargs: Any) -> tuple[dict[str, Any], Completion]:
         """Ask for a JSON object, up to ``attempts`` times. ``json_mode`` asks for JSON mode (``response_format``)
         and, after an unparseable or invalid reply (``validate`` returns a complaint), shows the model its reply
-        with a one-line repair request; without it every attempt sends the same messages. Either way a reply that
-        did not parse is never served from the cache (``chat``'s ``accept``): each attempt, and each rerun of a
-        failed one, reaches the endpoint. ``parse`` turns a reply's text into the object (``parse_json_object``
-        by default); ValueError means it did not parse."""
+        with a one-line repair request; without it every attempt sends the same messages. An attempt that would
+        repeat an earlier attempt's request is a new sample (its own cache key), so every attempt reaches the
+        endpoint once and a rerun replays the same attempts from the cache. ``reask_failed`` (judges) goes further:
+        a cached reply that did not parse is never served (``chat``'s ``accept``), so a rerun asks a failed attempt
+        again. ``parse`` turns a reply's text into the object (``parse_json_object`` by default); ValueError means
+        it did not parse."""
         read = parse or parse_json_object
 
         def check(text: str) -> dict[str, Any]:
@@ -136,9 +138,13 @@ class Model:
         if json_mode:
             kwargs["response_format"] = {"type": "json_object"}
         convo = list(messages)
+        sent: list[list[Message]] = []
         last_raw = ""
         for _ in range(max(1, attempts)):
-            comp = self.chat(convo, accept=parses, **kwargs)
+            repeat = sent.count(convo)  # a repeated request: its own cache key, apart from every other sample's
+            comp = self.chat(convo, sample=sample if not repeat else f"{sample}/repeat{repeat}",
+                             accept=parses if reask_failed else None, **kwargs)
+            sent.append(convo)
             last_raw = comp.text
             try:
                 return check(comp.text), comp

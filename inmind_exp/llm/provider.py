@@ -150,7 +150,7 @@ class OpenAIProvider:
         """A rough token count for rate limiting: a quarter of the JSON's characters plus the completion limit."""
         return len(json.dumps(wire)) // 4 + (params.get(self.endpoint.max_tokens_param) or 0)
 
-    def chat_key(self, wire: list[dict[str, Any]], params: dict[str, Any], sample: int) -> dict[str, Any]:
+    def chat_key(self, wire: list[dict[str, Any]], params: dict[str, Any], sample: int | str) -> dict[str, Any]:
         return {"kind": "chat", "endpoint": self.endpoint.identity, "messages": wire, "params": params,
                 "extra_body": self.endpoint.extra_body, "sample": sample}
 

@@ -46,22 +46,29 @@ def test_table1_matches_metrics_and_renders(runs, tmp_path):
     mem0 = t.data.set_index("configuration").loc["mem0/minilm/middle/openai"]
     m = compute(list(runs[1].records))
     assert mem0["application"] == pytest.approx(m.rates["application"].pct)
-    # paired rates: t003 (application errored) and t007 (target recall errored) are left out of EVERY rate of the row
-    assert all(mem0[f"{k}_n"] == 38 and mem0[f"{k}_errors"] == 2 for k in METRICS)
-    assert mem0["left_out_tasks"] == "t003;t007" and mem0["n_tasks"] == 40
+    # a failed verdict is an error of its metric: t003 (application) and t007 (target recall) leave only that rate
+    failed = {"application", "target_recall"}
+    assert all((mem0[f"{k}_n"], mem0[f"{k}_errors"]) == ((39, 1) if k in failed else (40, 0)) for k in METRICS)
+    assert mem0["left_out_tasks"] in ("", None) or pd.isna(mem0["left_out_tasks"])
+    assert mem0["n_tasks"] == 40
+    # each Δ is paired over the tasks with both values: Application−Naive leaves t003 out, not t007
+    both = [r for r in runs[1].records if r.task_id != "t003"]
+    assert mem0["delta_application_naive"] == pytest.approx(
+        100 * sum(outcome(r, "application") - outcome(r, "naive") for r in both) / 39)
     assert mem0["delta_application_naive"] == pytest.approx(m.deltas["delta_application_naive"])
     backbone = t.display.iloc[0]
     assert backbone["Naive"] == "–" and backbone["Δ Recall−Naive"] == "–"
     assert backbone["Naive recall (provenance)"] == "–"
     row = t.display.set_index("Configuration").loc["mem0/minilm/middle/openai"]
-    assert row["left out"] == "2" and row["judge FP / FN"] == "0 / 2"
+    assert row["left out"] == "0" and row["judge FP / FN"] == "0 / 2"
     # the fixture's records predate the context budget and the what-ran keys: the columns are there, unmeasured
     assert (row["context tokens"], row["what ran"]) == ("–", "–")
     assert row["Visible-state recall (provenance)"].startswith("0.0 ")  # a retrieval system: nothing visible
     assert (row["memory faults"], row["fact-write faults"]) == ("20.0 (8/40)", "10.0 (4/40)")  # every 5th / 10th task
     assert t.display.set_index("Configuration").loc["mem0/emb3/middle/openai", "judge FP / FN"] == "2 / 0"
-    assert t.items == ("mem0/minilm/middle/openai: left out of every rate: t003 (application verdict errored), "
-                       "t007 (target_recall verdict errored)",)
+    assert t.items == ("mem0/minilm/middle/openai: left out of the Application rate only (its verdict failed): t003",
+                       "mem0/minilm/middle/openai: left out of the Target recall (judge) rate only (its verdict "
+                       "failed): t007")
     md = t.markdown()
     assert md.count("\n") == 5
     assert "| Target recall (verbatim, lower bound) | Target recall (provenance, upper bound) |" in md
@@ -70,23 +77,25 @@ def test_table1_matches_metrics_and_renders(runs, tmp_path):
     assert r"\toprule" in t.latex() and r"always\_in\_state" in t.latex() and "$\\Delta$" in t.latex()
     md_path, tex_path, csv_path = t.write(tmp_path)
     text = md_path.read_text()
-    assert text.startswith("**Table 1") and "- mem0/minilm/middle/openai: left out of every rate: t003" in text
+    assert text.startswith("**Table 1") and "- mem0/minilm/middle/openai: left out of the Application rate only" in text
     assert tex_path.read_text().startswith(r"\begin{table}")
     csv = pd.read_csv(csv_path)
     assert len(csv) == 4 and csv.set_index("configuration").loc[LABELS[1], "faults_malformed_reply"] == 8
 
 
-def test_a_row_with_one_errored_verdict_is_computed_over_n_minus_1_tasks_for_every_rate():
+def test_a_row_with_one_errored_verdict_leaves_that_task_out_of_that_rate_only():
     spec = SPECS[3]
     rows = make_records(spec, errors={"t005": "answer_only"})
     (run,) = build_runs({spec: rows})
     (full,) = build_runs({spec: make_records(spec)})
     data = table1([run]).data.iloc[0]
-    assert all(data[f"{k}_n"] == 39 for k in METRICS)
-    kept = [r for r in full.records if r.task_id != "t005"]
-    for k in METRICS:  # each rate is exactly the rate over the other 39 tasks
+    assert all(data[f"{k}_n"] == (39 if k == "answer_only" else 40) for k in METRICS)
+    for k in METRICS:  # the errored metric's rate is exactly the rate over the other 39 tasks; the others are whole
+        kept = [r for r in full.records if k != "answer_only" or r.task_id != "t005"]
         assert data[f"{k}_k"] == sum(outcome(r, k) for r in kept), k
     c = compare(run, full, "application", n_boot=200)
+    assert c.n == 40 and c.excluded["error in A"] == 0
+    c = compare(run, full, "answer_only", n_boot=200)
     assert c.n == 39 and c.excluded["error in A"] == 1
 
 
@@ -103,7 +112,7 @@ def test_old_records_without_provenance_or_faults_still_load(tmp_path):
     audit = judge_self_audit(rs.runs).display.set_index("Configuration").loc[old.label]
     assert audit["certain FP (judge 1, provenance 0)"] == "– (no provenance)"
     c = compare(old, rs.get("mem0/minilm/middle/openai"), "target_recall_provenance", n_boot=200)
-    assert c.n == 0 and c.excluded["not applicable"] == 38
+    assert c.n == 0 and c.excluded["not applicable"] == 40
 
 
 def test_judge_self_audit_lists_certain_false_positives_and_negatives(runs):
@@ -120,7 +129,7 @@ def test_judge_self_audit_lists_certain_false_positives_and_negatives(runs):
     disp = t.display.set_index("Configuration")
     assert disp.loc[emb3.label, "FP tasks"] == ", ".join(fps)
     assert disp.loc[LABELS[1], "certain FN (judge 0, verbatim 1)"] == "2" and disp.loc[LABELS[1], "FN tasks"]
-    assert data.loc[LABELS[1], "audited"] == 38  # the two left-out tasks are not audited
+    assert data.loc[LABELS[1], "audited"] == 39  # t007, whose target-recall verdict failed, is not audited
 
 
 def test_table2_against_the_best_retrieval_configuration(runs):
@@ -141,21 +150,21 @@ def test_table2_against_the_best_retrieval_configuration(runs):
 
 def test_compare_pairs_tasks_and_excludes_errored_verdicts(runs):
     a, b = runs[1], runs[2]  # mem0/minilm has an errored application verdict on t003
-    c = compare(a, b, "application", n_boot=1000)  # t007's target-recall verdict errored: left out too (paired)
-    assert c.n == 38 and c.excluded["error in A"] == 2 and c.n_excluded == 2
-    kept = [t for t in sorted(a.by_task) if t not in ("t003", "t007")]
+    c = compare(a, b, "application", n_boot=1000)  # t007's target-recall verdict errored: not this metric's
+    assert c.n == 39 and c.excluded["error in A"] == 1 and c.n_excluded == 1
+    kept = [t for t in sorted(a.by_task) if t != "t003"]
     xs = [outcome(a.by_task[t], "application") for t in kept]
     ys = [outcome(b.by_task[t], "application") for t in kept]
-    assert c.rate_a == pytest.approx(100 * sum(xs) / 38) and c.rate_b == pytest.approx(100 * sum(ys) / 38)
+    assert c.rate_a == pytest.approx(100 * sum(xs) / 39) and c.rate_b == pytest.approx(100 * sum(ys) / 39)
     assert c.diff == pytest.approx(c.rate_a - c.rate_b) and c.ci_low <= c.diff <= c.ci_high
-    assert c.both + c.a_only + c.b_only + c.neither == 38
+    assert c.both + c.a_only + c.b_only + c.neither == 39
     same = compare(a, a, "application", n_boot=1000)
     assert (same.diff, same.p_mcnemar, same.ci_low, same.ci_high) == (0.0, 1.0, 0.0, 0.0)
     naive = compare(runs[0], a, "naive", n_boot=1000)  # the backbone has no naive query
     assert naive.n == 0 and math.isnan(naive.p_mcnemar)
-    assert (naive.excluded["not applicable"], naive.excluded["error in B"]) == (38, 2)  # errors counted first
+    assert (naive.excluded["not applicable"], naive.excluded["error in B"]) == (40, 0)  # naive verdicts stand
     assert not_applicable(runs[0].records[0], "naive") and not not_applicable(a.by_task["t003"], "naive")
-    assert "excluded: 2 error in A" in c.summary()
+    assert "excluded: 1 error in A" in c.summary()
 
 
 def test_pairwise_matrix_with_multiple_comparison_correction(runs):
@@ -174,13 +183,13 @@ def test_breakdowns_by_domain_and_injection(runs):
     assert dom.display.iloc[0]["Configuration"] == "tasks"
     assert sum(int(v) for k, v in dom.display.iloc[0].items() if k != "Configuration") == 40
     mem0 = dom.data[dom.data["configuration"] == LABELS[1]]
-    assert mem0["n"].sum() == 38 and mem0["errors"].sum() == 2  # the left-out tasks are counted, not scored
+    assert mem0["n"].sum() == 39 and mem0["errors"].sum() == 1  # the left-out task is counted, not scored
     late = dataclasses.replace(SPECS[1], config_hash="3" * 16, injection="late", session=40)
     more = build_runs({**fixture_records(SPECS), late: make_records(late)})
     inj = by_injection(more, "application")
     assert list(inj.display.columns) == ["System/embedding/LLM", "middle (session 21)", "late (session 41)"]
     row = inj.display.set_index("System/embedding/LLM").loc["mem0/minilm/openai"]
-    assert row["middle (session 21)"].endswith("/38)") and row["late (session 41)"].endswith("/40)")
+    assert row["middle (session 21)"].endswith("/39)") and row["late (session 41)"].endswith("/40)")
     assert set(inj.data["session"]) == {21, 41}
 
 

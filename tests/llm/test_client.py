@@ -158,3 +158,23 @@ def test_missing_key_names_role_and_endpoint(fake, tmp_path, monkeypatch):
 
     with pytest.raises(EndpointError, match=r"role 'answerer'.*INMIND_TEST_KEY.*127\.0\.0\.1"):
         c.chat(HELLO)
+
+
+def test_repeated_attempts_are_new_requests_and_a_rerun_replays_them_unless_failures_are_reasked(fake, tmp_path):
+    c = client(fake, tmp_path)
+    fake.add_rule("judge me", "never json")
+    with pytest.raises(JSONReplyError):  # the same messages three times: three requests, not one and two cache hits
+        c.chat_json(msgs(("user", "judge me")), attempts=3, json_mode=False)
+    assert len(fake.chat_requests()) == 3 and "response_format" not in fake.chat_requests()[0]
+    fake.reset_log()
+    with pytest.raises(JSONReplyError):  # a memory call's rerun replays its attempts: no call is paid twice
+        c.chat_json(msgs(("user", "judge me")), attempts=3, json_mode=False)
+    assert fake.chat_requests() == []
+    fake.rules.clear()
+    replies = iter(["still not", '{"score": 1}'])
+    fake.add_rule("judge me", lambda body: next(replies))
+    obj, _ = c.chat_json(msgs(("user", "judge me")), attempts=3, json_mode=False, reask_failed=True)
+    assert obj == {"score": 1} and len(fake.chat_requests()) == 2  # a judge's rerun asks the failed attempts again
+    fake.reset_log()
+    assert c.chat_json(msgs(("user", "judge me")), attempts=3, json_mode=False)[0] == obj
+    assert fake.chat_requests() == []  # the good reply is served: the failed first attempt, then the cached second
