@@ -195,7 +195,7 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
 
 def cmd_export_submission(args: argparse.Namespace) -> int:
     from inmind_exp.data.release import ReleaseError, find_release
-    from inmind_exp.submission import SubmissionError
+    from inmind_exp.submission import SELF_JUDGED, SubmissionError
 
     from analysis.submission_export import export_run, file_name
 
@@ -220,7 +220,8 @@ def cmd_export_submission(args: argparse.Namespace) -> int:
             print(f"error: {run.label}: {e}", file=sys.stderr)
             failed += 1
             continue
-        print(f"[analysis] {run.label}: {ex.path}: {ex.submission.summary()}\n[analysis]   {ex.fidelity.line()}")
+        print(f"[analysis] {run.label}: {ex.path}: {ex.submission.summary()} ({SELF_JUDGED}: the InMind team "
+              f"judges submissions again)\n[analysis]   {ex.fidelity.line()}")
     return 2 if failed else 0
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from inmind_exp import tags as T
+from inmind_exp.fidelity import FILE_NAME as FIDELITY_FILE
 from inmind_exp.metrics import RunMetrics, compute
 from inmind_exp.records import TaskRecord
 from inmind_exp.run import ledger
@@ -114,6 +115,9 @@ class Run:
     status: str = ""
     source: str = ""
     params: Mapping[str, str] = field(default_factory=dict, compare=False)
+    #: the fidelity record the run stored (``fidelity.json``, ``inmind_exp.fidelity.Fidelity.to_dict``); None when
+    #: it stored none (a run older than the record, or a ledger without its job directory)
+    fidelity: Mapping[str, Any] | None = field(default=None, compare=False)
 
     @cached_property
     def metrics(self) -> RunMetrics:
@@ -218,6 +222,11 @@ def read_records(path: Path) -> list[TaskRecord]:
     return list(ledger.read_records(path).values())
 
 
+def read_fidelity(path: Path) -> dict[str, Any] | None:
+    """A run's stored fidelity record (``fidelity.json``), None when it has none."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
 def _hash_of(records: list[TaskRecord], where: Path) -> str:
     hashes = {r.config_hash for r in records}
     if len(hashes) > 1:
@@ -249,7 +258,8 @@ def load_sweep_dir(path: Path | str) -> RunSet:
         params = flatten(yaml.safe_load(cfg_path.read_text()) or {}) if cfg_path.is_file() else {}
         seen.add(h)
         items.append(dict(config=RunConfig.from_params(params, h, records[0].system, records), records=tuple(records),
-                          source=str(rec_path.parent.relative_to(root)) or ".", params=params))
+                          source=str(rec_path.parent.relative_to(root)) or ".", params=params,
+                          fidelity=read_fidelity(rec_path.parent / FIDELITY_FILE)))
     ledger_dir = root / "ledger"
     for led in sorted(ledger_dir.glob("*.jsonl")) if ledger_dir.is_dir() else []:
         if led.stem in seen:
@@ -338,11 +348,15 @@ def load_experiment(experiment: str, tracking_uri: str, parent_run_id: str | Non
             if not records:
                 skipped.append(f"run {rid} ({run.info.run_name}): records.jsonl is empty")
                 continue
+            try:
+                fid = read_fidelity(Path(client.download_artifacts(rid, FIDELITY_FILE, str(Path(tmp) / rid))))
+            except Exception:  # noqa: BLE001  (a run older than the record: its fidelity is not known)
+                fid = None
             tags, params = run.data.tags, dict(run.data.params)
             cfg = RunConfig.from_params(params, tags.get(T.CONFIG_HASH, ""), tags.get(T.SYSTEM, ""), records)
             items.append(dict(name=run.info.run_name or cfg.name, config=cfg, records=tuple(records), run_id=rid,
                               parent_run_id=tags.get(T.PARENT_RUN), status=run.info.status,
-                              source=f"mlflow run {rid}", params=params))
+                              source=f"mlflow run {rid}", params=params, fidelity=fid))
     if not items:
         raise LoadError(f"experiment {experiment!r} in {tracking_uri} has no config run with records"
                         + (f" ({'; '.join(skipped)})" if skipped else ""))

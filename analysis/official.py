@@ -9,7 +9,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from inmind_exp.fidelity import RELEASE_RETRIEVAL_TOP_K, Fidelity, fidelity, setting_of_params, top_k_note
+from inmind_exp.fidelity import RELEASE_RETRIEVAL_TOP_K, Fidelity, top_k_note
 from inmind_exp.headline import IN_CONTEXT, IN_CONTEXT_NOTE
 from inmind_exp.official_aggregate import NOTE as OFFICIAL_NOTE
 from inmind_exp.official_aggregate import official_rates
@@ -20,25 +20,24 @@ from analysis.paper import PAPER_FIGURES, PaperFigure
 OFFICIAL_METRICS = ("application", "target_recall", "naive")
 
 
-#: The fidelity of a run whose configuration was not logged (a ledger without its job directory).
-UNKNOWN = Fidelity(official=False, deviations=("configuration unknown (no config logged)",))
+#: The fidelity of a run that stored no fidelity record (older than the record, or a ledger without its job
+#: directory): never recomputed from its flattened params, which do not say what the endpoints served.
+UNKNOWN = Fidelity(deviations=("fidelity not recorded (the run stored no fidelity.json)",))
 
 
 def run_fidelity(run: Run) -> Fidelity:
-    """A logged run's protocol fidelity, from its flattened config and the number of tasks it holds."""
-    if not run.params:
-        return UNKNOWN
-    return fidelity(setting_of_params(run.params, n_tasks=len(run.records)))
+    """A logged run's protocol fidelity: the record it stored when it ended (``fidelity.json``)."""
+    return UNKNOWN if run.fidelity is None else Fidelity.from_dict(run.fidelity)
 
 
 def protocol_cell(run: Run) -> str:
-    """Table 1's ``protocol`` cell: ``official``, or what tasks ran and how many deviations (listed in the
-    protocol table)."""
+    """Table 1's ``protocol`` cell: the fidelity level (``paper``, ``leaderboard``), or what tasks ran and how many
+    deviations (listed in the protocol table)."""
     f = run_fidelity(run)
     if f.official:
-        return "official"
+        return f.level
     if f is UNKNOWN:
-        return "unknown (no config logged)"
+        return "unknown (no fidelity recorded)"
     what = "demo tasks" if f.demo else ("official tasks" if f.official_data else "custom tasks")
     return f"{what}, {len(f.deviations)} deviation{'s' if len(f.deviations) != 1 else ''}"
 
@@ -66,8 +65,7 @@ def protocol_table(runs: Sequence[Run]):
         note = top_k_note(run.params)
         row["top_k"] = run.params.get("system.params.top_k") if note else None
         disp = {"Configuration": run.label, "tasks": f.task_set,
-                "fidelity": ("official" if f.official else "; ".join(f.deviations))
-                + (f"; note: {note}" if note else "")}
+                "fidelity": f.tag + (f"; note: {note}" if note else "")}
         off = official_rates(run.records) if f.official_data else {}
         for m in OFFICIAL_METRICS:
             rate = run.metrics.rates[m]
@@ -82,11 +80,13 @@ def protocol_table(runs: Sequence[Run]):
         display.append(disp)
     return Table("protocol", "Protocol fidelity and the release's own aggregate, per configuration",
                  pd.DataFrame(data), pd.DataFrame(display),
-                 note=("fidelity: 'official' only when the tasks, trace, injection, answer prompt, judge prompts, "
-                       "models and token caps all match the release's setting (evaluation/README.md); otherwise "
-                       "every deviation; a system's top_k is noted beside it against the release's example "
-                       f"configuration (retrieval_top_k {RELEASE_RETRIEVAL_TOP_K}), which its protocol does not fix. "
-                       "Runs of the bundled tasks are demo tasks, not the official set. "
+                 note=("fidelity, as each run recorded it from what ran: 'leaderboard' when the tasks, trace, "
+                       "injection timeline, answer prompt, judge prompts and request envelope, token caps, and "
+                       "gpt-5-mini as the OpenAI API served it answering and judging all match the release's "
+                       "setting (evaluation/README.md); 'paper' when also the memory model and the system's paper "
+                       "settings do; otherwise every deviation. A system's top_k is noted beside it against the "
+                       f"release's example configuration (retrieval_top_k {RELEASE_RETRIEVAL_TOP_K}), which its "
+                       "protocol does not fix. Runs of the bundled tasks are demo tasks. "
                        f"{OFFICIAL_NOTE}." + (f" {IN_CONTEXT_NOTE}" if hidden else "")))
 
 
@@ -146,5 +146,5 @@ def paper_table(runs: Sequence[Run]):
                        "beside the paper's configuration it was measured on; Measured reads only runs of that "
                        "system × embedding (a figure over several configurations: their range or highest). Measured: "
                        "our paired rate with its Wilson interval, and the release's aggregate (score-1 / 125). A "
-                       "measured run whose fidelity is not 'official' is not an exact reproduction: its deviations are "
+                       "measured run whose fidelity is not 'paper' is not an exact reproduction: its deviations are "
                        "listed beside it."))

@@ -294,9 +294,10 @@ def table1(runs: Sequence[Run]) -> Table:
               "tokens: mean size of the indirect answer's context (characters / 4). what ran: HippoRAG 2's PPR rate "
               "(else dense fallback), xMemory's gate rate (else no logprobs), A-RAG's mean tool calls and steps. "
               "'–': not measured (the backbone "
-              "has no naive query; older records carry no provenance or faults). protocol: 'official' only in the "
-              "release's full setting, else the task set and the number of deviations (listed in the protocol "
-              f"table).{CONTROLS_NOTE if controls else ''}{flag_note(shown)}"
+              "has no naive query; older records carry no provenance or faults). protocol: the fidelity each run "
+              "recorded, 'leaderboard' or 'paper' (the protocol table says what each means), else the task set and "
+              f"the number of deviations (listed in the protocol table).{CONTROLS_NOTE if controls else ''}"
+              f"{flag_note(shown)}"
               + (f" {IN_CONTEXT_NOTE} Its naive-query rates and Δ columns are in the CSV." if hidden else "")),
         items=tuple(items),
     )

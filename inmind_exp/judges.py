@@ -266,16 +266,24 @@ def judge(client: LLMClient, prompt: Judge, fields: dict[str, str], attempts: in
     """Run one judge; any failure (call or parse) is returned as an errored verdict, never a score. ``sample`` > 0
     asks for another sample of the same prompt (its own cache entry), for repeated judging."""
     messages = judge_messages(prompt, fields)
+    before = len(client.meter.served_calls(client.role))
+
+    def verdict(score: int | None, **kw: Any) -> Verdict:
+        """The verdict with what ran: the model the endpoint reported for its last reply, the endpoint's host."""
+        calls = client.meter.served_calls(client.role, before)
+        return Verdict(prompt.name, score, prompt_version=prompt.version, model=calls[-1][0] if calls else "",
+                       host=client.endpoint.host, **kw)
+
     try:
         obj, comp = client.chat_json(
             messages, attempts=attempts, sample=sample, json_mode=prompt.json_mode, reask_failed=True,
             validate=_validate_verdict if prompt.lenient else _validate_binary,
             parse=None if prompt.lenient else parse_verdict_json)
     except JSONReplyError as e:
-        return Verdict(prompt.name, None, raw=e.raw, error=str(e), prompt_version=prompt.version)
+        return verdict(None, raw=e.raw, error=str(e))
     except LLMCallError as e:
-        return Verdict(prompt.name, None, error=str(e), prompt_version=prompt.version)
-    return Verdict(prompt.name, _score(obj), reason=str(obj.get("reason", "")), raw=comp.text, prompt_version=prompt.version)
+        return verdict(None, error=str(e))
+    return verdict(_score(obj), reason=str(obj.get("reason", "")), raw=comp.text)
 
 
 def judge_task(client: LLMClient, task: Task, naive: Answer | None, indirect: Answer, attempts: int = 3,

@@ -10,11 +10,13 @@ import time
 import traceback
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from inmind_exp.budget import context_items, context_tokens, what_ran
 from inmind_exp.judges import Judge, exact_target_recall, judge_task
 from inmind_exp.llm import LLMCallError, Models
+from inmind_exp.llm.endpoint import ROLES
+from inmind_exp.llm.usage import served_of
 from inmind_exp.safety.paths import remove_tree
 from inmind_exp.records import (FACT_REPLY_TURN_ID, FACT_TURN_ID, Answer, Fault, InjectionSpec, Session, Task, TaskRecord,
                                 Trace, Turn, Usage, Verdict)
@@ -116,7 +118,12 @@ def ask(make_system: SystemFactory, state: Path, query: str, workdir: Path, faul
     system.restore(state)
     system.take_faults()
     cut = {role: len(_cut_prompts(system, role)) for role in ("memory", "answerer")}
+    meter = _meter(system)
+    served = len(meter.served_calls("answerer")) if meter is not None else 0
     answer = system.answer(query)
+    if meter is not None:  # what ran: the model the endpoint reported for the answer's calls, and its host
+        model, host = served_of(meter.served_calls("answerer", served))
+        answer = replace(answer, model=model, host=host)
     for role, before in cut.items():
         if n := len(_cut_prompts(system, role, before)):
             system.fault("truncated_reply", role, f"{n} {role} repl(ies) cut at the token limit")
@@ -133,8 +140,27 @@ def _cut_prompts(system: Any, role: str, since: int = 0) -> list[str]:
 
 def _cut_calls(system: Any, role: str, since: int = 0) -> list[tuple[str, tuple[str, ...] | None]]:
     """Like ``_cut_prompts``, each with the turns the system declared for the call (None if it declared none)."""
-    meter = getattr(getattr(system, "llm", None), "meter", None)
+    meter = _meter(system)
     return meter.cut_calls(role, since) if meter is not None else []
+
+
+def _meter(system: Any) -> Any:
+    """The usage meter of a system's models (None when they keep none)."""
+    return getattr(getattr(system, "llm", None), "meter", None)
+
+
+def _served_since(models: Models, before: Mapping[str, int]) -> dict[str, tuple[str, ...]]:
+    """Per role, each distinct ``model @ host`` of the chat calls made since ``before`` (``_served_counts``)."""
+    out = {}
+    for role in ROLES:
+        calls = models.meter.served_calls(role, before.get(role, 0))
+        if calls:
+            out[role] = tuple(dict.fromkeys(f"{m or '?'} @ {h or '?'}" for m, h in calls))
+    return out
+
+
+def _served_counts(models: Models) -> dict[str, int]:
+    return {role: len(models.meter.served_calls(role)) for role in ROLES}
 
 
 def _phase(faults: list[Fault], phase: str) -> list[Fault]:
@@ -216,7 +242,7 @@ def run_task(
     if previous is not None and previous.rejudgeable:
         return rejudge_failed(previous, task, models, judges, judge_attempts, phase)
     t0 = time.perf_counter()
-    before = models.meter.snapshot()
+    before, served = models.meter.snapshot(), _served_counts(models)
     naive = indirect = None
     verdicts = {}
     exact = None
@@ -251,6 +277,7 @@ def run_task(
         task, config_hash=config_hash, system_name=system_name, session_index=session_index, naive=naive,
         indirect=indirect, verdicts=verdicts, exact=exact, usage=models.meter.diff(models.meter.snapshot(), before),
         latency_s=round(time.perf_counter() - t0, 3), error=error, faults=faults, controls=control_results,
+        served=_served_since(models, served),
     )
 
 
@@ -259,14 +286,17 @@ def rejudge_failed(previous: TaskRecord, task: Task, models: Models, judges: dic
     """``previous`` with its failed verdicts asked again on its stored answers (every other field kept; the calls
     added to its usage): what a rerun does for a task whose answers exist."""
     t0 = time.perf_counter()
-    before = models.meter.snapshot()
+    before, served = models.meter.snapshot(), _served_counts(models)
     phase("judging (rerun of failed verdicts)")
     verdicts = judge_task(models.judge, task, previous.naive, previous.indirect, attempts=attempts, judges=judges,
                           done=previous.verdicts)
     usage = dict(previous.usage)
     for role, u in models.meter.diff(models.meter.snapshot(), before).items():
         usage[role] = usage[role] + u if role in usage else u
-    return replace(previous, verdicts=verdicts, usage=usage,
+    merged = dict(previous.served)
+    for role, seen in _served_since(models, served).items():
+        merged[role] = tuple(dict.fromkeys((*merged.get(role, ()), *seen)))
+    return replace(previous, verdicts=verdicts, usage=usage, served=merged,
                    latency_s=round(previous.latency_s + time.perf_counter() - t0, 3))
 
 
@@ -286,6 +316,7 @@ def task_record(
     attempts: int = 1,
     faults: list[Fault] | tuple[Fault, ...] = (),
     controls: dict[str, Any] | None = None,
+    served: dict[str, tuple[str, ...]] | None = None,
 ) -> TaskRecord:
     """The one way a ``TaskRecord`` is built: the provenance rates and the fact-write fault derive from the answers
     and faults here, so a finished task and one that never ran carry the same fields."""
@@ -317,6 +348,7 @@ def task_record(
         naive_fact_rank=fact_rank(naive),
         target_fact_rank=fact_rank(indirect),
         controls=dict(controls or {}),
+        served=dict(served or {}),
     )
 
 

@@ -123,12 +123,18 @@ def config_params(params: Mapping[str, str]) -> dict[str, str]:
             and not any(p in k for p in CONFIG_DROP_PARTS) and v not in (None, "None", "null", "")}
 
 
+#: What every exported row says of its verdicts: ours, never the InMind team's (the team judges submissions again).
+SELF_JUDGED = "self-judged"
+
+
 def submission_config(label: str, config_hash: str, params: Mapping[str, str], fidelity: Any) -> dict[str, Any]:
-    """The ``config`` object of every row: the configuration's label, hash, method params (``config_params``) and
-    protocol fidelity (``inmind_exp.fidelity.Fidelity``)."""
+    """The ``config`` object of every row: the configuration's label, hash, method params (``config_params``), the
+    protocol fidelity the run recorded (``inmind_exp.fidelity.Fidelity``: its level, deviations, and the models and
+    hosts that served it) and ``self-judged``."""
     return {"label": label, "config_hash": config_hash, "params": config_params(params),
-            "fidelity": fidelity.tag, "official": bool(fidelity.official),
-            "deviations": list(fidelity.deviations)}
+            "fidelity": fidelity.tag, "level": fidelity.level, "official": bool(fidelity.official),
+            "deviations": list(fidelity.deviations), "paper_gaps": list(fidelity.paper_gaps),
+            "served": {k: list(v) for k, v in sorted(fidelity.served.items())}, "judging": SELF_JUDGED}
 
 
 def validate_rows(rows: Iterable[Mapping[str, Any]], schema: Mapping[str, Any]) -> None:

@@ -31,8 +31,8 @@ def test_sweep_end_to_end_then_rerun_is_free(small):
         # injection.user_turn=5 (launch_cmd) is not the preset middle's turn 40: the label says turn5
         assert "| backbone/minilm/turn5/vllm " in p.stdout and "| naive_rag/minilm/turn5/vllm " in p.stdout
         # under the table, each configuration's protocol fidelity (a task file of our own: not the official set)
-        assert ("- backbone/minilm/turn5/vllm: Protocol fidelity: not official; deviations from the release's "
-                "setting: dataset=file, trace=file, injection=turn5") in p.stdout and "[custom task file]" in p.stdout
+        assert ("- backbone/minilm/turn5/vllm: Protocol fidelity: not leaderboard-comparable; deviations: "
+                "dataset=file, trace=file, injection=turn5") in p.stdout and "[custom task file]" in p.stdout
         # backbone uses no embedding: backbone/bm25 is the same configuration as backbone/minilm and runs once
         assert ("backbone/bm25/turn5/vllm: not run, same results as backbone/minilm/turn5/vllm (backbone uses no "
                 "embedding") in p.stdout and "| backbone/bm25/turn5/vllm " not in p.stdout

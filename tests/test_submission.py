@@ -137,7 +137,7 @@ def test_an_unknown_task_id_fails_the_release_validator(release, tmp_path):
     assert p.returncode == 1 and "unknown task_id=99999" in p.stdout
 
 
-def _sweep_dir(root: Path, official_ids: list[int], params: dict) -> Path:
+def _sweep_dir(root: Path, official_ids: list[int], params: dict, fidelity: dict | None = None) -> Path:
     import yaml
 
     from inmind_exp.records import write_jsonl
@@ -146,6 +146,8 @@ def _sweep_dir(root: Path, official_ids: list[int], params: dict) -> Path:
     job.mkdir(parents=True)
     write_jsonl(job / "records.jsonl", (record(t).to_dict() for t in official_ids[:5]))
     (job / "config.yaml").write_text(yaml.safe_dump(params))
+    if fidelity is not None:
+        (job / "fidelity.json").write_text(json.dumps(fidelity))
     return root
 
 
@@ -159,16 +161,21 @@ def test_analysis_export_submission_from_a_sweep_dir(release, official_ids, tmp_
               "llm": {"name": "openai", "model": "gpt-5-mini", "max_tokens": 16384, "reasoning": True,
                       "base_url": "http://127.0.0.1:1/v1", "api_key_env": "OPENAI_API_KEY",
                       "roles": {"judge": {"max_tokens": 4096}}}}
-    sweep = _sweep_dir(tmp_path / "sweep", official_ids, params)
+    # the record the run stored when it ended: what the export says, whatever the params would suggest
+    stored = {"deviations": ["tasks=5 of 125"], "official_data": True,
+              "served": {"judge": ["gpt-5-mini-2025-08-07 @ api.openai.com"]}}
+    sweep = _sweep_dir(tmp_path / "sweep", official_ids, params, stored)
     out = tmp_path / "one.jsonl"
     assert main(["export-submission", "--sweep-dir", str(sweep), "--out", str(out),
                  "--release-dir", str(release.root)]) == 0
     printed = capsys.readouterr().out
-    assert "5 task(s) exported" in printed and "Protocol fidelity: not official" in printed
-    assert "tasks=5 of 125" in printed  # the only deviation: a partial run
+    assert "5 task(s) exported" in printed and "Protocol fidelity: not leaderboard-comparable" in printed
+    assert "tasks=5 of 125" in printed and "host" not in printed  # read from the record, not recomputed
+    assert "self-judged" in printed
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     cfg = rows[0]["config"]
     assert cfg["fidelity"] == "tasks=5 of 125" and cfg["official"] is False and cfg["config_hash"] == "c0ffee"
+    assert cfg["judging"] == "self-judged" and cfg["served"] == stored["served"] and cfg["level"] == ""
     # local details (endpoint address, key variable name) are not part of a submission's config
     assert "llm.model" in cfg["params"] and not any(k.endswith(("base_url", "_env")) for k in cfg["params"])
     p = validate(release, out, "--allow-partial")
@@ -237,4 +244,4 @@ def test_a_run_of_the_official_tasks_logs_its_submission_and_the_official_aggreg
     assert run.data.tags["inmind.task_set"] == "official"
     assert run.data.tags["inmind.fidelity"].startswith("tasks=4 of 125; trace=bundled; answer=shared")
     table = (tmp_path / "job" / "results.md").read_text()
-    assert "Protocol fidelity: not official" in table and "application_official 3/125 = 2.4%" in table
+    assert "Protocol fidelity: not leaderboard-comparable" in table and "application_official 3/125 = 2.4%" in table

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from inmind_exp.errors import EndpointError
-from inmind_exp.safety.redact import remember, strip_userinfo
+from inmind_exp.safety.redact import remember, strip_userinfo, without_userinfo
 
 ROLES: tuple[str, ...] = ("answerer", "judge", "memory")
 
@@ -46,6 +46,13 @@ class Endpoint:
     def identity(self) -> str:
         """What distinguishes this endpoint's answers in the cache: the server and the model."""
         return f"{self.cache_id or self.base_url.rstrip('/')}|{self.model}"
+
+    @property
+    def host(self) -> str:
+        """The server as records name it: ``host[:port]`` of the base URL, never its credentials or path."""
+        from urllib.parse import urlsplit
+
+        return urlsplit(without_userinfo(self.base_url)).netloc
 
     @property
     def limit_key(self) -> str:

@@ -92,13 +92,19 @@ class Model:
                     return self._paid_chat(wire, params, key)
         self.meter.add(self.role, hit["prompt_tokens"], hit["completion_tokens"], cached=True)
         self.meter.finished(self.role, hit.get("finish_reason"), _prompt_text(wire))
-        return Completion.from_cache(hit, key)
+        return self._served(Completion.from_cache(hit, key))
 
     def _paid_chat(self, wire: list[dict[str, Any]], params: dict[str, Any], key: str) -> Completion:
         completion = self._call(lambda: self.provider.chat(wire, params), self.provider.estimate_tokens(wire, params))
         self.meter.add(self.role, completion.prompt_tokens, completion.completion_tokens, cached=False)  # paid: counted
         self.meter.finished(self.role, completion.finish_reason, _prompt_text(wire))
         self._store("chat", key, completion.to_cache())
+        return self._served(completion)
+
+    def _served(self, completion: Completion) -> Completion:
+        """Note the model the endpoint reported for ``completion`` and the endpoint's host (``UsageMeter.served``)."""
+        ep = getattr(self.provider, "endpoint", None)
+        self.meter.served(self.role, completion.model, ep.host if ep is not None else "")
         return completion
 
     def chat_json(self, messages: Sequence[Message], *, attempts: int = 3,

@@ -19,6 +19,8 @@ class UsageMeter:
         # per role, each reply cut at the token limit: its prompt's text and the trace turns its caller declared
         self._cut: dict[str, list[tuple[str, tuple[str, ...] | None]]] = {}
         self._about = threading.local()
+        # per role, each chat reply's (model the endpoint reported, endpoint host), in call order
+        self._served: dict[str, list[tuple[str, str]]] = {}
         #: called with (role, Usage of one call) after each call is counted: the live spend (``progress.PhaseReporter``)
         self.listener: Callable[[str, Usage], None] | None = None
 
@@ -66,6 +68,16 @@ class UsageMeter:
         """The prompt texts of the cut replies of ``role``, from the ``since``-th on."""
         return [prompt for prompt, _ in self.cut_calls(role, since)]
 
+    def served(self, role: str, model: str, host: str) -> None:
+        """Note the model an endpoint reported for one chat reply of ``role`` (cached replies too), and its host."""
+        with self._lock:
+            self._served.setdefault(role, []).append((model, host))
+
+    def served_calls(self, role: str, since: int = 0) -> list[tuple[str, str]]:
+        """The (served model, host) of each chat reply of ``role`` from the ``since``-th on."""
+        with self._lock:
+            return list(self._served.get(role, ())[since:])
+
     def snapshot(self) -> dict[str, Usage]:
         with self._lock:
             return dict(self._by_role)
@@ -79,3 +91,10 @@ class UsageMeter:
             if d.calls:
                 out[role] = d
         return out
+
+
+def served_of(calls: list[tuple[str, str]]) -> tuple[str, str]:
+    """One (model, host) for a set of calls: each distinct value once, in call order, joined by ``, ``."""
+    models = list(dict.fromkeys(m for m, _ in calls if m))
+    hosts = list(dict.fromkeys(h for _, h in calls if h))
+    return ", ".join(models), ", ".join(hosts)

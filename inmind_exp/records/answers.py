@@ -126,6 +126,8 @@ class Answer:
     ``items`` is None when a system does not report provenance (then provenance recall is not measured for it).
     ``visible`` is the context text the answerer was shown, when the answer prompt names one (``answer=paper``: the
     text that replaced the release prompt's ``{context}``); then it is the context judges and exact recall read.
+    ``model`` is the model the endpoint reported for the answerer's calls and ``host`` the endpoint's host (set by
+    the protocol; each distinct value once, joined by ``, ``).
     """
 
     text: str
@@ -133,6 +135,8 @@ class Answer:
     meta: dict[str, Any] = field(default_factory=dict)
     items: tuple[ContextItem, ...] | None = None
     visible: str | None = None
+    model: str = ""
+    host: str = ""
 
     def sources(self) -> set[str]:
         """Every turn id that is the origin of some item in the context."""
@@ -165,6 +169,8 @@ class Answer:
              "items": None if self.items is None else [it.to_dict() for it in self.items]}
         if self.visible is not None:  # only then: records of the other answer modes keep their bytes
             d["visible"] = self.visible
+        if self.model or self.host:
+            d["model"], d["host"] = self.model, self.host
         return d
 
     @classmethod
@@ -172,4 +178,4 @@ class Answer:
         items = d.get("items")
         return cls(text=d["text"], context=tuple(Message.from_dict(m) for m in d["context"]), meta=d.get("meta", {}),
                    items=None if items is None else tuple(ContextItem.from_dict(i) for i in items),
-                   visible=d.get("visible"))
+                   visible=d.get("visible"), model=d.get("model", ""), host=d.get("host", ""))

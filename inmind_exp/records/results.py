@@ -17,7 +17,8 @@ RECORD_SCHEMA_VERSION = 2
 
 @dataclass(frozen=True)
 class Verdict:
-    """A binary judge verdict. ``score`` is None exactly when ``error`` says why no verdict was obtained."""
+    """A binary judge verdict. ``score`` is None exactly when ``error`` says why no verdict was obtained; ``model``
+    is the model the endpoint reported for it and ``host`` the judge endpoint's host."""
 
     judge: str
     score: int | None
@@ -25,6 +26,8 @@ class Verdict:
     raw: str = ""
     error: str | None = None
     prompt_version: str = ""
+    model: str = ""
+    host: str = ""
 
     @property
     def ok(self) -> bool:
@@ -129,6 +132,8 @@ class TaskRecord:
     traits: dict[str, Any] = field(default_factory=dict)
     #: the negative controls' extra queries by control name (``controls=``); empty when the run has none
     controls: dict[str, ControlResult] = field(default_factory=dict)
+    #: per role, each distinct ``model @ host`` the endpoints reported for this task's chat calls
+    served: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -181,6 +186,7 @@ class TaskRecord:
             "target_fact_rank": self.target_fact_rank,
             "traits": dict(self.traits),
             **({"controls": {k: c.to_dict() for k, c in sorted(self.controls.items())}} if self.controls else {}),
+            **({"served": {k: list(v) for k, v in sorted(self.served.items())}} if self.served else {}),
         }
 
     @classmethod
@@ -215,6 +221,7 @@ class TaskRecord:
             target_fact_rank=d.get("target_fact_rank"),
             traits=dict(d.get("traits") or {}),
             controls={k: ControlResult.from_dict(c) for k, c in (d.get("controls") or {}).items()},
+            served={k: tuple(v) for k, v in (d.get("served") or {}).items()},
         )
 
 

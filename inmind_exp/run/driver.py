@@ -5,6 +5,7 @@ tasks run, the executor calls for the progress line (``progress.PlanProgress``);
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -13,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from inmind_exp import tags as T
 from inmind_exp.console import FILE_ONLY, retry_summary
+from inmind_exp.fidelity import FILE_NAME as FIDELITY_FILE
 from inmind_exp.fidelity import Fidelity, fidelity, top_k_note
 from inmind_exp.metrics import RunMetrics, compute, cost_usd, results_table
 from inmind_exp.official_aggregate import official_line, official_metrics
@@ -199,7 +202,9 @@ def _write_outputs(plan: Plan, records: list[TaskRecord], metrics: RunMetrics, t
     cfg_path = plan.job_dir / "config.yaml"
     cfg_path.write_text(plan.config_yaml)
     table_path = plan.job_dir / "results.md"
-    fid = fidelity(plan)
+    fid = fidelity(plan, records)  # what ran: the records' served models and hosts, the tasks they hold
+    fid_path = plan.job_dir / FIDELITY_FILE
+    fid_path.write_text(json.dumps(fid.to_dict(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
     table_path.write_text(results_table([(plan.name, metrics)]) + "\n" + protocol_lines(fid, records, plan.params))
     flat = metrics.flat()
     if fid.official_data:
@@ -210,8 +215,9 @@ def _write_outputs(plan: Plan, records: list[TaskRecord], metrics: RunMetrics, t
     submission = _export_submission(plan, records, fid) if fid.official_data else None
     controls = _write_controls(plan)
     return tracker.log_config_results(run_id, flat, list(records),
-                                      [rec_path, cfg_path, table_path, *([submission] if submission else []),
-                                       *([controls] if controls else [])])
+                                      [rec_path, cfg_path, table_path, fid_path,
+                                       *([submission] if submission else []), *([controls] if controls else [])],
+                                      tags={T.FIDELITY: fid.tag, T.TASK_SET: fid.task_set})
 
 
 def _write_controls(plan: Plan) -> Path | None:
@@ -233,7 +239,7 @@ def _write_controls(plan: Plan) -> Path | None:
 def protocol_note(result: RunResult) -> str:
     """The lines printed under the terminal's results table for one configuration: its fidelity, and for the
     official tasks the release's aggregate."""
-    fid = fidelity(result.plan)
+    fid = fidelity(result.plan, result.records)
     lines = [f"- {result.plan.name}: {fid.line()}" + ("" if fid.official_data else f" [{fid.task_set}]")]
     if (note := top_k_note(result.plan.params)) is not None:
         lines.append(f"  {note}")

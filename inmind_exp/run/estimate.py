@@ -217,6 +217,10 @@ def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None
     print(f"[dry run] {plan.name} (config {plan.config_hash}): {est['tasks_to_run']:.0f}/{est['tasks_total']:.0f} "
           f"tasks to run{reused}; {_figures(est, cost, unpriced)} (upper bound: cache hits not subtracted); "
           f"{_wall(est['wall_s'], plan.run.latency_s, est['slots'])} (run.latency_s)", file=out or sys.stdout, flush=True)
+    from inmind_exp.fidelity import fidelity
+
+    print(f"[fidelity] {plan.name}: as configured, {fidelity(plan).tag} (the run records what was served)",
+          file=out or sys.stdout, flush=True)
     return est
 
 

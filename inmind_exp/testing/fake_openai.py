@@ -101,6 +101,8 @@ class FakeOpenAI:
         self.embedding_dim = embedding_dim
         self.default_json: dict[str, Any] = {"score": 1, "reason": "fake"}
         self.default_text = "fake answer"
+        #: the ``model`` every chat reply reports (None: the model asked for), as a server serving another would
+        self.served_model: str | None = None
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -270,7 +272,7 @@ class FakeOpenAI:
             "id": "chatcmpl-fake",
             "object": "chat.completion",
             "created": 0,
-            "model": body.get("model", "fake-model"),
+            "model": self.served_model or body.get("model", "fake-model"),
             "choices": [choice],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},

@@ -164,8 +164,11 @@ class Tracker:
         return run_id
 
     def log_config_results(self, run_id: str, flat: Mapping[str, float], records: list[Any],
-                           artifacts: list[Path]) -> dict[str, float]:
-        """Metrics at step 0 (one value per run: bar charts, sortable columns), per-task table, artifacts."""
+                           artifacts: list[Path], tags: Mapping[str, str] | None = None) -> dict[str, float]:
+        """Metrics at step 0 (one value per run: bar charts, sortable columns), per-task table, artifacts, and the
+        tags known only from what ran (the fidelity)."""
+        for k, v in (tags or {}).items():
+            self.client.set_tag(run_id, k, scrub(v)[:5000])
         shown = display_metrics(flat)
         self.log_metrics(run_id, shown, step=0)
         if records:

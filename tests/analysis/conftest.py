@@ -8,6 +8,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 import pytest
 
+from inmind_exp.fidelity import fidelity, setting_of_params
 from inmind_exp.records import TaskRecord
 
 from analysis.load import Run, RunConfig, flatten, make_runs
@@ -18,8 +19,10 @@ def build_runs(records_by_spec: dict[Spec, list[dict]]) -> tuple[Run, ...]:
     items = []
     for spec, rows in records_by_spec.items():
         params = flatten(config_dict(spec))
+        # the fidelity record each run stores when it ends (``fidelity.json``)
+        stored = fidelity(setting_of_params(params, n_tasks=len(rows))).to_dict()
         items.append(dict(config=RunConfig.from_params(params, spec.config_hash), params=params,
-                          records=tuple(TaskRecord.from_dict(d) for d in rows), source="fixture"))
+                          records=tuple(TaskRecord.from_dict(d) for d in rows), source="fixture", fidelity=stored))
     return make_runs(items)
 
 

@@ -10,6 +10,8 @@ import pytest
 
 from inmind_exp.records import Answer, Message, TaskRecord, Verdict
 
+from inmind_exp.fidelity import fidelity, setting_of_params
+
 from analysis.load import RunConfig, RunSet, flatten, make_runs
 from analysis.official import paper_table, protocol_cell, protocol_table
 from analysis.paper import PAPER_FIGURES
@@ -25,11 +27,13 @@ PAPER = next((p for p in _CANDIDATES if p.is_file()), _CANDIDATES[-1])
 
 
 def official_params(system: str, embedding: str = "minilm", **over: object) -> dict[str, str]:
-    cfg = {"system": {"name": system, "params": {}}, "embedding": {"name": embedding},
+    paper = {"backbone": {"answer_naive": True}, "naive_rag": {"top_k": 5, "chunking": "single_shot"}}
+    cfg = {"system": {"name": system, "params": paper.get(system, {})}, "embedding": {"name": embedding},
            "injection": {"name": "middle", "user_turn": 40, "fraction": None}, "answer": {"mode": "paper"},
            "judges": {"prompts": "paper"}, "dataset": {"name": "official", "path": None, "limit": None},
            "trace": {"name": "official", "path": None},
            "llm": {"name": "openai", "model": "gpt-5-mini", "max_tokens": 16384, "reasoning": True,
+                   "base_url": "https://api.openai.com/v1",
                    "roles": {"judge": {"max_tokens": 4096}}}}
     flat = flatten(cfg)
     flat.update({k: str(v) for k, v in over.items()})
@@ -51,30 +55,39 @@ def records(system: str, app: int, tr: int = 0, naive: int = 0, n: int = 125, er
 
 
 def build(items):
+    """Runs as loaded, each with the fidelity record it stored when it ended."""
     return make_runs([dict(config=RunConfig.from_params(p, "h" + p["system.name"]), params=p, records=recs,
-                           source="test") for p, recs in items])
+                           source="test", fidelity=fidelity(setting_of_params(p, n_tasks=len(recs))).to_dict())
+                      for p, recs in items])
 
 
 def test_protocol_cells_say_official_demo_or_how_many_deviations(runs):
     official = build([(official_params("backbone"), records("backbone", 105))])[0]
-    assert protocol_cell(official) == "official"
+    assert protocol_cell(official) == "paper"
     partial = build([(official_params("backbone"), records("backbone", 2, n=3))])[0]
     assert protocol_cell(partial) == "official tasks, 1 deviation"
     demo = runs[0]  # the fixture: bundled tasks, shared answer, strict judges
     assert protocol_cell(demo).startswith("demo tasks, ")
     t = table1([official, demo])
-    assert list(t.display["protocol"]) == ["official", protocol_cell(demo)]
+    assert list(t.display["protocol"]) == ["paper", protocol_cell(demo)]
     data = t.data.set_index("configuration")
     assert data.loc[official.label, "application_official"] == pytest.approx(84.0)
-    assert data.loc[official.label, "fidelity"] == "official" and data.loc[demo.label, "task_set"].startswith("demo")
+    assert data.loc[official.label, "fidelity"] == "paper" and data.loc[demo.label, "task_set"].startswith("demo")
 
 
-def test_a_run_without_a_logged_config_is_unknown_not_demo():
+def test_a_run_without_a_stored_fidelity_record_is_unknown_not_recomputed():
     from analysis.load import Run
 
     run = Run(label="x/led", config=RunConfig.from_params({}, "h", "mem0"), records=records("mem0", 1, n=3))
-    assert protocol_cell(run) == "unknown (no config logged)"
-    assert protocol_table([run]).display.iloc[0]["fidelity"] == "configuration unknown (no config logged)"
+    assert protocol_cell(run) == "unknown (no fidelity recorded)"
+    assert protocol_table([run]).display.iloc[0]["fidelity"] == "fidelity not recorded (the run stored no fidelity.json)"
+    # params that look official do not make it so: only the record the run stored says what ran
+    run = Run(label="x/old", config=RunConfig.from_params({}, "h", "mem0"), records=records("mem0", 1, n=125),
+              params=official_params("mem0"))
+    assert protocol_cell(run) == "unknown (no fidelity recorded)"
+    stored = {"deviations": ["answerer host=127.0.0.1:5000 (release: api.openai.com)"], "official_data": True}
+    run = Run(label="x/new", config=run.config, records=run.records, params=run.params, fidelity=stored)
+    assert protocol_cell(run) == "official tasks, 1 deviation"
 
 
 def test_the_protocol_table_names_the_official_aggregate_apart_from_the_paired_rate():
@@ -83,7 +96,7 @@ def test_the_protocol_table_names_the_official_aggregate_apart_from_the_paired_r
     # paired: the 5 errored tasks are left out (10/120); official: they count as not 1 (10/125)
     assert row["application (paired)"].startswith("8.3 [")
     assert row["application_official (/125)"] == "8.0 (10/125)"
-    assert row["fidelity"] == "official" and row["tasks"] == "official"
+    assert row["fidelity"] == "leaderboard" and row["tasks"] == "official"  # mem0 under its conf params: no gap
 
 
 def test_no_paper_table_without_a_run_of_the_official_tasks(runs):
@@ -106,7 +119,7 @@ def test_the_paper_figures_sit_beside_the_measured_ones_with_the_fidelity():
     backbone = rows.loc["Backbone (in context): application"]
     assert backbone["Paper"] == "84.0% (105/125, Wilson [76.6, 89.4])"
     assert backbone["Measured"].endswith("84.0% (105/125, Wilson [76.6, 89.4]); application_official 105/125 = 84.0%")
-    assert backbone["Fidelity of the measured run(s)"] == "official"
+    assert backbone["Fidelity of the measured run(s)"] == "paper"
     # the paper's 16.0% is its dense emb3-large Naive RAG: matched with naive_rag × emb3 only, never with BM25's 32%
     best = rows.loc["Best query-time configuration: application"]
     assert best["Paper's configuration"] == "Naive RAG, the single-shot control over raw turn chunks, dense emb3-large"
