@@ -115,3 +115,48 @@ def test_a_capped_sweep_exits_4_and_resumes_with_a_higher_cap(tmp_path):
     assert sorted(kept) == sorted(done) and "8/8 tasks, 0 errors" in q.stdout
     # the spend line counts every request the rerun sent, and the rerun sent only the tasks the cap had not started
     assert re.search(rf"sweep finished: .*this run: {resumed} paid calls", q.stdout), q.stdout[-2000:]
+
+
+# -- pricing any model (#44 item 2) -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("override", ["+llm.prices.fake-model={prompt_per_1m: 1.5, completion_per_1m: 3}",
+                                      "llm.prices={fake-model: {prompt_per_1m: 1.5, completion_per_1m: 3}}",
+                                      "+llm.prices.mine={model: fake-model, prompt_per_1m: 1.5, completion_per_1m: 3}"])
+def test_any_model_is_priced_from_the_command_line(tmp_path, override):
+    plan = plan_config(compose(tmp_path, "http://127.0.0.1:9/v1", "system=backbone", "embedding=bm25", override),
+                       tmp_path / "root", tmp_path / "job")
+    assert plan.prices["fake-model"] == (1.5, 3.0)
+    assert task_estimate(plan).usd is not None and task_estimate(plan).usd > 0
+
+
+def test_a_shipped_price_table_takes_a_new_model_beside_its_own(tmp_path):
+    plan = plan_config(compose(tmp_path, "http://127.0.0.1:9/v1", "system=backbone", "embedding=bm25", "llm=openai",
+                               "llm.base_url=http://127.0.0.1:9/v1", "llm.model=gpt-5-nano",
+                               "+llm.prices.gpt-5-nano={prompt_per_1m: 0.05, completion_per_1m: 0.4}"),
+                       tmp_path / "root", tmp_path / "job")
+    assert plan.prices["gpt-5-nano"] == (0.05, 0.4) and plan.prices["gpt-5-mini"] == (0.25, 2.0)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("+llm.prices.m={prompt_per_1m: 1}", r"llm\.prices\.m: missing completion_per_1m"),
+    ("+llm.prices.m={prompt_per_1m: 1, completion_per_1m: 2, prompt: 3}", r"llm\.prices\.m: unknown field\(s\) prompt"),
+    ("+llm.prices.m={prompt_per_1m: -1, completion_per_1m: 2}", r"llm\.prices\.m\.prompt_per_1m=-1: must be"),
+    ("+llm.prices.m={prompt_per_1m: cheap, completion_per_1m: 2}", r"llm\.prices\.m\.prompt_per_1m='cheap'"),
+    ("+llm.prices.m=0.5", r"llm\.prices\.m=0\.5: expected \{prompt_per_1m"),
+    ("llm.prices=[1]", r"llm\.prices=\[1\]: expected a mapping"),
+])
+def test_a_bad_price_entry_is_a_plan_error_naming_its_key(tmp_path, override, message):
+    with pytest.raises(PlanError, match=message):
+        plan_config(compose(tmp_path, "http://127.0.0.1:9/v1", "system=backbone", "embedding=bm25", override),
+                    tmp_path / "root", tmp_path / "job")
+
+
+def test_the_price_hint_names_an_override_that_works(tmp_path):
+    from inmind_exp.run.plan_checks import price_override
+
+    hint = price_override("qwen2.5:7b", "0.1", "0.2")
+    assert hint == "\"+llm.prices.qwen2_5_7b={model: 'qwen2.5:7b', prompt_per_1m: 0.1, completion_per_1m: 0.2}\""
+    plan = plan_config(compose(tmp_path, "http://127.0.0.1:9/v1", "system=backbone", "embedding=bm25",
+                               "llm.model=qwen2.5:7b", hint.strip('"')), tmp_path / "root", tmp_path / "job")
+    assert plan.prices == {"qwen2.5:7b": (0.1, 0.2)}

@@ -105,8 +105,14 @@ class SpendCap:
             est = [self._estimate(p).usd for p in running]
             costs = [s.cost_usd for s in spent]
             if any(c is None for c in [*est, *costs]):
+                from inmind_exp.run.plan_checks import price_override
+
+                models = {e.model for p in running for e in [*p.endpoints.values(), getattr(p.embedding, "endpoint", None)]
+                          if e is not None}
+                unpriced = sorted(models - set(plan.prices)) or ["MODEL"]
                 over.append(f"run.max_usd={plan.run.max_usd:g}: a model of this launch has no price in llm.prices, "
-                            f"so its spend cannot be held to a dollar cap (use run.max_tokens)")
+                            f"so its spend cannot be held to a dollar cap (price it: "
+                            f"{' '.join(map(price_override, unpriced))}; or use run.max_tokens)")
             elif sum(costs) + sum(est) > plan.run.max_usd:
                 over.append(f"run.max_usd={plan.run.max_usd:g}: ${sum(costs):.4f} spent so far + about "
                             f"${sum(est):.4f} for the tasks in flight and the next")
