@@ -19,29 +19,49 @@ from tests.launch_helpers import launch_cmd, run, write_small_data
 from tests.test_runner_ray import compose
 
 
+def many_tasks(tmp_path, n: int):
+    """The small task set written out to ``n`` distinct tasks (each copy asks its own questions: no cache hits), so a
+    cap can stop part-way once the largest task seen is what it reserves."""
+    import json
+
+    tasks, _ = write_small_data(tmp_path / "data")
+    base = [json.loads(line) for line in tasks.read_text().splitlines()]
+    out = tmp_path / "data" / "many.jsonl"
+    out.write_text("".join(json.dumps({**t, "id": f"{t['id']}-{i}", "user_message": f"{t['user_message']} ({i})",
+                                       "query": f"{t['query']} ({i})", "naive_query": f"{t['naive_query']} ({i})"})
+                           + "\n" for i in range(n // len(base)) for t in base))
+    return f"dataset.path={out}"
+
+
 def test_a_token_cap_stops_dispatch_and_a_rerun_resumes_paying_only_the_rest(tmp_path, caplog):
+    data = many_tasks(tmp_path, 16)
     with FakeOpenAI() as fake:
-        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25")
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", data)
         plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
         est = task_estimate(plan).tokens
-        # the first task fits (0 + one estimate); a task only starts while spent + its estimate stays under the cap
-        capped = plan_config(compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25",
+        # the first task fits (0 + the dry run's bound); then each reserves the largest task seen, far below it
+        capped = plan_config(compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", data,
                                      f"run.max_tokens={int(est) + 600}"), tmp_path / "root", tmp_path / "job")
         executor = InProcessExecutor()
         first = run_plan(capped, executor=executor, resources=Resources())
         asked_first = len(fake.chat_requests())
         done = len(first.records)
-        assert 0 < done < len(plan.tasks) and not any(r.error for r in first.records)
+        assert 1 < done < len(plan.tasks) and not any(r.error for r in first.records)
         assert capped.name in executor.spend_cap.reached()  # the executor's record, no module state
         said = [r.getMessage() for r in caplog.records if "spend cap" in r.getMessage()]
-        assert len(said) == 1 and f"run.max_tokens={int(est) + 600}" in said[0] and "rerun with a higher cap" in said[0]
-        assert "spend cap" in executor.spend_cap.closing_line()
+        assert len(said) == 1 and f"run.max_tokens={int(est) + 600}" in said[0] and "largest task so far" in said[0]
+        closing = executor.spend_cap.closing_line()
+        assert f"({len(plan.tasks) - done} of {len(plan.tasks)} tasks left)" in closing
+        finish = re.search(r"run\.max_tokens=(\d+)$", closing)
+        assert finish, closing
 
-        again = plan_config(compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25",
-                                    f"run.max_tokens={int(est) * 100}"), tmp_path / "root", tmp_path / "job")
+        again = plan_config(compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", data,
+                                    f"run.max_tokens={finish.group(1)}"), tmp_path / "root", tmp_path / "job")
         assert len(again.remaining()) == len(plan.tasks) - done  # the ledger kept what finished
-        second = run_plan(again, executor=InProcessExecutor(), resources=Resources())
+        executor = InProcessExecutor()
+        second = run_plan(again, executor=executor, resources=Resources())
         asked_second = len(fake.chat_requests()) - asked_first
+    assert executor.spend_cap.reached() == {}  # the cap the closing line named finished the run
     assert len(second.records) == len(plan.tasks) and not any(r.error for r in second.records)
     new = [r for r in second.records if r.task_id not in {f.task_id for f in first.records}]
     assert asked_second == sum(u.calls - u.cached_calls for r in new for u in r.usage.values())  # nothing repaid
@@ -95,13 +115,15 @@ def test_a_capped_sweep_exits_4_and_resumes_with_a_higher_cap(tmp_path):
         p = run(launch_cmd(tmp_path, fake.base_url, "system=backbone,naive_rag", "embedding=bm25",
                            "run.max_tokens=6000"), timeout=600)
         assert p.returncode == EXIT_SPEND_CAP, p.stderr[-3000:]
-        assert "stopped at the spend cap" in p.stderr and "Rerun the same command with a higher cap" in p.stderr
+        assert "stopped at the spend cap" in p.stderr and "to finish them" in p.stderr
         assert "stopped dispatching at the spend cap" in p.stdout
         asked = len(fake.chat_requests())
-        done = [int(n) for n in re.findall(r"finished: (\d+)/4 tasks", p.stdout)]
-        assert asked > 0 and 0 < sum(done) < 8
+        done = [int(n) for n in re.findall(r"(\d+)/4 tasks, \d+ errors", p.stdout)]
+        assert asked > 0 and 0 < sum(done) < 8, p.stdout[-3000:]
+        finish = re.search(r"launch\.py .*run\.max_tokens=(\d+)$", p.stderr.strip())
+        assert finish and "run.max_tokens=6000" not in finish.group(0), p.stderr[-2000:]
         q = run(launch_cmd(tmp_path, fake.base_url, "system=backbone,naive_rag", "embedding=bm25",
-                           "run.max_tokens=1000000", "--quiet"), timeout=600)
+                           f"run.max_tokens={finish.group(1)}", "--quiet"), timeout=600)
         assert q.returncode == 0, q.stderr[-3000:]
         resumed = len(fake.chat_requests()) - asked
     # the end screen (#25 item 3): real paths, the saved view's address, no library chatter
@@ -160,3 +182,69 @@ def test_the_price_hint_names_an_override_that_works(tmp_path):
     plan = plan_config(compose(tmp_path, "http://127.0.0.1:9/v1", "system=backbone", "embedding=bm25",
                                "llm.model=qwen2.5:7b", hint.strip('"')), tmp_path / "root", tmp_path / "job")
     assert plan.prices == {"qwen2.5:7b": (0.1, 0.2)}
+
+
+# -- a cap that finishes (#44 item 3) -----------------------------------------------------------------------------
+
+PRICED = "+llm.prices.fake-model={prompt_per_1m: 1, completion_per_1m: 1}"
+
+
+def test_once_a_task_is_paid_the_cap_reserves_the_largest_task_seen_not_the_bound(tmp_path, caplog):
+    import dataclasses
+
+    from inmind_exp.run.progress import PlanProgress
+    from inmind_exp.run.spend_cap import CapRecord, SpendCap
+
+    with FakeOpenAI() as fake:
+        plan = plan_config(compose(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25", PRICED),
+                           tmp_path / "root", tmp_path / "job")
+        records = run_plan(plan, executor=InProcessExecutor(), resources=Resources()).records
+    bound = task_estimate(plan).usd
+    one = records[0]
+    progress = PlanProgress(plan, {one.task_id: one})
+    progress.add(one)
+    cost = progress.spend().cost_usd
+    assert 0 < cost * 3 < bound  # the dry run's bound is several times what a task costs
+    capped = dataclasses.replace(plan, run=dataclasses.replace(plan.run, max_usd=cost * 4.5))
+    cap = SpendCap(CapRecord())
+    assert cap.allows(capped, [progress], [capped, capped])  # 1 spent + 3 at the largest task seen: under 4.5
+    assert not cap.allows(capped, [progress], [capped, capped, capped, capped])
+    said = [r.getMessage() for r in caplog.records if "stopped dispatching" in r.getMessage()]
+    assert len(said) == 1 and "at the largest task so far" in said[0]
+    fresh = PlanProgress(plan, {})  # nothing paid yet: the bound holds the first task back
+    assert not SpendCap(CapRecord()).allows(capped, [fresh], [])
+
+
+def test_a_cap_above_one_bound_runs_every_task_and_a_stopped_one_prints_the_cap_that_finishes(tmp_path):
+    import io
+
+    with FakeOpenAI() as fake:
+        plan = plan_config(compose(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25", PRICED),
+                           tmp_path / "root", tmp_path / "job")
+        bound = task_estimate(plan).usd
+        # reserving the bound for every task, this cap ran one task; at the observed cost it runs all four
+        full = plan_config(compose(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25", PRICED,
+                                   f"run.max_usd={bound * 1.1:.6f}"), tmp_path / "root", tmp_path / "job")
+        executor = InProcessExecutor()
+        assert len(run_plan(full, executor=executor, resources=Resources()).records) == 4
+        assert executor.spend_cap.reached() == {}
+
+        # below one bound, nothing starts; the closing lines name the tasks left and a cap that finishes them
+        def launch(cap: str):
+            p = plan_config(compose(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25", PRICED,
+                                    f"run.max_usd={cap}", f"run.cache_dir={tmp_path / 'cache2'}"),
+                            tmp_path / "root2", tmp_path / "job2")
+            session = Session()
+            session.resources._executor = InProcessExecutor()
+            result = run_plan(p, executor=session.resources._executor, resources=session.resources)
+            out = io.StringIO()
+            return p, result, session.exit_code(out), out.getvalue()
+
+        stopped, result, code, said = launch(f"{bound / 2:.6f}")
+        assert code == EXIT_SPEND_CAP and result.records == []
+        assert f"{stopped.name} (4 of 4 tasks left)" in said and "4 tasks left" in said
+        assert "at the dry run's upper bound" in said
+        finish = re.search(r"run\.max_usd=(\d+\.\d\d)$", said.strip())
+        assert finish and float(finish.group(1)) >= 4 * bound, said
+        _, result, code, said = launch(finish.group(1))
+        assert code == 0 and len(result.records) == 4, said

@@ -11,7 +11,7 @@ import shlex
 import signal
 import sys
 import threading
-from typing import Any
+from typing import Any, Mapping
 
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
@@ -45,11 +45,15 @@ def exit_code() -> int:
     return EXIT_TERMINATED if _received else EXIT_INTERRUPTED
 
 
-def resume_command() -> str:
-    """The command that resumes this launch (this process's own argv, secrets redacted)."""
+def resume_command(change: Mapping[str, str] | None = None) -> str:
+    """The command that resumes this launch (this process's own argv, secrets redacted), with the overrides in
+    ``change`` set to their new values (an override of the same key, ``+`` or not, replaced)."""
     from inmind_exp.safety.redact import redact_overrides
 
-    return shlex.join(redact_overrides([sys.executable, *sys.argv]))
+    argv = [sys.executable, *sys.argv]
+    for key, value in (change or {}).items():
+        argv = [a for a in argv if a.lstrip("+").split("=", 1)[0] != key] + [f"{key}={value}"]
+    return shlex.join(redact_overrides(argv))
 
 
 def stopped() -> None:
