@@ -22,7 +22,7 @@ FAULT_FLAG = "!"
 HEADERS: tuple[str, ...] = ("configuration", "n", "Application", "Target recall", "Naive", "faults")
 #: The note printed once under the table.
 NOTE = ("Rates in % with Wilson 95% intervals, over the n tasks with a valid verdict (failed tasks left out, "
-        "a failed verdict from its own rate only; n/N when some were). Target recall: the answer-blind judge. faults: % of tasks with a memory-system "
+        "a failed verdict from its own rate only; n/N when some were or when not every planned task ran). Target recall: the answer-blind judge. faults: % of tasks with a memory-system "
         "fallback / with one while writing the injected fact.")
 
 Flat = Mapping[str, float]
@@ -52,9 +52,13 @@ def _rate(m: Flat, key: str, mark: Mark | None = None) -> str:
     return f"{pct:.1f} [{lo:.0f}–{hi:.0f}]" + (mark(lo, hi, int(n)) if mark else "")
 
 
-def _n(m: Flat) -> str:
+def _n(m: Flat, state: str = "") -> str:
+    """n, n/N when tasks were left out, n/planned when not every planned task ran, with why (``capped``)."""
     total = int(m.get("n_tasks", 0))
     n = int(m.get("application_n", total - m.get("n_excluded", 0)))
+    planned = int(m.get("n_planned", total))
+    if planned > total:  # not every planned task ran: n of the planned, and why (the errors show in n/N already)
+        return f"{n}/{planned} {state}".rstrip()
     return str(n) if n == total else f"{n}/{total}"
 
 
@@ -65,10 +69,10 @@ def _faults(m: Flat) -> str:
     return f"{mem:.0f}/{fact:.0f}%" + (f" {FAULT_FLAG}" if fact_write_flagged(m) else "")
 
 
-def cells(name: str, m: Flat, mark: Mark | None = None) -> list[str]:
-    """One row's display cells, in ``HEADERS`` order."""
+def cells(name: str, m: Flat, mark: Mark | None = None, state: str = "") -> list[str]:
+    """One row's display cells, in ``HEADERS`` order; ``state`` says why a run is incomplete (``capped``)."""
     naive = m.get("naive")
-    return [name, _n(m), _rate(m, "application", mark), _rate(m, "target_recall", mark),
+    return [name, _n(m, state), _rate(m, "application", mark), _rate(m, "target_recall", mark),
             "–" if naive is None or math.isnan(naive) or not m.get("naive_n") else f"{naive:.1f}", _faults(m)]
 
 
@@ -81,11 +85,12 @@ def _fit(name: str, width: int) -> str:
 
 
 def table(rows: Sequence[tuple[str, Flat]], width: int | None = None, mark: Mark | None = None,
-          mark_note: str = "") -> str:
+          mark_note: str = "", states: Mapping[str, str] | None = None) -> str:
     """The headline as an aligned Markdown table (a valid one, readable in a terminal), its note and, when a
     configuration is flagged, why. With ``width`` the configuration column is shortened so every table line fits;
-    ``mark`` annotates intervals (explained by ``mark_note`` when some cell carries a mark)."""
-    body = [cells(name, m, mark) for name, m in rows]
+    ``mark`` annotates intervals (explained by ``mark_note`` when some cell carries a mark); ``states`` names why a
+    configuration is incomplete (``capped``), beside its n."""
+    body = [cells(name, m, mark, (states or {}).get(name, "")) for name, m in rows]
     widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(HEADERS)]
     if width is not None:
         others = sum(widths[1:]) + 3 * len(HEADERS) + 1
@@ -115,7 +120,8 @@ def _wrap(text: str, width: int | None) -> str:
 TERMINAL_WIDTH = 100
 
 
-def terminal(rows: Sequence[tuple[str, "RunMetrics"]], full: str = "") -> str:
-    """The headline of finished configurations for the terminal, ``full`` naming where the full table is."""
-    text = table([(name, m.flat()) for name, m in rows], width=TERMINAL_WIDTH)
+def terminal(rows: Sequence[tuple[str, "RunMetrics"]], full: str = "", states: Mapping[str, str] | None = None) -> str:
+    """The headline of the configurations run for the terminal, ``full`` naming where the full table is, ``states``
+    why a configuration is incomplete."""
+    text = table([(name, m.flat()) for name, m in rows], width=TERMINAL_WIDTH, states=states)
     return text + (f"\nFull table (every metric, the Δ columns, the judge audit):\n  {full}" if full else "")

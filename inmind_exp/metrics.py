@@ -168,6 +168,8 @@ class RunMetrics:
     controls: dict[str, Rate] = field(default_factory=dict)
     #: per judge metric, the tasks that ran but whose verdict of it failed (left out of that rate only)
     verdict_errors: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the tasks the configuration planned (None: as many as ran); more than ``n_tasks`` for an incomplete run
+    n_planned: int | None = None
 
     @property
     def memory_fault_rate(self) -> float:
@@ -190,6 +192,8 @@ class RunMetrics:
     def flat(self) -> dict[str, float]:
         """MLflow metric names → values (NaN values are dropped: MLflow cannot chart them)."""
         out: dict[str, float] = {"n_tasks": self.n_tasks, "n_errors": self.n_errors}
+        if self.n_planned is not None:
+            out["n_planned"] = self.n_planned
         for name, r in {**self.rates, **self.controls}.items():
             lo, hi = r.ci
             out.update({name: r.pct, f"{name}_ci_low": lo, f"{name}_ci_high": hi, f"{name}_n": r.n, f"{name}_errors": r.errors})

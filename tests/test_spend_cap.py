@@ -248,3 +248,52 @@ def test_a_cap_above_one_bound_runs_every_task_and_a_stopped_one_prints_the_cap_
         assert finish and float(finish.group(1)) >= 4 * bound, said
         _, result, code, said = launch(finish.group(1))
         assert code == 0 and len(result.records) == 4, said
+
+
+# -- an incomplete run never looks finished (#44 item 1) --------------------------------------------------------------
+
+
+def test_a_capped_run_says_so_in_its_lines_its_headline_and_its_mlflow_run(tmp_path, caplog):
+    import io
+    import logging
+
+    from mlflow.tracking import MlflowClient
+
+    from inmind_exp import tags as T
+
+    caplog.set_level(logging.INFO, logger="inmind_exp")
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    data = many_tasks(tmp_path, 8)
+    with FakeOpenAI() as fake:
+        bound = task_estimate(plan_config(compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", data,
+                                                  PRICED), tmp_path / "root", tmp_path / "job")).usd
+
+        def launch(cap: float):
+            plan = plan_config(compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", data, PRICED,
+                                       f"run.max_usd={cap:.6f}"), tmp_path / "root", tmp_path / "job")
+            session = Session()
+            session.resources._executor = InProcessExecutor()
+            result = run_plan(plan, executor=session.resources._executor, resources=session.resources)
+            session.add(result)
+            out = io.StringIO()
+            return plan, result, session, session.exit_code(out), out.getvalue()
+
+        plan, result, session, code, closing = launch(bound / 2)  # not even one task fits
+        assert code == EXIT_SPEND_CAP and result.incomplete == T.CAPPED
+        row = next(line for line in session.table("x").splitlines() if line.startswith(f"| {plan.name}"))
+        assert "| 0/8 capped |" in row.replace("  ", " ")
+        lines = [r.getMessage() for r in caplog.records]
+        assert any(f"{plan.name} stopped at the spend cap: 0/8 tasks" in m for m in lines)
+        assert not any(f"{plan.name} finished" in m for m in lines)
+        run = client.get_run(result.run_id)
+        assert run.data.tags[T.INCOMPLETE] == T.CAPPED
+        assert run.data.metrics["n_planned"] == 8 and run.data.metrics["n_tasks"] == 0
+
+        finish = float(re.search(r"run\.max_usd=(\d+\.\d\d)$", closing.strip()).group(1))
+        _, done, session, code, _ = launch(finish)
+    assert code == 0 and done.incomplete is None and len(done.records) == 8
+    run = client.get_run(done.run_id)
+    assert done.run_id == result.run_id and T.INCOMPLETE not in run.data.tags  # the rerun completed the same run
+    assert run.data.metrics["n_planned"] == 8 and run.data.metrics["n_tasks"] == 8
+    row = next(line for line in session.table("x").splitlines() if line.startswith(f"| {plan.name}"))
+    assert "capped" not in row and "| 8 " in row
