@@ -1,8 +1,10 @@
-"""SIGTERM (what Slurm, Kubernetes and ``ray job stop`` send) stops a launch as cleanly as Ctrl-C: the signal is
-raised in the main thread as ``Terminated``, a ``KeyboardInterrupt``, so every interrupt path runs (finished results
-stay in the ledger, MLflow runs are marked KILLED, workers and actors are stopped) and the launch exits 143 with the
-command that resumes it. Ray installs its own SIGTERM handler when it starts (it tears its processes down under the
-driver and exits 1), so ``install`` runs again after ``ray.init``.
+"""SIGTERM (what Slurm, Kubernetes and ``ray job stop`` send) and SIGHUP (the terminal or the SSH session closed)
+stop a launch as cleanly as Ctrl-C: the signal is raised in the main thread as ``Terminated``, a
+``KeyboardInterrupt``, so every interrupt path runs (finished results stay in the ledger, MLflow runs are marked
+KILLED, workers and actors are stopped, the sweep lock is released) and the launch exits 128 + the signal (143,
+129) with the command that resumes it. A SIGHUP ignored when the launch started (``nohup``) stays ignored. Ray
+installs its own SIGTERM handler when it starts (it tears its processes down under the driver and exits 1), so
+``install`` runs again after ``ray.init``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ _received: list[int] = []
 
 
 class Terminated(KeyboardInterrupt):
-    """The process got SIGTERM: handled like an interrupt, exits 143."""
+    """The process got SIGTERM or SIGHUP: handled like an interrupt, exits 128 + the signal."""
 
 
 def _handler(signum: int, frame: Any) -> None:
@@ -31,9 +33,12 @@ def _handler(signum: int, frame: Any) -> None:
 
 
 def install() -> None:
-    """Handle SIGTERM in this process as ``Terminated`` (only the main thread can install a handler)."""
+    """Handle SIGTERM and SIGHUP (unless ignored, as under ``nohup``) in this process as ``Terminated`` (only the
+    main thread can install a handler)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _handler)
+        if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+            signal.signal(signal.SIGHUP, _handler)
 
 
 def terminated() -> bool:
@@ -41,8 +46,8 @@ def terminated() -> bool:
 
 
 def exit_code() -> int:
-    """143 after SIGTERM, else 130 (an interrupt)."""
-    return EXIT_TERMINATED if _received else EXIT_INTERRUPTED
+    """128 + the signal after SIGTERM (143) or SIGHUP (129), else 130 (an interrupt)."""
+    return 128 + _received[0] if _received else EXIT_INTERRUPTED
 
 
 def resume_command(change: Mapping[str, str] | None = None) -> str:
@@ -57,8 +62,8 @@ def resume_command(change: Mapping[str, str] | None = None) -> str:
 
 
 def stopped() -> None:
-    """Say how to resume and exit with 130 (SIGINT) or 143 (SIGTERM)."""
-    what = "terminated (SIGTERM)" if _received else "interrupted"
+    """Say how to resume and exit with 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP)."""
+    what = f"terminated ({signal.Signals(_received[0]).name})" if _received else "interrupted"
     print(f"[inmind] {what}: finished results are kept; resume with:\n  {resume_command()}", file=sys.stderr,
           flush=True)
     sys.exit(exit_code())
