@@ -117,6 +117,9 @@ def test_a_capped_sweep_exits_4_and_resumes_with_a_higher_cap(tmp_path):
         assert p.returncode == EXIT_SPEND_CAP, p.stderr[-3000:]
         assert "stopped at the spend cap" in p.stderr and "to finish them" in p.stderr
         assert "stopped dispatching at the spend cap" in p.stdout
+        # never 'finished' (#44 item 1): the lines say the cap stopped them, the headline's n is done/planned
+        assert "sweep stopped at the spend cap" in p.stdout and "sweep finished" not in p.stdout
+        assert re.search(r"\| \d/4 capped +\|", p.stdout), p.stdout[-3000:]
         asked = len(fake.chat_requests())
         done = [int(n) for n in re.findall(r"(\d+)/4 tasks, \d+ errors", p.stdout)]
         assert asked > 0 and 0 < sum(done) < 8, p.stdout[-3000:]
