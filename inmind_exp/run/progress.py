@@ -354,6 +354,7 @@ class SweepProgress:
         done, total, _, errors = self._tasks()
         with self._lock:
             capped = sum(1 for p in self.plans if p.incomplete == "capped")
-        how = f"stopped at the spend cap ({capped} capped)" if capped else "finished"
-        return (f"[inmind] sweep {how}: {self.finished} of {self.n} configurations, {done}/{total} tasks, "
+        how = (f"stopped at the spend cap: {capped} of {self.n} configurations capped" if capped else
+               f"finished: {self.finished} of {self.n} configurations")
+        return (f"[inmind] sweep {how}, {done}/{total} tasks, "
                 f"{errors} errors; this run: {self.spend().text()}, {duration(time.perf_counter() - self.started)}")

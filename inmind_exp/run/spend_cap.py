@@ -84,8 +84,10 @@ class CapRecord:
             change["run.max_tokens"] = str(math.ceil(max(tokens * FINISH_MARGIN, 1)))
         from inmind_exp.run.stop import resume_command
 
-        how = ("at the largest cost of one task seen so far" if all(per[n].observed for n in stopped) else
-               "at the dry run's upper bound where no task has been paid yet")
+        seen = [per[n].observed for n in stopped]
+        how = ("at the largest cost of one task seen so far" if all(seen) else
+               "at the dry run's upper bound (no task paid yet)" if not any(seen) else
+               "at the largest task seen so far, or the dry run's upper bound where none was paid yet")
         finish = (f"; to finish them (finished tasks are not run or paid again):\n  {resume_command(change)}"
                   if change else "; a model has no price in llm.prices: price it or cap run.max_tokens instead")
         return f"{head}\n{sum(left.values())} tasks left, {cost} {how}{finish}"
