@@ -41,9 +41,9 @@ class HoldSweepLock(Callback):
             print(f"error: {e}", file=sys.stderr, flush=True)
             raise SystemExit(EXIT_LOCKED) from None
         atexit.register(self.lock.release)  # (release is idempotent: the end callbacks may have run it)
-        if self.lock.stale is not None:
-            print(f"[inmind] took over the lock on {directory} from a driver that ended without releasing it: "
-                  f"{self.lock.stale}", file=sys.stderr, flush=True)
+        if self.lock.stale is not None:  # every exit releases it: only a killed or crashed driver leaves a record
+            print(f"[inmind] the last driver of this sweep ({self.lock.stale.short()}) was killed or crashed; taking "
+                  f"over its lock", file=sys.stderr, flush=True)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self._take(config, "hydra.sweep.dir")
