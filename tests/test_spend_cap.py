@@ -54,6 +54,17 @@ def test_a_token_cap_stops_dispatch_and_a_rerun_resumes_paying_only_the_rest(tmp
         assert f"({len(plan.tasks) - done} of {len(plan.tasks)} tasks left)" in closing
         finish = re.search(r"run\.max_tokens=(\d+)$", closing)
         assert finish, closing
+        # the report's first warning names what is missing and how to finish (#44 item 1)
+        from analysis.load import load_experiment
+        from analysis.report import warnings
+
+        store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+        runset = load_experiment("test", store)
+        assert runset.incomplete == ((capped.name, done, len(plan.tasks), "capped"),)
+        first_warning = warnings(runset)[0]
+        assert first_warning.startswith("Incomplete: 1 configuration(s) did not finish: ")
+        assert f"{len(plan.tasks) - done} of {len(plan.tasks)} planned tasks missing: stopped at the spend cap" \
+            in first_warning and "higher run.max_usd" in first_warning
 
         again = plan_config(compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", data,
                                     f"run.max_tokens={finish.group(1)}"), tmp_path / "root", tmp_path / "job")
@@ -62,6 +73,7 @@ def test_a_token_cap_stops_dispatch_and_a_rerun_resumes_paying_only_the_rest(tmp
         second = run_plan(again, executor=executor, resources=Resources())
         asked_second = len(fake.chat_requests()) - asked_first
     assert executor.spend_cap.reached() == {}  # the cap the closing line named finished the run
+    assert load_experiment("test", store).incomplete == ()
     assert len(second.records) == len(plan.tasks) and not any(r.error for r in second.records)
     new = [r for r in second.records if r.task_id not in {f.task_id for f in first.records}]
     assert asked_second == sum(u.calls - u.cached_calls for r in new for u in r.usage.values())  # nothing repaid
