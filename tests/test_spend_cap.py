@@ -163,7 +163,7 @@ def test_a_capped_sweep_exits_4_and_resumes_with_a_higher_cap(tmp_path):
 def test_any_model_is_priced_from_the_command_line(tmp_path, override):
     plan = plan_config(compose(tmp_path, "http://127.0.0.1:9/v1", "system=backbone", "embedding=bm25", override),
                        tmp_path / "root", tmp_path / "job")
-    assert plan.prices["fake-model"] == (1.5, 3.0)
+    assert plan.prices["fake-model"] == (1.5, 3.0, 1.5)  # cached input at the prompt price unless given
     assert task_estimate(plan).usd is not None and task_estimate(plan).usd > 0
 
 
@@ -172,7 +172,7 @@ def test_a_shipped_price_table_takes_a_new_model_beside_its_own(tmp_path):
                                "llm.base_url=http://127.0.0.1:9/v1", "llm.model=gpt-5-nano",
                                "+llm.prices.gpt-5-nano={prompt_per_1m: 0.05, completion_per_1m: 0.4}"),
                        tmp_path / "root", tmp_path / "job")
-    assert plan.prices["gpt-5-nano"] == (0.05, 0.4) and plan.prices["gpt-5-mini"] == (0.25, 2.0)
+    assert plan.prices["gpt-5-nano"] == (0.05, 0.4, 0.05) and plan.prices["gpt-5-mini"][:2] == (0.25, 2.0)
 
 
 @pytest.mark.parametrize("override, message", [
@@ -189,6 +189,27 @@ def test_a_bad_price_entry_is_a_plan_error_naming_its_key(tmp_path, override, me
                     tmp_path / "root", tmp_path / "job")
 
 
+def test_prompt_tokens_the_provider_cached_are_billed_at_the_cached_input_price(tmp_path):
+    """A provider's cached input (``usage.prompt_tokens_details.cached_tokens``) is counted per role and priced at
+    ``cached_prompt_per_1m``; our own call cache still costs nothing."""
+    from inmind_exp.metrics import cost_usd
+
+    with FakeOpenAI() as fake:
+        fake.cached_prompt_share = 0.5
+        plan = plan_config(compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25",
+                                   "+llm.prices.fake-model={prompt_per_1m: 2, completion_per_1m: 0, "
+                                   "cached_prompt_per_1m: 0.5}"), tmp_path / "root", tmp_path / "job")
+        assert plan.prices["fake-model"] == (2.0, 0.0, 0.5)
+        records = run_plan(plan, executor=InProcessExecutor(), resources=Resources()).records
+    usage = records[0].usage
+    models = {r: e.model for r, e in plan.endpoints.items()}
+    prompt = sum(u.paid_prompt_tokens for u in usage.values())
+    cached = sum(u.provider_cached_prompt_tokens for u in usage.values())
+    assert 0 < cached <= prompt / 2
+    assert cost_usd(usage, plan.prices, models) == pytest.approx(((prompt - cached) * 2 + cached * 0.5) / 1e6)
+    assert cost_usd(usage, {"fake-model": (2.0, 0.0)}, models) == pytest.approx(prompt * 2 / 1e6)  # no cached price
+
+
 def test_the_price_hint_names_an_override_that_works(tmp_path):
     from inmind_exp.run.plan_checks import price_override
 
@@ -196,7 +217,7 @@ def test_the_price_hint_names_an_override_that_works(tmp_path):
     assert hint == "\"+llm.prices.qwen2_5_7b={model: 'qwen2.5:7b', prompt_per_1m: 0.1, completion_per_1m: 0.2}\""
     plan = plan_config(compose(tmp_path, "http://127.0.0.1:9/v1", "system=backbone", "embedding=bm25",
                                "llm.model=qwen2.5:7b", hint.strip('"')), tmp_path / "root", tmp_path / "job")
-    assert plan.prices == {"qwen2.5:7b": (0.1, 0.2)}
+    assert plan.prices == {"qwen2.5:7b": (0.1, 0.2, 0.1)}
 
 
 # -- a cap that finishes (#44 item 3) -----------------------------------------------------------------------------

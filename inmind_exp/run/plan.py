@@ -88,8 +88,8 @@ class Plan:
     cluster: ClusterSettings
     tracking: TrackingSettings
     local: LocalServerSpec | None
-    #: model -> (USD per 1M prompt tokens, per 1M completion tokens)
-    prices: Mapping[str, tuple[float, float]]
+    #: model -> (USD per 1M prompt tokens, per 1M completion tokens, per 1M prompt tokens from the provider's cache)
+    prices: Mapping[str, tuple[float, float, float]]
     #: the resolved config, flattened for MLflow params (secrets dropped) and as YAML for the job directory
     params: Mapping[str, str]
     config_yaml: str

@@ -101,6 +101,8 @@ class FakeOpenAI:
         self.embedding_dim = embedding_dim
         self.default_json: dict[str, Any] = {"score": 1, "reason": "fake"}
         self.default_text = "fake answer"
+        #: the share of each prompt the fake reports as the provider's cached input (usage.prompt_tokens_details)
+        self.cached_prompt_share = 0.0
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -273,7 +275,9 @@ class FakeOpenAI:
             "model": body.get("model", "fake-model"),
             "choices": [choice],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+                      "total_tokens": prompt_tokens + completion_tokens,
+                      **({"prompt_tokens_details": {"cached_tokens": int(prompt_tokens * self.cached_prompt_share)}}
+                         if self.cached_prompt_share else {})},
         }
 
     def _embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
