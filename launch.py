@@ -9,8 +9,9 @@ all run as one schedule over one pool of workers.
 Exit codes: 0 every task finished without error; 1 a crash (a bug: traceback); 2 bad input (config, data, missing
 key, unreachable endpoint), found before anything ran or was logged; 3 the launch ran but some task ended in error or
 a configuration failed while the others ran (rerun the same command to retry them); 75 another driver holds this
-sweep; 4 stopped at the spend cap run.max_usd / run.max_tokens before every task ran (rerun with a higher cap
-to finish; nothing finished is paid again); 130 interrupted, 143 terminated by SIGTERM (finished work is kept: rerun the same command, printed).
+sweep; 4 stopped at the spend cap run.max_usd / run.max_tokens before every task ran (the closing lines print the
+command, with the cap, that finishes; nothing finished is paid again); 130 interrupted, 143 terminated by SIGTERM,
+129 by SIGHUP (finished work is kept: rerun the same command, printed). Every exit but kill -9 releases the lock.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def run_job(cfg: DictConfig, session: Session) -> float | None:
         result = run_plan(plan, parent_key=parent_key, parent_name=f"sweep {root.name}",
                           resources=session.resources)
     except KeyboardInterrupt:
-        stop.stopped()  # the driver has said what is saved; exit 130 (SIGINT) or 143 (SIGTERM)
+        stop.stopped()  # the driver has said what is saved; exit 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP)
     except InmindError as e:
         msg = error_line(e)
         if not session.rows and not session.failed and not multirun:
@@ -141,6 +142,6 @@ if __name__ == "__main__":
 
     try:
         code = main()
-    except SystemExit as e:  # the launch's own exits (2, 3, 4, 75, 130, 143) and Hydra's
+    except SystemExit as e:  # the launch's own exits (2, 3, 4, 75, 129, 130, 143) and Hydra's
         code = e.code
     exit_now(code)  # without the interpreter's finalisation (seconds): threads joined, atexit run, output flushed

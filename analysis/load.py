@@ -152,6 +152,9 @@ class RunSet:
     skipped: tuple[str, ...] = ()
     #: runs re-judged from these runs' stored answers (``analysis.rejudge``), for the judge-robustness panel
     rejudged: tuple[Run, ...] = ()
+    #: configuration runs that did not finish every planned task: (name, tasks done, tasks planned, why), why being
+    #: the run's ``inmind.incomplete`` tag (capped, interrupted, errors); those without records included
+    incomplete: tuple[tuple[str, int, int, str], ...] = ()
 
     def get(self, ref: str) -> Run:
         return find_run(self.runs, ref)
@@ -336,6 +339,9 @@ def load_experiment(experiment: str, tracking_uri: str, parent_run_id: str | Non
             break
     items: list[dict[str, Any]] = []
     skipped: list[str] = []
+    incomplete = [(run.info.run_name or run.info.run_id, int(run.data.metrics.get("n_tasks", 0)),
+                   int(run.data.metrics.get("n_planned", 0)), run.data.tags[T.INCOMPLETE])
+                  for run in runs if run.data.tags.get(T.INCOMPLETE)]
     with tempfile.TemporaryDirectory(prefix="inmind-analysis-") as tmp:
         for run in runs:
             rid = run.info.run_id
@@ -364,4 +370,4 @@ def load_experiment(experiment: str, tracking_uri: str, parent_run_id: str | Non
     built = make_runs(items)
     parents = tuple(sorted({r.parent_run_id for r in built if r.parent_run_id}))
     return RunSet(runs=built, origin=f"MLflow experiment {experiment!r} at {tracking_uri}", tracking_uri=tracking_uri,
-                  experiment=experiment, parent_run_ids=parents, skipped=tuple(skipped))
+                  experiment=experiment, parent_run_ids=parents, skipped=tuple(skipped), incomplete=tuple(incomplete))

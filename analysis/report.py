@@ -10,6 +10,7 @@ import datetime as dt
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from inmind_exp.headline import flag_note
 
@@ -144,6 +145,8 @@ def warnings(runset: RunSet) -> list[str]:
     """What a reader must see before the numbers: too few tasks, a tie at the top, repeated embedding-free runs."""
     runs = list(runset.runs)
     out = []
+    if runset.incomplete:
+        out.append(incomplete_warning(runset.incomplete))
     small = small_sample_warning(valid_sizes(runs))
     if small:
         out.append(small)
@@ -166,6 +169,30 @@ def warnings(runset: RunSet) -> list[str]:
                    "configuration (differences between them are run-to-run noise) and are left out of the embedding "
                    "comparison.")
     return out
+
+
+#: what stopped an incomplete run (``tags.INCOMPLETE``), and how to finish it
+INCOMPLETE_WHY = {
+    "capped": ("stopped at the spend cap", "rerun the launch with a higher run.max_usd (its last lines print the "
+               "command with the cap that finishes)"),
+    "interrupted": ("interrupted", "rerun the same command"),
+    "errors": ("tasks ended in error", "rerun the same command to retry them"),
+}
+
+
+def incomplete_warning(incomplete: Sequence[tuple[str, int, int, str]]) -> str:
+    """The report's first warning: which configurations did not run every planned task, why, and how to finish;
+    finished tasks are never run or paid again."""
+    parts, hows = [], []
+    for name, done, planned, why in incomplete:
+        what, how = INCOMPLETE_WHY.get(why, (why, "rerun the same command"))
+        missing = f"{planned - done} of {planned} planned tasks missing" if planned > done else "tasks in error"
+        parts.append(f"{name} ({missing}: {what})")
+        if how not in hows:
+            hows.append(how)
+    return (f"Incomplete: {len(parts)} configuration(s) did not finish: {'; '.join(parts)}. Their rates cover only "
+            f"the tasks that ran (and a comparison only the tasks both ran). To finish, {' / '.join(hows)}; "
+            f"finished tasks are not run or paid again.")
 
 
 def _methods(runs: list[Run], n_boot: int, seed: int) -> list[str]:

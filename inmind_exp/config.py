@@ -78,12 +78,6 @@ class LocalServerConf:
 
 
 @dataclass
-class PriceConf:
-    prompt_per_1m: float = 0.0
-    completion_per_1m: float = 0.0
-
-
-@dataclass
 class LLMConf:
     name: str = MISSING
     provider: str = "openai"  # openai (any compatible endpoint) | local (start the embedded llama.cpp server)
@@ -114,7 +108,11 @@ class LLMConf:
     backoff_initial_s: float = Endpoint.backoff_initial_s
     backoff_max_s: float = Endpoint.backoff_max_s
     roles: RolesConf = field(default_factory=RolesConf)
-    prices: Dict[str, PriceConf] = field(default_factory=dict)
+    #: model -> {prompt_per_1m, completion_per_1m} in USD per million tokens, for any model (an entry's optional
+    #: ``model`` names a model whose name cannot be a key, e.g. one with a dot); checked at planning
+    #: (``run.plan_checks.check_prices``). Untyped and null by default so that both ``llm.prices={M: {...}}`` and
+    #: ``+llm.prices.M={...}`` compose (a typed dict is closed to new keys under Hydra's struct mode)
+    prices: Any = None
     #: how many tasks a run takes when dataset.limit is not given: small for the embedded model only (null: all)
     default_task_limit: Optional[int] = None
 

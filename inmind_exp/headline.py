@@ -26,7 +26,7 @@ FAULT_FLAG = "!"
 HEADERS: tuple[str, ...] = ("configuration", "n", "Application", "Target recall", "Naive", "faults")
 #: The note printed once under the table.
 NOTE = ("Rates in % with Wilson 95% intervals, over the n tasks with a valid verdict (failed tasks left out, "
-        "a failed verdict from its own rate only; n/N when some were). Target recall: the answer-blind judge. faults: % of tasks with a memory-system "
+        "a failed verdict from its own rate only; n/N when some were or when not every planned task ran). Target recall: the answer-blind judge. faults: % of tasks with a memory-system "
         "fallback / with one while writing the injected fact.")
 #: Under the table when an in-context control's measured Naive is shown "–".
 IN_CONTEXT_NOTE = ("Naive of the in-context control (the backbone) is shown '–': it answers the naive query with the "
@@ -62,9 +62,13 @@ def _rate(m: Flat, key: str, mark: Mark | None = None) -> str:
     return f"{pct:.1f} [{lo:.0f}–{hi:.0f}]" + (mark(lo, hi, int(n)) if mark else "")
 
 
-def _n(m: Flat) -> str:
+def _n(m: Flat, state: str = "") -> str:
+    """n, n/N when tasks were left out, n/planned when not every planned task ran, with why (``capped``)."""
     total = int(m.get("n_tasks", 0))
     n = int(m.get("application_n", total - m.get("n_excluded", 0)))
+    planned = int(m.get("n_planned", total))
+    if planned > total:  # not every planned task ran: n of the planned, and why (the errors show in n/N already)
+        return f"{n}/{planned} {state}".rstrip()
     return str(n) if n == total else f"{n}/{total}"
 
 
@@ -81,10 +85,11 @@ def naive_hidden(m: Flat, in_context: bool) -> bool:
     return in_context and naive is not None and not math.isnan(naive) and bool(m.get("naive_n"))
 
 
-def cells(name: str, m: Flat, mark: Mark | None = None, in_context: bool = False) -> list[str]:
-    """One row's display cells, in ``HEADERS`` order (``in_context``: the in-context control, Naive "–")."""
+def cells(name: str, m: Flat, mark: Mark | None = None, in_context: bool = False, state: str = "") -> list[str]:
+    """One row's display cells, in ``HEADERS`` order (``in_context``: the in-context control, Naive "–"; ``state``
+    says why a run is incomplete, ``capped``)."""
     naive = m.get("naive")
-    return [name, _n(m), _rate(m, "application", mark), _rate(m, "target_recall", mark),
+    return [name, _n(m, state), _rate(m, "application", mark), _rate(m, "target_recall", mark),
             "–" if in_context or naive is None or math.isnan(naive) or not m.get("naive_n") else f"{naive:.1f}",
             _faults(m)]
 
@@ -98,12 +103,13 @@ def _fit(name: str, width: int) -> str:
 
 
 def table(rows: Sequence[tuple[str, Flat]], width: int | None = None, mark: Mark | None = None,
-          mark_note: str = "", in_context: Collection[str] = ()) -> str:
+          mark_note: str = "", in_context: Collection[str] = (), states: Mapping[str, str] | None = None) -> str:
     """The headline as an aligned Markdown table (a valid one, readable in a terminal), its note and, when a
     configuration is flagged, why. With ``width`` the configuration column is shortened so every table line fits;
     ``mark`` annotates intervals (explained by ``mark_note`` when some cell carries a mark); ``in_context`` names
-    the in-context controls (Naive "–")."""
-    body = [cells(name, m, mark, name in in_context) for name, m in rows]
+    the in-context controls (Naive "–"); ``states`` names why a configuration is incomplete (``capped``), beside
+    its n."""
+    body = [cells(name, m, mark, name in in_context, (states or {}).get(name, "")) for name, m in rows]
     widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(HEADERS)]
     if width is not None:
         others = sum(widths[1:]) + 3 * len(HEADERS) + 1
@@ -135,7 +141,9 @@ def _wrap(text: str, width: int | None) -> str:
 TERMINAL_WIDTH = 100
 
 
-def terminal(rows: Sequence[tuple[str, "RunMetrics"]], full: str = "", in_context: Collection[str] = ()) -> str:
-    """The headline of finished configurations for the terminal, ``full`` naming where the full table is."""
-    text = table([(name, m.flat()) for name, m in rows], width=TERMINAL_WIDTH, in_context=in_context)
+def terminal(rows: Sequence[tuple[str, "RunMetrics"]], full: str = "", in_context: Collection[str] = (),
+             states: Mapping[str, str] | None = None) -> str:
+    """The headline of the configurations run for the terminal, ``full`` naming where the full table is, ``states``
+    why a configuration is incomplete."""
+    text = table([(name, m.flat()) for name, m in rows], width=TERMINAL_WIDTH, in_context=in_context, states=states)
     return text + (f"\nFull table (every metric, the Δ columns, the judge audit):\n  {full}" if full else "")

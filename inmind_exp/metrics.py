@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import Mapping
 
 from inmind_exp.controls import CONTROL_METRICS, CONTROLS
 from inmind_exp.judges import JUDGES, Judge
@@ -170,6 +171,8 @@ class RunMetrics:
     verdict_errors: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: Table 1's Δ columns in percentage points (``DELTAS``), each paired over the tasks with both values
     deltas: dict[str, float] = field(default_factory=dict)
+    #: the tasks the configuration planned (None: as many as ran); more than ``n_tasks`` for an incomplete run
+    n_planned: int | None = None
 
     @property
     def memory_fault_rate(self) -> float:
@@ -182,6 +185,8 @@ class RunMetrics:
     def flat(self) -> dict[str, float]:
         """MLflow metric names → values (NaN values are dropped: MLflow cannot chart them)."""
         out: dict[str, float] = {"n_tasks": self.n_tasks, "n_errors": self.n_errors}
+        if self.n_planned is not None:
+            out["n_planned"] = self.n_planned
         for name, r in {**self.rates, **self.controls}.items():
             lo, hi = r.ci
             out.update({name: r.pct, f"{name}_ci_low": lo, f"{name}_ci_high": hi, f"{name}_n": r.n, f"{name}_errors": r.errors})
@@ -199,9 +204,11 @@ class RunMetrics:
         for role, u in sorted(self.usage.items()):
             total = total + u
             for k, v in asdict(u).items():
-                out[f"{role}_{k}"] = v
+                if v or k != "provider_cached_prompt_tokens":  # (only a provider with a prompt cache reports it)
+                    out[f"{role}_{k}"] = v
         for k, v in asdict(total).items():
-            out[f"total_{k}"] = v
+            if v or k != "provider_cached_prompt_tokens":
+                out[f"total_{k}"] = v
         return {k: float(v) for k, v in out.items() if not (isinstance(v, float) and math.isnan(v))}
 
 
@@ -288,15 +295,18 @@ def fmt_ran(m: RunMetrics) -> str:
     return ", ".join(parts) or "–"
 
 
-def cost_usd(usage: dict[str, Usage], prices: dict[str, tuple[float, float]], models: dict[str, str]) -> float | None:
-    """Estimated cost of paid (non-cached) tokens from a price table {model: (usd per 1M prompt, per 1M completion)}."""
+def cost_usd(usage: dict[str, Usage], prices: Mapping[str, tuple[float, ...]], models: dict[str, str]) -> float | None:
+    """Estimated cost of paid (non-cached) tokens from a price table {model: (usd per 1M prompt, per 1M completion[,
+    per 1M prompt tokens the provider served from its cache])}."""
     total, known = 0.0, False
     for role, u in usage.items():
         price = prices.get(models.get(role, ""))
         if price is None:
             continue
         known = True
-        total += u.paid_prompt_tokens * price[0] / 1e6 + u.paid_completion_tokens * price[1] / 1e6
+        discounted = u.provider_cached_prompt_tokens if len(price) > 2 else 0
+        total += ((u.paid_prompt_tokens - discounted) * price[0] + discounted * price[-1]
+                  + u.paid_completion_tokens * price[1]) / 1e6
     return round(total, 6) if known else None
 
 

@@ -15,6 +15,10 @@ PARENT_RUN = "mlflow.parentRunId"
 SWEEP_NAME = "inmind.sweep"  # the sweep parent's name on each of its configuration runs (the saved view groups by it)
 FIDELITY = "inmind.fidelity"  # "paper", "leaderboard", or the deviations, from what ran (inmind_exp.fidelity)
 TASK_SET = "inmind.task_set"  # official, or demo tasks (the bundled set), or a custom task file
+#: on a configuration run (and its sweep parent) that did not finish every planned task: why, one of INCOMPLETE_WHY;
+#: removed when a rerun completes it
+INCOMPLETE = "inmind.incomplete"
+CAPPED, INTERRUPTED, ERRORS = "capped", "interrupted", "errors"
 
 
 def kind_filter(kind: str) -> str:

@@ -1,6 +1,7 @@
-"""SIGTERM (Slurm, Kubernetes, ``ray job stop``) is a clean stop like Ctrl-C: a real ``launch.py -m`` against a
-slow fake endpoint gets SIGTERM once a task is in the ledger; it exits 143 with the resume command, the finished
-results stay in the ledger, every MLflow run is KILLED, and no Ray process of the launch outlives it."""
+"""SIGTERM (Slurm, Kubernetes, ``ray job stop``) and SIGHUP (a closed terminal) are a clean stop like Ctrl-C: a real
+``launch.py -m`` against a slow fake endpoint gets the signal once a task is in the ledger; it exits 143 (129) with
+the resume command, the finished results stay in the ledger, every MLflow run is KILLED and tagged interrupted, the
+sweep lock is released, and no Ray process of the launch outlives it."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def _ray_processes(ray_tmp: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("sig,code,said", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
-                                           (signal.SIGINT, 130, "interrupted")], ids=["SIGTERM", "SIGINT"])
+                                           (signal.SIGHUP, 129, "terminated (SIGHUP)"),
+                                           (signal.SIGINT, 130, "interrupted")], ids=["SIGTERM", "SIGHUP", "SIGINT"])
 def test_a_signal_stops_cleanly(tmp_path, sig, code, said):
     ray_tmp = Path(tempfile.mkdtemp(prefix="rs", dir="/tmp"))
     write_small_data(tmp_path / "data", n_tasks=6, n_sessions=3)
@@ -50,6 +52,8 @@ def test_a_signal_stops_cleanly(tmp_path, sig, code, said):
         assert 1 <= len(done) < 6
         runs = mlflow_runs(tmp_path)
         assert runs and {r.info.status for r in runs} == {"KILLED"}
+        assert {r.data.tags.get("inmind.incomplete") for r in runs} == {"interrupted"}  # the parent too
+        assert (tmp_path / "sweep" / ".sweep.lock").read_text() == ""  # released: the next launch finds no record
         t0 = time.monotonic()
         while _ray_processes(ray_tmp) and time.monotonic() - t0 < 20:
             time.sleep(1)

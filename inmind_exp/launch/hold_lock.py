@@ -1,5 +1,8 @@
 """Hydra callback taking the sweep lock (``inmind_exp.safety.sweep_lock``) on the sweep (or run) directory before Hydra
-writes anything there or starts a job, and holding it until the process exits.
+writes anything there or starts a job, and holding it until the process exits. It is released on every way out: the
+end of the run, and through ``atexit`` any exit Hydra's end callbacks never see (a bad config's exit 2, the spend
+cap's 4, Ctrl-C's 130, SIGTERM's 143 and SIGHUP's 129, which ``run.stop`` turns into an interrupt); only a killed or
+crashed driver leaves its record behind.
 
 A Hydra callback's exception is only a warning, so a held lock ends the launch with ``SystemExit(EXIT_LOCKED)``.
 ``run.wait_for_lock`` (wait instead) and ``run.lock_timeout_s`` are read when present in the config.
@@ -7,6 +10,7 @@ A Hydra callback's exception is only a warning, so a held lock ends the launch w
 
 from __future__ import annotations
 
+import atexit
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,9 +40,10 @@ class HoldSweepLock(Callback):
         except SweepLockedError as e:
             print(f"error: {e}", file=sys.stderr, flush=True)
             raise SystemExit(EXIT_LOCKED) from None
-        if self.lock.stale is not None:
-            print(f"[inmind] took over the lock on {directory} from a driver that ended without releasing it: "
-                  f"{self.lock.stale}", file=sys.stderr, flush=True)
+        atexit.register(self.lock.release)  # (release is idempotent: the end callbacks may have run it)
+        if self.lock.stale is not None:  # every exit releases it: only a killed or crashed driver leaves a record
+            print(f"[inmind] the last driver of this sweep ({self.lock.stale.short()}) was killed or crashed; taking "
+                  f"over its lock", file=sys.stderr, flush=True)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self._take(config, "hydra.sweep.dir")

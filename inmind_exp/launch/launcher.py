@@ -209,7 +209,7 @@ class InmindLauncher(Launcher):
             outcomes = run_plans([plans[k] for k in keep], parent_key=sweep_key(self.config, root),
                                  parent_name=f"sweep {root.name}", resources=session.resources)
         except KeyboardInterrupt:
-            stop.stopped()  # each driver has said what is saved; exit 130 (SIGINT) or 143 (SIGTERM)
+            stop.stopped()  # each driver has said what is saved; exit 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP)
         except InmindError as e:
             print(f"error: {scrub(str(e))}", file=sys.stderr, flush=True)
             sys.exit(2)

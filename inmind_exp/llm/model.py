@@ -96,7 +96,8 @@ class Model:
 
     def _paid_chat(self, wire: list[dict[str, Any]], params: dict[str, Any], key: str) -> Completion:
         completion = self._call(lambda: self.provider.chat(wire, params), self.provider.estimate_tokens(wire, params))
-        self.meter.add(self.role, completion.prompt_tokens, completion.completion_tokens, cached=False)  # paid: counted
+        self.meter.add(self.role, completion.prompt_tokens, completion.completion_tokens, cached=False,  # paid: counted
+                       provider_cached=completion.provider_cached_tokens)
         self.meter.finished(self.role, completion.finish_reason, _prompt_text(wire))
         self._store("chat", key, completion.to_cache())
         return self._served(completion)

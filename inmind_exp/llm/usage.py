@@ -24,7 +24,8 @@ class UsageMeter:
         #: called with (role, Usage of one call) after each call is counted: the live spend (``progress.PhaseReporter``)
         self.listener: Callable[[str, Usage], None] | None = None
 
-    def add(self, role: str, prompt_tokens: int, completion_tokens: int, cached: bool) -> None:
+    def add(self, role: str, prompt_tokens: int, completion_tokens: int, cached: bool, provider_cached: int = 0) -> None:
+        """One call; ``provider_cached`` of a paid call's prompt tokens the provider billed as cached input."""
         u = Usage(
             calls=1,
             prompt_tokens=prompt_tokens,
@@ -32,6 +33,7 @@ class UsageMeter:
             cached_calls=int(cached),
             cached_prompt_tokens=prompt_tokens if cached else 0,
             cached_completion_tokens=completion_tokens if cached else 0,
+            provider_cached_prompt_tokens=0 if cached else min(provider_cached, prompt_tokens),
         )
         with self._lock:
             self._by_role[role] = self._by_role.get(role, Usage()) + u

@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -38,6 +38,8 @@ class RunResult:
     metrics: RunMetrics
     run_id: str | None
     wall_s: float
+    #: why not every planned task finished cleanly (``tags.CAPPED``, ``ERRORS``), None when all did
+    incomplete: str | None = None
 
 
 def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "sweep", executor: Any = None,
@@ -81,7 +83,9 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
         if died:
             log.error(f"[inmind] {plan.name}: {died}; {progress.errors} of its {progress.total} tasks ended in an error")
         ordered = [records[t.id] for t in plan.tasks if t.id in records]
-        metrics = compute(ordered)
+        metrics = replace(compute(ordered), n_planned=len(plan.tasks))
+        incomplete = _incomplete(plan, status, metrics, executor)
+        progress.incomplete = incomplete
         run_id, open_error = None, None
         try:
             tracker, parent_id, run_id = opening.result()  # (waiting no longer for the first task)
@@ -96,6 +100,7 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
                 log.error(f"[inmind] {plan.name}: outputs not written ({type(e).__name__}: {e}); the ledger "
                           f"{plan.ledger_path} holds the finished results")
                 status, shown = ("FAILED" if status == "FINISHED" else status), {}
+            tracker.mark_incomplete(run_id, incomplete)
             tracker.finish(run_id, status)
             if parent_id:
                 tracker.add_to_sweep(parent_id, run_id, shown)
@@ -107,7 +112,19 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
             if sweep is None else None)
     if hint:
         log.info(hint, extra=FILE_ONLY)  # the terminal gets it as launch.py's closing line
-    return RunResult(plan, ordered, metrics, run_id, time.perf_counter() - t0)
+    return RunResult(plan, ordered, metrics, run_id, time.perf_counter() - t0, incomplete)
+
+
+def _incomplete(plan: Plan, status: str, metrics: RunMetrics, executor: Any) -> str | None:
+    """Why ``plan`` did not finish every planned task cleanly: interrupted, stopped at the spend cap, or tasks in
+    error (or missing after a failure); None when every task finished."""
+    if status == "KILLED":
+        return T.INTERRUPTED
+    if plan.name in getattr(getattr(executor, "spend_cap", None), "reached", dict)():
+        return T.CAPPED
+    if metrics.n_errors or metrics.n_tasks < len(plan.tasks):
+        return T.ERRORS
+    return None
 
 
 def _open_runs(plan: Plan, res: Resources, parent_key: str | None) -> tuple[Any, str | None, str]:

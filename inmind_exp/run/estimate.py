@@ -192,7 +192,11 @@ def _wall(wall_s: float, latency_s: float, slots: float) -> str:
 
 def _figures(est: dict[str, float], cost: float | None, unpriced: list[str]) -> str:
     """Calls per role, prompt and completion tokens, and the cost (or the models without a price)."""
-    money = f", ~${cost:,.2f}" if cost is not None else f", no price for {', '.join(unpriced)}" if unpriced else ""
+    from inmind_exp.run.plan_checks import price_override
+
+    money = (f", ~${cost:,.2f}" if cost is not None else
+             f", no price for {', '.join(unpriced)} (price it: {' '.join(map(price_override, unpriced))})" if unpriced
+             else "")
     controls = f" (~{est['control_calls']:.0f} of them the controls')" if est.get("control_calls") else ""
     return (f"~{est['memory_calls']:.0f} memory + {est['answer_calls']:.0f} answer + {est['judge_calls']:.0f} judge "
             f"calls{controls}, ~{est['prompt_tokens'] / 1e6:.2f}M prompt + {est['completion_tokens'] / 1e6:.2f}M completion "

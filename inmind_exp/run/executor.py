@@ -33,7 +33,7 @@ from inmind_exp.run.settings import ClusterSettings
 from inmind_exp.run.progress import STARTING, PhaseBoard
 from inmind_exp.run.schedule import Schedule
 from inmind_exp.run.shipping import code_runtime_env
-from inmind_exp.run.spend_cap import CapRecord, SpendCap, spends
+from inmind_exp.run.spend_cap import CapRecord, SpendCap
 from inmind_exp.run.worker import ApiKeys, TaskWorker, collect_api_keys, plan_endpoints
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class InProcessExecutor:
             cap = SpendCap(self.spend_cap)
             while queue:
                 task, attempt = queue.pop(0)
-                if not cap.allows(plan, spends([progress]), []):
+                if not cap.allows(plan, [progress], []):
                     break  # the spend cap: the rest are not started (run.spend_cap)
                 rec = self.worker.run_task(spec, task, plan.trace, plan.session_index, plan.prefix_hash, blob, attempt,
                                            plan.done.get(task.id))

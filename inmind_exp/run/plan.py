@@ -30,8 +30,8 @@ from inmind_exp.records import Task, TaskRecord, Trace
 from inmind_exp.result_identity import identity_hash, result_identity
 from inmind_exp.run.labels import injection_label, label_suffix, run_label, swept_values
 from inmind_exp.run.ledger import Ledger
-from inmind_exp.run.plan_checks import (check_latency, check_params, check_ranges, check_run_extras,
-                                        check_tracking_uri)
+from inmind_exp.run.plan_checks import (check_latency, check_params, check_prices, check_ranges,
+                                        check_run_extras, check_tracking_uri)
 from inmind_exp.run.settings import (ClusterSettings, LocalServerSpec, RunSettings, TrackingSettings,
                                      cluster_settings, container, embedding_spec, flatten_params, injection_spec,
                                      local_server, role_endpoints, run_settings, tracking_settings)
@@ -88,8 +88,8 @@ class Plan:
     cluster: ClusterSettings
     tracking: TrackingSettings
     local: LocalServerSpec | None
-    #: model -> (USD per 1M prompt tokens, per 1M completion tokens)
-    prices: Mapping[str, tuple[float, float]]
+    #: model -> (USD per 1M prompt tokens, per 1M completion tokens, per 1M prompt tokens from the provider's cache)
+    prices: Mapping[str, tuple[float, float, float]]
     #: the resolved config, flattened for MLflow params (secrets dropped) and as YAML for the job directory
     params: Mapping[str, str]
     config_yaml: str
@@ -215,6 +215,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
     check_latency(cfg.run)
     check_ranges(cfg, system_cls, params)
     check_run_extras(cfg.run)
+    prices = check_prices(cfg.llm.get("prices"))
     check_tracking_uri(str(cfg.tracking.uri))
     judges, answer_prompt = _release_prompts(cfg)
     identity = result_identity(cfg, endpoints, dataset.digest, background.digest, system_cls.uses_embedding,
@@ -234,7 +235,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
         tasks_path=dataset.path,
         run=run_settings(cfg), cluster=cluster_settings(cfg), tracking=tracking_settings(cfg.tracking),
         local=local,
-        prices={k: (float(v.prompt_per_1m), float(v.completion_per_1m)) for k, v in cfg.llm.prices.items()},
+        prices=prices,
         # controls.* only when the run has controls: a run without them keeps its MLflow params
         params={**{k: v for k, v in flatten_params(cfg).items()
                    if controls is not None or not k.startswith("controls.")},

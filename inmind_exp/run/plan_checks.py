@@ -1,6 +1,6 @@
 """The checks planning makes before any work starts, each a ``PlanError`` naming its key: the tracking store is
 writable, every numeric setting and system parameter is in range, the system accepts its parameters, and the
-spend cap and display mode are valid."""
+spend cap, the prices and the display mode are valid."""
 
 from __future__ import annotations
 
@@ -90,3 +90,59 @@ def check_run_extras(run: Any) -> None:
         raise PlanError(f"run.max_tokens={tokens}: must be a whole number of tokens >= 1, or null for no cap")
     if str(mode) not in PROGRESS_MODES:
         raise PlanError(f"run.progress={mode}: expected one of {', '.join(PROGRESS_MODES)}")
+
+
+PRICE_FIELDS = ("prompt_per_1m", "completion_per_1m")
+#: the price of prompt tokens the provider served from its own prompt cache (OpenAI's "cached input"); the prompt
+#: price when not given
+CACHED_PRICE = "cached_prompt_per_1m"
+
+
+def check_prices(prices: Any) -> dict[str, tuple[float, float, float]]:
+    """``llm.prices`` as model -> (USD per 1M prompt tokens, per 1M completion tokens, per 1M cached prompt tokens):
+    each entry a mapping with both prices (numbers >= 0), optionally ``cached_prompt_per_1m`` and a ``model`` naming
+    the model priced when its name cannot be a key (a dot in it); anything else is a ``PlanError`` naming the
+    entry."""
+    node = OmegaConf.to_container(prices, resolve=True) if isinstance(prices, DictConfig) else prices
+    if node is None:
+        return {}
+    if not isinstance(node, dict):
+        raise PlanError(f"llm.prices={node!r}: expected a mapping of model -> {{prompt_per_1m: P, completion_per_1m: C}}")
+    out: dict[str, tuple[float, float, float]] = {}
+    for key, entry in node.items():
+        where = f"llm.prices.{key}"
+        example = f"'+{where}={{prompt_per_1m: 0.25, completion_per_1m: 2.0}}'"
+        if not isinstance(entry, dict):
+            raise PlanError(f"{where}={entry!r}: expected {{prompt_per_1m: P, completion_per_1m: C}} (USD per "
+                            f"million tokens), e.g. {example}")
+        unknown = sorted(set(entry) - {*PRICE_FIELDS, CACHED_PRICE, "model"})
+        missing = [f for f in PRICE_FIELDS if f not in entry]
+        if unknown or missing:
+            what = "; ".join(x for x in (unknown and f"unknown field(s) {', '.join(map(str, unknown))}",
+                                         missing and f"missing {', '.join(missing)}") if x)
+            raise PlanError(f"{where}: {what} (expected prompt_per_1m, completion_per_1m and optionally "
+                            f"{CACHED_PRICE} and model, e.g. {example})")
+        values = []
+        for f in (*PRICE_FIELDS, *([CACHED_PRICE] if CACHED_PRICE in entry else [])):
+            v = entry[f]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+                raise PlanError(f"{where}.{f}={v!r}: must be a number of dollars per million tokens >= 0")
+            values.append(float(v))
+        model = entry.get("model", key)
+        if not isinstance(model, str) or not model:
+            raise PlanError(f"{where}.model={model!r}: must be the model's name as the endpoint knows it")
+        if model in out:
+            raise PlanError(f"{where}: model {model} is priced twice in llm.prices")
+        out[model] = (values[0], values[1], values[2] if len(values) > 2 else values[0])
+    return out
+
+
+def price_override(model: str, prompt: str = "P", completion: str = "C") -> str:
+    """The command-line override that prices ``model`` (a name that cannot be a key, with a dot or a colon, goes
+    into ``model``), shell-quoted."""
+    import re
+
+    key = re.sub(r"[^A-Za-z0-9_-]", "_", model)
+    key = key if re.match(r"[A-Za-z_]", key) else f"_{key}"
+    named = "" if key == model else f"model: '{model}', "
+    return f"\"+llm.prices.{key}={{{named}prompt_per_1m: {prompt}, completion_per_1m: {completion}}}\""

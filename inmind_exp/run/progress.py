@@ -203,6 +203,8 @@ class PlanProgress:
         self.running_since: float | None = None
         #: every call completed so far as the phase board counts them (``live``), None before it has reported
         self.live_usage: dict[str, Usage] | None = None
+        #: why not every planned task finished, once the driver knows (``tags.CAPPED``, ...): the closing line says so
+        self.incomplete: str | None = None
 
     def add(self, rec: TaskRecord) -> None:
         with self._lock:
@@ -283,7 +285,8 @@ class PlanProgress:
     def summary(self) -> str:
         """The closing line of a configuration: totals of this run and the tasks an earlier run had finished."""
         earlier = f", {self.earlier} from an earlier run" if self.earlier else ""
-        return (f"[inmind] {self.plan.name} finished: {self.done}/{self.total} tasks, {self.errors} errors"
+        how = "stopped at the spend cap" if self.incomplete == "capped" else "finished"
+        return (f"[inmind] {self.plan.name} {how}: {self.done}/{self.total} tasks, {self.errors} errors"
                 f"{self.retried()}{earlier}; "
                 f"this run: {self.spend().text()}, {duration(time.perf_counter() - self.started)}")
 
@@ -349,5 +352,9 @@ class SweepProgress:
 
     def summary(self) -> str:
         done, total, _, errors = self._tasks()
-        return (f"[inmind] sweep finished: {self.finished} of {self.n} configurations, {done}/{total} tasks, "
+        with self._lock:
+            capped = sum(1 for p in self.plans if p.incomplete == "capped")
+        how = (f"stopped at the spend cap: {capped} of {self.n} configurations capped" if capped else
+               f"finished: {self.finished} of {self.n} configurations")
+        return (f"[inmind] sweep {how}, {done}/{total} tasks, "
                 f"{errors} errors; this run: {self.spend().text()}, {duration(time.perf_counter() - self.started)}")

@@ -21,7 +21,7 @@ from inmind_exp.run.interface import (ClusterError, Job, Pool, PoolWorker, displ
                                      retry_or_report)
 from inmind_exp.run.plan import Plan
 from inmind_exp.run.progress import STARTING, unit_key
-from inmind_exp.run.spend_cap import SpendCap, spends
+from inmind_exp.run.spend_cap import SpendCap
 from inmind_exp.run.worker import collect_api_keys, plan_endpoints
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ class Schedule:
         """True while the spend cap lets one more task of ``job`` start; a task it stops counts as done (not run:
         rerunning resumes it)."""
         running = [j.plan for kind, j, *_ in self.inflight.values() if kind == "task"]
-        if self.cap.allows(job.plan, spends(j.progress for j in self.jobs), running):
+        if self.cap.allows(job.plan, [j.progress for j in self.jobs], running):
             return True
         self._count_done(job)
         return False

@@ -42,6 +42,8 @@ class Session:
     total: SweepTotal = field(default_factory=SweepTotal)
     #: ``run.retry_errors`` of the plans run: whether a rerun retries errored tasks
     retry_errors: bool = True
+    #: configuration -> why it did not finish every planned task (``RunResult.incomplete``)
+    incomplete: dict[str, str] = field(default_factory=dict)
 
     # -- de-duplication ----------------------------------------------------------------------------------------------
 
@@ -83,6 +85,8 @@ class Session:
         self.errored.append((result.plan.name, result.metrics.n_errors, result.metrics.n_tasks))
         self.notes.append(protocol_note(result))
         self.retry_errors = self.retry_errors and bool(result.plan.run.retry_errors)
+        if getattr(result, "incomplete", None):
+            self.incomplete[result.plan.name] = result.incomplete
         return value
 
     def fail(self, name: str, message: str) -> None:
@@ -93,7 +97,7 @@ class Session:
         """The results table of every configuration run so far, with the protocol notes under it."""
         from inmind_exp import headline
 
-        table = headline.terminal(self.rows, full=full, in_context=self.in_context)
+        table = headline.terminal(self.rows, full=full, in_context=self.in_context, states=self.incomplete)
         return "\n" + table + "\n\n" + "\n".join(self.notes) + "\n"
 
     # -- the end -------------------------------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
-"""SIGTERM (what Slurm, Kubernetes and ``ray job stop`` send) stops a launch as cleanly as Ctrl-C: the signal is
-raised in the main thread as ``Terminated``, a ``KeyboardInterrupt``, so every interrupt path runs (finished results
-stay in the ledger, MLflow runs are marked KILLED, workers and actors are stopped) and the launch exits 143 with the
-command that resumes it. Ray installs its own SIGTERM handler when it starts (it tears its processes down under the
-driver and exits 1), so ``install`` runs again after ``ray.init``.
+"""SIGTERM (what Slurm, Kubernetes and ``ray job stop`` send) and SIGHUP (the terminal or the SSH session closed)
+stop a launch as cleanly as Ctrl-C: the signal is raised in the main thread as ``Terminated``, a
+``KeyboardInterrupt``, so every interrupt path runs (finished results stay in the ledger, MLflow runs are marked
+KILLED, workers and actors are stopped, the sweep lock is released) and the launch exits 128 + the signal (143,
+129) with the command that resumes it. A SIGHUP ignored when the launch started (``nohup``) stays ignored. Ray
+installs its own SIGTERM handler when it starts (it tears its processes down under the driver and exits 1), so
+``install`` runs again after ``ray.init``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import shlex
 import signal
 import sys
 import threading
-from typing import Any
+from typing import Any, Mapping
 
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
@@ -20,7 +22,7 @@ _received: list[int] = []
 
 
 class Terminated(KeyboardInterrupt):
-    """The process got SIGTERM: handled like an interrupt, exits 143."""
+    """The process got SIGTERM or SIGHUP: handled like an interrupt, exits 128 + the signal."""
 
 
 def _handler(signum: int, frame: Any) -> None:
@@ -31,9 +33,12 @@ def _handler(signum: int, frame: Any) -> None:
 
 
 def install() -> None:
-    """Handle SIGTERM in this process as ``Terminated`` (only the main thread can install a handler)."""
+    """Handle SIGTERM and SIGHUP (unless ignored, as under ``nohup``) in this process as ``Terminated`` (only the
+    main thread can install a handler)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _handler)
+        if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+            signal.signal(signal.SIGHUP, _handler)
 
 
 def terminated() -> bool:
@@ -41,20 +46,24 @@ def terminated() -> bool:
 
 
 def exit_code() -> int:
-    """143 after SIGTERM, else 130 (an interrupt)."""
-    return EXIT_TERMINATED if _received else EXIT_INTERRUPTED
+    """128 + the signal after SIGTERM (143) or SIGHUP (129), else 130 (an interrupt)."""
+    return 128 + _received[0] if _received else EXIT_INTERRUPTED
 
 
-def resume_command() -> str:
-    """The command that resumes this launch (this process's own argv, secrets redacted)."""
+def resume_command(change: Mapping[str, str] | None = None) -> str:
+    """The command that resumes this launch (this process's own argv, secrets redacted), with the overrides in
+    ``change`` set to their new values (an override of the same key, ``+`` or not, replaced)."""
     from inmind_exp.safety.redact import redact_overrides
 
-    return shlex.join(redact_overrides([sys.executable, *sys.argv]))
+    argv = [sys.executable, *sys.argv]
+    for key, value in (change or {}).items():
+        argv = [a for a in argv if a.lstrip("+").split("=", 1)[0] != key] + [f"{key}={value}"]
+    return shlex.join(redact_overrides(argv))
 
 
 def stopped() -> None:
-    """Say how to resume and exit with 130 (SIGINT) or 143 (SIGTERM)."""
-    what = "terminated (SIGTERM)" if _received else "interrupted"
+    """Say how to resume and exit with 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP)."""
+    what = f"terminated ({signal.Signals(_received[0]).name})" if _received else "interrupted"
     print(f"[inmind] {what}: finished results are kept; resume with:\n  {resume_command()}", file=sys.stderr,
           flush=True)
     sys.exit(exit_code())

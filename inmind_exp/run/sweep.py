@@ -32,6 +32,7 @@ class SharedExecutor:
     def __init__(self, ray_executor: Any):
         self.ray_executor = ray_executor
         self.working = getattr(ray_executor, "working", None)  # start-up is over (interface.Pool.working)
+        self.spend_cap = getattr(ray_executor, "spend_cap", None)  # the plans the shared schedule stopped at the cap
 
     def run(self, plan: Plan, tasks: list[Task], report: Callable, progress: Any) -> None:
         from inmind_exp.run.interface import Job

@@ -42,6 +42,10 @@ class LockHolder:
     def __str__(self) -> str:
         return f"pid {self.pid} on host {self.host} (started {self.started}; command: {self.command})"
 
+    def short(self) -> str:
+        """Who, without the command: ``pid 123 on host h, started 2026-01-01T10:00:00+00:00``."""
+        return f"pid {self.pid} on host {self.host}, started {self.started}"
+
     @classmethod
     def current(cls, command: str | None = None) -> "LockHolder":
         cmd = command if command is not None else shlex.join(redact_overrides([sys.executable, *sys.argv]))
@@ -124,10 +128,7 @@ class SweepLock:
             os.close(fd)
             raise
         self._fd = fd
-        self.stale = LockHolder.parse(_read(fd))
-        if self.stale is not None:
-            log.warning("taking over the lock on %s from a driver that ended without releasing it: %s",
-                        self.directory, self.stale)
+        self.stale = LockHolder.parse(_read(fd))  # the caller says so (once): launch.hold_lock
         self.holder = LockHolder.current(self.command)
         _write(fd, json.dumps(asdict(self.holder), sort_keys=True) + "\n")
         return self

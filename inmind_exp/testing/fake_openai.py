@@ -103,6 +103,8 @@ class FakeOpenAI:
         self.default_text = "fake answer"
         #: the ``model`` every chat reply reports (None: the model asked for), as a server serving another would
         self.served_model: str | None = None
+        #: the share of each prompt the fake reports as the provider's cached input (usage.prompt_tokens_details)
+        self.cached_prompt_share = 0.0
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -275,7 +277,9 @@ class FakeOpenAI:
             "model": self.served_model or body.get("model", "fake-model"),
             "choices": [choice],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+                      "total_tokens": prompt_tokens + completion_tokens,
+                      **({"prompt_tokens_details": {"cached_tokens": int(prompt_tokens * self.cached_prompt_share)}}
+                         if self.cached_prompt_share else {})},
         }
 
     def _embeddings(self, body: dict[str, Any]) -> dict[str, Any]:

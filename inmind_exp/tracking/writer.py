@@ -126,11 +126,17 @@ class Tracker:
         children = self.client.search_runs(
             [self.experiment_id], max_results=5000,
             filter_string=f"tags.`{T.PARENT_RUN}` = '{parent_id}' and {T.kind_filter(T.CONFIG)}")
+        states: dict[str, str] = {}
         for child in children:
             rows[child.info.run_name] = flat if child.info.run_id == run_id else child.data.metrics
             fidelity[child.info.run_name] = child.data.tags.get(T.FIDELITY, "")
             if logged(child.data.tags.get(T.SYSTEM, ""), child.data.params).control == headline.IN_CONTEXT:
                 in_context.add(child.info.run_name)
+            if why := child.data.tags.get(T.INCOMPLETE):
+                states[child.info.run_name] = why
+        # the parent is incomplete while a configuration is, for the most telling reason
+        self.mark_incomplete(parent_id, next((w for w in (T.INTERRUPTED, T.CAPPED, T.ERRORS)
+                                              if w in states.values()), None))
         # the release's aggregate (score-1 / 125) of runs of the official tasks, beside our paired rates
         official = [f"{m}_official" for m in METRICS if any(f"{m}_official" in r for r in rows.values())]
         cols = ["configuration", "n_tasks", "n_errors", *[m for m in METRICS], *official, "delta_recall_naive",
@@ -144,7 +150,8 @@ class Tracker:
         cols.append("fidelity")
         table["fidelity"] = [fidelity.get(n, "") for n in table["configuration"]]
         self._replace_table(parent_id, table, "results_table.json")
-        md = ["# Results", "", headline.table(sorted(rows.items()), in_context=in_context), "", "## All metrics", "",
+        md = ["# Results", "", headline.table(sorted(rows.items()), in_context=in_context, states=states), "",
+              "## All metrics", "",
               "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for i in range(len(table["configuration"])):
             md.append("| " + " | ".join("" if table[c][i] is None else str(table[c][i]) for c in cols) + " |")
@@ -228,6 +235,14 @@ class Tracker:
         except Exception:  # noqa: BLE001  (a store that cannot delete keeps appending; the JSONL is authoritative)
             pass
         self.client.log_table(run_id, data=scrub_obj(data), artifact_file=artifact_file)
+
+    def mark_incomplete(self, run_id: str, why: str | None) -> None:
+        """Tag ``run_id`` with why not every planned task finished (``tags.INCOMPLETE``), or drop the tag of a run
+        a rerun completed."""
+        if why is not None:
+            self.client.set_tag(run_id, T.INCOMPLETE, why)
+        elif T.INCOMPLETE in self.client.get_run(run_id).data.tags:
+            self.client.delete_tag(run_id, T.INCOMPLETE)
 
     def finish(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status=status)

@@ -204,7 +204,7 @@ def test_top_k_is_stated_against_the_releases_retrieval_top_k():
     assert f"- Retrieval: {note}" in lines
     run = build([(params, records("naive_rag", 20))])[0]
     t = protocol_table([run])
-    assert t.display.iloc[0]["fidelity"] == f"official; note: {note}" and t.data.iloc[0]["top_k"] == "5"
+    assert t.display.iloc[0]["fidelity"] == f"paper; note: {note}" and t.data.iloc[0]["top_k"] == "5"
     assert "retrieval_top_k 10" in t.note
 
 

@@ -140,6 +140,60 @@ def test_launch_refuses_a_held_sweep_then_takes_over_after_kill_9(tmp_path):
         p.wait()
     after = run(cmd)
     assert after.returncode == 0, after.stderr[-2000:]
-    assert f"took over the lock on {tmp_path / 'sweep'} from a driver that ended without releasing it: pid {p.pid}" \
-        in after.stderr
+    said = [line for line in after.stderr.splitlines() if "lock" in line]  # one short line (#44 item 7)
+    assert len(said) == 1 and f"the last driver of this sweep (pid {p.pid} on host" in said[0], after.stderr[-2000:]
+    assert len(said[0]) < 200 and "command" not in said[0]
     assert (tmp_path / "sweep" / LOCK_NAME).read_text() == ""  # released at the end of the sweep
+
+
+EXITS = """
+import os, signal, sys, time
+from omegaconf import OmegaConf
+from inmind_exp.launch.hold_lock import HoldSweepLock
+from inmind_exp.run import stop
+
+stop.install()
+HoldSweepLock().on_multirun_start(OmegaConf.create({"hydra": {"sweep": {"dir": sys.argv[1]}}}))
+print("held", flush=True)
+how = sys.argv[2]
+try:
+    if how == "exit":
+        sys.exit(int(sys.argv[3]))
+    if how == "raise":
+        raise RuntimeError("a crash")
+    if how == "signal":
+        os.kill(os.getpid(), getattr(signal, sys.argv[3]))
+    time.sleep(30)
+except KeyboardInterrupt:
+    stop.stopped()
+"""
+
+
+@pytest.mark.parametrize("how, code", [(("exit", "2"), 2), (("exit", "4"), 4), (("raise",), 1),
+                                       (("signal", "SIGINT"), 130), (("signal", "SIGTERM"), 143),
+                                       (("signal", "SIGHUP"), 129)],
+                         ids=["exit2", "spend-cap-exit4", "crash", "SIGINT", "SIGTERM", "SIGHUP"])
+def test_every_way_out_of_a_launch_releases_the_sweep_lock(tmp_path, how, code):
+    """Hydra's end callbacks never run after an exit 2, 4 or an interrupt: the lock is released at exit anyway,
+    and SIGHUP (a closed terminal) stops like Ctrl-C with 129 and the resume command, so the next launch finds no
+    record of a dead driver."""
+    p = subprocess.run([sys.executable, "-c", EXITS, str(tmp_path / "sweep"), *how], cwd=REPO, env=env(),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == code, p.stderr[-2000:]
+    assert "held" in p.stdout
+    assert (tmp_path / "sweep" / LOCK_NAME).read_text() == ""
+    if how[0] == "signal" and how[1] != "SIGINT":
+        assert f"terminated ({how[1]})" in p.stderr and "resume with:" in p.stderr
+    again = SweepLock(tmp_path / "sweep").acquire()
+    assert again.stale is None
+    again.release()
+
+
+def test_a_sighup_ignored_at_start_stays_ignored():
+    """Under ``nohup`` the launch must survive its terminal closing: ``stop.install`` leaves an ignored SIGHUP."""
+    code = ("import signal; signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+            "from inmind_exp.run import stop; stop.install()\n"
+            "assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN\n"
+            "assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env(), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
