@@ -1,7 +1,8 @@
-"""Paired comparison of two runs on the tasks both answered: the 2×2 table, exact McNemar, a paired bootstrap
-interval of the difference over tasks, a domain-clustered bootstrap interval beside it (tasks of one domain are
-correlated: resampling whole domains says how far the difference rests on a few of them), and an account of every
-task left out.
+"""Paired comparison of two runs on the tasks both answered: the 2×2 table with the discordant task ids, exact and
+mid-p McNemar, Newcombe's hybrid score interval of the difference, the 80%-power minimum detectable difference at the
+observed discordance, a domain-clustered bootstrap interval beside it (tasks of one domain are correlated:
+resampling whole domains says how far the difference rests on a few of them), and an account of every task left
+out.
 
 Rates are paired as in ``inmind_exp.metrics``: a task counts only if it ran and *every* verdict it got is valid
 (``metrics.valid``), so all rates of a row, the Δ columns and the paired tests use the same tasks. A task enters a
@@ -19,7 +20,8 @@ from inmind_exp.records import TaskRecord
 
 from analysis.caveats import FLAG, degenerate
 from analysis.load import Run
-from analysis.stats import cluster_bootstrap_ci, discordant, mcnemar_exact, paired_bootstrap_ci
+from analysis.stats import (NEWCOMBE, cluster_bootstrap_ci, discordant, mcnemar_exact, mcnemar_midp,
+                            min_detectable_diff, newcombe_paired_ci)
 
 EXCLUSION_NOTE = ("A task that failed is left out of every rate of its row; a failed verdict leaves the task out of "
                   "that verdict's rate only. A paired test of a metric uses only tasks with a valid value of it in "
@@ -71,15 +73,22 @@ class Comparison:
     a_only: int
     b_only: int
     neither: int
+    #: Newcombe's hybrid score interval of the difference (points)
     ci_low: float
     ci_high: float
-    p_mcnemar: float
+    #: two-sided exact and mid-p McNemar p-values
+    p_exact: float
+    p_midp: float = math.nan
     excluded: dict[str, int] = field(default_factory=dict)
+    #: the tasks of each discordant cell (A 1 and B 0; A 0 and B 1)
+    a_only_tasks: tuple[str, ...] = ()
+    b_only_tasks: tuple[str, ...] = ()
     #: the domain-clustered bootstrap interval of the difference (points) and the number of domains resampled;
     #: NaN with fewer than two domains
     cl_low: float = math.nan
     cl_high: float = math.nan
     n_domains: int = 0
+    ci_method: str = NEWCOMBE
 
     @property
     def rate_a(self) -> float:
@@ -95,8 +104,31 @@ class Comparison:
 
     @property
     def degenerate(self) -> bool:
-        """The bootstrap interval has zero width or spans more than ``caveats.WIDE_PP`` points."""
+        """The interval has zero width or spans more than ``caveats.WIDE_PP`` points."""
         return degenerate(self.ci_low, self.ci_high, self.n)
+
+    @property
+    def discordance(self) -> float:
+        """Discordant tasks, percent of the paired ones."""
+        return 100.0 * (self.a_only + self.b_only) / self.n if self.n else math.nan
+
+    @property
+    def mdd(self) -> float:
+        """The paired difference (points) the exact McNemar test detects with 80% power at this n and observed
+        discordance; NaN when none can (too few discordant tasks)."""
+        return 100.0 * min_detectable_diff(self.n, self.discordance / 100.0) if self.a_only + self.b_only else math.nan
+
+    def as_dict(self) -> dict[str, object]:
+        """The machine-readable comparison (``compare --json``): rates, difference and interval in points; None for
+        what could not be computed (NaN is not JSON)."""
+        out = {"a": self.a, "b": self.b, "metric": self.metric, "n": self.n, "rate_a": self.rate_a,
+                "rate_b": self.rate_b, "diff": self.diff, "ci_low": self.ci_low, "ci_high": self.ci_high,
+                "ci_method": self.ci_method, "p_exact": self.p_exact, "p_midp": self.p_midp, "both": self.both,
+                "a_only": self.a_only, "b_only": self.b_only, "neither": self.neither,
+                "a_only_tasks": list(self.a_only_tasks), "b_only_tasks": list(self.b_only_tasks),
+                "discordance": self.discordance, "mdd_80": self.mdd, "cluster_ci_low": self.cl_low,
+                "cluster_ci_high": self.cl_high, "n_domains": self.n_domains, "excluded": dict(self.excluded)}
+        return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in out.items()}
 
     @property
     def n_excluded(self) -> int:
@@ -106,11 +138,13 @@ class Comparison:
         ex = ", ".join(f"{v} {k}" for k, v in self.excluded.items() if v) or "none"
         if not self.n:
             return f"{self.metric}: no shared task with a measured value in both runs; excluded: {ex}"
+        mdd = (f"{self.mdd:.1f} pp" if not math.isnan(self.mdd) else "none (too few discordant tasks)")
         return (f"{self.metric}: {self.a} {self.rate_a:.1f}% vs {self.b} {self.rate_b:.1f}% on {self.n} paired tasks; "
-                f"difference {self.diff:+.1f} pp, 95% paired bootstrap [{self.ci_low:+.1f}, {self.ci_high:+.1f}]; "
+                f"difference {self.diff:+.1f} pp, 95% Newcombe hybrid score [{self.ci_low:+.1f}, {self.ci_high:+.1f}]; "
                 + (f"domain-clustered bootstrap ({self.n_domains} domains) [{self.cl_low:+.1f}, {self.cl_high:+.1f}]; "
                    if not math.isnan(self.cl_low) else f"domain-clustered: – ({self.n_domains} domain(s)); ") +
-                f"discordant {self.a_only} (A only) / {self.b_only} (B only), exact McNemar p = {self.p_mcnemar:.4g}; "
+                f"discordant {self.a_only} (A only) / {self.b_only} (B only), exact McNemar p = {self.p_exact:.4g}, "
+                f"mid-p = {self.p_midp:.4g}; 80%-power minimum detectable difference at this discordance: {mdd}; "
                 f"excluded: {ex}"
                 + (f"; {FLAG} degenerate interval (n={self.n}): not a finding" if self.degenerate else ""))
 
@@ -122,6 +156,7 @@ def compare(run_a: Run, run_b: Run, metric: str = "application", n_boot: int = 1
     xs: list[int] = []
     ys: list[int] = []
     domains: list[str] = []
+    ids: list[str] = []
     ta, tb = run_a.by_task, run_b.by_task
     for tid in sorted(set(ta) | set(tb)):
         if tid not in tb:
@@ -131,10 +166,10 @@ def compare(run_a: Run, run_b: Run, metric: str = "application", n_boot: int = 1
             excluded["only in B"] += 1
             continue
         ra, rb = ta[tid], tb[tid]
-        if not valid(ra) or not valid(rb):
-            key = ("error in both" if not valid(ra) and not valid(rb) else
-                   "error in A" if not valid(ra) else "error in B")
-            excluded[key] += 1
+        bad_a = not valid(ra) or metric in ra.failed_verdicts  # the task, or this metric's verdict, failed
+        bad_b = not valid(rb) or metric in rb.failed_verdicts
+        if bad_a or bad_b:
+            excluded["error in both" if bad_a and bad_b else "error in A" if bad_a else "error in B"] += 1
             continue
         x, y = outcome(ra, metric), outcome(rb, metric)
         if x is None or y is None:
@@ -143,12 +178,16 @@ def compare(run_a: Run, run_b: Run, metric: str = "application", n_boot: int = 1
         xs.append(x)
         ys.append(y)
         domains.append(ra.domain)
+        ids.append(tid)
     both, a_only, b_only, neither = discordant(xs, ys)
-    lo, hi = paired_bootstrap_ci(xs, ys, n_boot=n_boot, seed=seed)
+    lo, hi = newcombe_paired_ci(both, a_only, b_only, neither)
     cl, ch = cluster_bootstrap_ci(xs, ys, domains, n_boot=n_boot, seed=seed)
     return Comparison(
         a=run_a.label, b=run_b.label, metric=metric, n=len(xs), both=both, a_only=a_only, b_only=b_only,
         neither=neither, ci_low=100.0 * lo, ci_high=100.0 * hi,
-        p_mcnemar=mcnemar_exact(a_only, b_only) if xs else math.nan, excluded=excluded,
+        p_exact=mcnemar_exact(a_only, b_only) if xs else math.nan,
+        p_midp=mcnemar_midp(a_only, b_only) if xs else math.nan, excluded=excluded,
+        a_only_tasks=tuple(t for t, x, y in zip(ids, xs, ys) if x and not y),
+        b_only_tasks=tuple(t for t, x, y in zip(ids, xs, ys) if y and not x),
         cl_low=100.0 * cl, cl_high=100.0 * ch, n_domains=len(set(domains)),
     )

@@ -35,9 +35,9 @@ DELTA_TITLES: dict[str, str] = {
 }
 SHORT: dict[str, str] = {k: m.short for k, m in METRIC_INFO.items()}
 ALPHA = 0.05
-CLUSTER_NOTE = ("[95% CI] and McNemar treat tasks as independent (a percentile bootstrap over tasks); the "
-                "domain-clustered interval resamples whole domains (a percentile cluster bootstrap of the same paired "
-                "difference, same seed), so it widens when the difference rests on a few domains.")
+CLUSTER_NOTE = ("[95% CI] (Newcombe's hybrid score interval for paired proportions) and McNemar treat tasks as "
+                "independent; the domain-clustered interval resamples whole domains (a percentile cluster bootstrap "
+                "of the same paired difference), so it widens when the difference rests on a few domains.")
 
 CONTROLS_NOTE = (" Negative controls (controls=): " + "; ".join(f"{c.label} = {c.means}" for c in CONTROLS.values())
                  + ". A control's rate is over the row's valid tasks whose control query and verdict succeeded.")
@@ -92,7 +92,7 @@ def fmt_rate(pct: float, lo: float, hi: float, n: int = 0) -> str:
 
 
 def fmt_diff_ci(c: Comparison) -> str:
-    """A paired difference with its bootstrap interval, flagged when the interval is degenerate; "–" if n = 0."""
+    """A paired difference with its Newcombe interval, flagged when the interval is degenerate; "–" if n = 0."""
     if not c.n:
         return "–"
     return f"{fmt_delta(c.diff)} [{fmt_delta(c.ci_low)}, {fmt_delta(c.ci_high)}]{FLAG if c.degenerate else ''}"
@@ -378,7 +378,7 @@ def best_retrieval(runs: Sequence[Run], like: Run | None = None) -> Run | None:
 
 def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | None:
     """Table 2 (Section 5.2): always-in-state against the best retrieval configuration, with the paired difference,
-    its bootstrap interval and exact McNemar p per metric; the backbone as a reference row when present."""
+    its Newcombe interval and exact McNemar p per metric; the backbone as a reference row when present."""
     states = [r for r in runs if r.config.control == "always_in_state"]
     if not states or best_retrieval(runs) is None:
         return None
@@ -403,7 +403,7 @@ def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | 
         for k in METRICS:
             c = compare(state, best, k, n_boot=n_boot, seed=seed)
             data.append(_comparison_row(c, role="always_in_state vs best retrieval"))
-            delta[METRIC_TITLES[k]] = (f"{fmt_diff_ci(c)} p={fmt_p(c.p_mcnemar)}; domain-clustered {fmt_cluster_ci(c)}"
+            delta[METRIC_TITLES[k]] = (f"{fmt_diff_ci(c)} p={fmt_p(c.p_exact)}; domain-clustered {fmt_cluster_ci(c)}"
                                        if c.n else "–")
         display.append(delta)
     shown = pd.DataFrame(display)
@@ -413,7 +413,7 @@ def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | 
         pd.DataFrame(data), shown,
         note=("Best retrieval = highest Application (then target recall) among query-time configurations (same "
               "injection and LLM when available); a tie is named as one. Δ row: paired difference in points with its "
-              f"95% paired bootstrap interval and exact McNemar p. {CLUSTER_NOTE} {EXCLUSION_NOTE}{flag_note(shown)}"),
+              f"95% Newcombe hybrid score interval and exact McNemar p. {CLUSTER_NOTE} {EXCLUSION_NOTE}{flag_note(shown)}"),
         items=tuple(items),
     )
 
@@ -424,24 +424,26 @@ def _comparison_row(c: Comparison, **extra: str) -> dict[str, object]:
     return {
         **extra, "a": c.a, "b": c.b, "metric": c.metric, "n_paired": c.n, "rate_a": c.rate_a, "rate_b": c.rate_b,
         "diff_pp": c.diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "both": c.both, "a_only": c.a_only,
-        "b_only": c.b_only, "neither": c.neither, "p_mcnemar": c.p_mcnemar, "excluded": c.n_excluded,
+        "b_only": c.b_only, "neither": c.neither, "ci_method": c.ci_method, "p_exact": c.p_exact,
+        "p_midp": c.p_midp, "mdd_80": c.mdd, "excluded": c.n_excluded,
         "cluster_ci_low": c.cl_low, "cluster_ci_high": c.cl_high, "n_domains": c.n_domains,
         **{f"excluded_{k.replace(' ', '_')}": v for k, v in c.excluded.items()},
     }
 
 
 def pairwise(runs: Sequence[Run], metric: str = "application", n_boot: int = 10_000, seed: int = 0) -> list[Table]:
-    """Every pair of runs on ``metric``: paired difference, bootstrap CI, exact McNemar, Holm and BH adjustment.
+    """Every pair of runs on ``metric``: paired difference, Newcombe CI, exact McNemar, Holm and BH adjustment.
     Returns the long table and the matrix (row − column, Holm-adjusted p)."""
     comps = [compare(a, b, metric, n_boot=n_boot, seed=seed) for a, b in itertools.combinations(runs, 2)]
-    raw = [c.p_mcnemar for c in comps]
+    raw = [c.p_exact for c in comps]
     p_holm, p_bh = holm(raw), benjamini_hochberg(raw)
     data = pd.DataFrame([{**_comparison_row(c), "p_holm": h, "p_bh": q} for c, h, q in zip(comps, p_holm, p_bh)])
     display = pd.DataFrame([{
         "A": c.a, "B": c.b, "n": str(c.n), "A %": f"{c.rate_a:.1f}" if c.n else "–",
         "B %": f"{c.rate_b:.1f}" if c.n else "–",
         "A−B [95% CI]": fmt_diff_ci(c), "domain-clustered 95% CI": fmt_cluster_ci(c),
-        "A only / B only": f"{c.a_only} / {c.b_only}", "McNemar p": fmt_p(c.p_mcnemar), "Holm p": fmt_p(h),
+        "A only / B only": f"{c.a_only} / {c.b_only}", "exact p": fmt_p(c.p_exact),
+        "mid-p": fmt_p(c.p_midp), "Holm p": fmt_p(h),
         "BH q": fmt_p(q), "excluded": str(c.n_excluded),
     } for c, h, q in zip(comps, p_holm, p_bh)])
     title = METRIC_TITLES[metric]
@@ -561,7 +563,7 @@ def embedding_free_repeats(runs: Sequence[Run]) -> list[str]:
 
 def by_embedding(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | None:
     """Section 4.5: per system, target recall and application under each embedding and the paired change from the
-    first embedding (MiniLM) to each other one, with its bootstrap interval and exact McNemar p."""
+    first embedding (MiniLM) to each other one, with its Newcombe interval and exact McNemar p."""
     groups = embedding_groups(runs)
     if not groups:
         return None
@@ -579,7 +581,7 @@ def by_embedding(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Ta
                 row[title] = f"{c.rate_b:.1f} → {c.rate_a:.1f}" if c.n else "–"
                 row[f"Δ {title} [95% CI]"] = fmt_diff_ci(c)
                 row[f"Δ {title} domain-clustered"] = fmt_cluster_ci(c)
-                row[f"p ({title})"] = fmt_p(c.p_mcnemar)
+                row[f"p ({title})"] = fmt_p(c.p_exact)
             display.append(row)
     shown = pd.DataFrame(display)
     return Table("by_embedding", "Embedding comparison per system (Section 4.5): paired change in points",

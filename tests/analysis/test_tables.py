@@ -14,6 +14,7 @@ from inmind_exp.records import write_jsonl
 from analysis import plots
 from analysis.caveats import FLAG, FLAG_NOTE
 from analysis.compare import compare, not_applicable, outcome
+from analysis.stats import NEWCOMBE
 from analysis.load import find_run, load_sweep_dir
 from analysis.tables import (best_retrieval, by_domain, by_embedding, by_injection, embedding_groups,
                              judge_self_audit, pairwise, table1, table2)
@@ -135,33 +136,37 @@ def test_table2_against_the_best_retrieval_configuration(runs):
     assert rows[3].startswith("Δ paired") and "p=" in t.display.iloc[3]["Application"]
     app = t.data.set_index("metric").loc["application"]
     c = compare(runs[3], best, "application", n_boot=1000)
-    assert app["diff_pp"] == pytest.approx(c.diff) and app["p_mcnemar"] == pytest.approx(c.p_mcnemar)
+    assert app["diff_pp"] == pytest.approx(c.diff) and app["p_exact"] == pytest.approx(c.p_exact)
     assert table2([r for r in runs if r.config.system != "always_in_state"]) is None
 
 
 def test_compare_pairs_tasks_and_excludes_errored_verdicts(runs):
     a, b = runs[1], runs[2]  # mem0/minilm has an errored application verdict on t003
-    c = compare(a, b, "application", n_boot=1000)  # t007's target-recall verdict errored: left out too (paired)
-    assert c.n == 38 and c.excluded["error in A"] == 2 and c.n_excluded == 2
-    kept = [t for t in sorted(a.by_task) if t not in ("t003", "t007")]
+    c = compare(a, b, "application", n_boot=1000)  # t007's target-recall verdict errored: not this metric's error
+    assert c.n == 39 and c.excluded["error in A"] == 1 and c.n_excluded == 1
+    kept = [t for t in sorted(a.by_task) if t != "t003"]
     xs = [outcome(a.by_task[t], "application") for t in kept]
     ys = [outcome(b.by_task[t], "application") for t in kept]
-    assert c.rate_a == pytest.approx(100 * sum(xs) / 38) and c.rate_b == pytest.approx(100 * sum(ys) / 38)
+    assert c.rate_a == pytest.approx(100 * sum(xs) / 39) and c.rate_b == pytest.approx(100 * sum(ys) / 39)
     assert c.diff == pytest.approx(c.rate_a - c.rate_b) and c.ci_low <= c.diff <= c.ci_high
-    assert c.both + c.a_only + c.b_only + c.neither == 38
-    same = compare(a, a, "application", n_boot=1000)
-    assert (same.diff, same.p_mcnemar, same.ci_low, same.ci_high) == (0.0, 1.0, 0.0, 0.0)
+    assert c.both + c.a_only + c.b_only + c.neither == 39
+    assert (c.a_only, c.b_only) == (len(c.a_only_tasks), len(c.b_only_tasks))
+    assert all(outcome(a.by_task[t], "application") == 1 > outcome(b.by_task[t], "application") for t in c.a_only_tasks)
+    same = compare(a, a, "application", n_boot=1000)  # no discordant task: an interval around 0, never [0, 0]
+    assert (same.diff, same.p_exact, same.p_midp) == (0.0, 1.0, 1.0) and same.ci_low < 0.0 < same.ci_high
+    assert not same.degenerate and math.isnan(same.mdd)
     naive = compare(runs[0], a, "naive", n_boot=1000)  # the backbone has no naive query
-    assert naive.n == 0 and math.isnan(naive.p_mcnemar)
-    assert (naive.excluded["not applicable"], naive.excluded["error in B"]) == (38, 2)  # errors counted first
+    assert naive.n == 0 and math.isnan(naive.p_exact) and naive.as_dict()["p_exact"] is None
+    assert (naive.excluded["not applicable"], naive.excluded["error in B"]) == (40, 0)  # B's naive verdicts are fine
     assert not_applicable(runs[0].records[0], "naive") and not not_applicable(a.by_task["t003"], "naive")
-    assert "excluded: 2 error in A" in c.summary()
+    assert "excluded: 1 error in A" in c.summary()
 
 
 def test_pairwise_matrix_with_multiple_comparison_correction(runs):
     long, matrix = pairwise(runs, "application", n_boot=1000)
     assert len(long.data) == 6
-    assert (long.data["p_holm"] >= long.data["p_mcnemar"] - 1e-12).all()
+    assert (long.data["p_holm"] >= long.data["p_exact"] - 1e-12).all()
+    assert (long.data["p_midp"] <= long.data["p_exact"] + 1e-12).all() and set(long.data["ci_method"]) == {NEWCOMBE}
     assert (long.data["p_bh"] <= long.data["p_holm"] + 1e-12).all()
     num = matrix.data.set_index("row_minus_column")
     assert num.loc[LABELS[0], LABELS[1]] == pytest.approx(-num.loc[LABELS[1], LABELS[0]])
