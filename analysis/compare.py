@@ -1,5 +1,5 @@
 """Paired comparison of two runs on the tasks both answered: the 2×2 table with the discordant task ids, exact and
-mid-p McNemar, Newcombe's hybrid score interval of the difference, the 80%-power minimum detectable difference at the
+mid-p McNemar, the Bonett–Price interval of the difference, the 80%-power minimum detectable difference at the
 observed discordance, a domain-clustered bootstrap interval beside it (tasks of one domain are correlated:
 resampling whole domains says how far the difference rests on a few of them), and an account of every task left
 out.
@@ -20,8 +20,8 @@ from inmind_exp.records import TaskRecord
 
 from analysis.caveats import FLAG, degenerate
 from analysis.load import Run
-from analysis.stats import (NEWCOMBE, cluster_bootstrap_ci, discordant, mcnemar_exact, mcnemar_midp,
-                            min_detectable_diff, newcombe_paired_ci)
+from analysis.stats import (BONETT_PRICE, bonett_price_ci, cluster_bootstrap_ci, discordant, mcnemar_exact,
+                            mcnemar_midp, min_detectable_diff)
 
 EXCLUSION_NOTE = ("A task that failed is left out of every rate of its row; a failed verdict leaves the task out of "
                   "that verdict's rate only. A paired test of a metric uses only tasks with a valid value of it in "
@@ -73,7 +73,7 @@ class Comparison:
     a_only: int
     b_only: int
     neither: int
-    #: Newcombe's hybrid score interval of the difference (points)
+    #: the Bonett–Price interval of the difference (points)
     ci_low: float
     ci_high: float
     #: two-sided exact and mid-p McNemar p-values
@@ -88,7 +88,7 @@ class Comparison:
     cl_low: float = math.nan
     cl_high: float = math.nan
     n_domains: int = 0
-    ci_method: str = NEWCOMBE
+    ci_method: str = BONETT_PRICE
 
     @property
     def rate_a(self) -> float:
@@ -140,7 +140,7 @@ class Comparison:
             return f"{self.metric}: no shared task with a measured value in both runs; excluded: {ex}"
         mdd = (f"{self.mdd:.1f} pp" if not math.isnan(self.mdd) else "none (too few discordant tasks)")
         return (f"{self.metric}: {self.a} {self.rate_a:.1f}% vs {self.b} {self.rate_b:.1f}% on {self.n} paired tasks; "
-                f"difference {self.diff:+.1f} pp, 95% Newcombe hybrid score [{self.ci_low:+.1f}, {self.ci_high:+.1f}]; "
+                f"difference {self.diff:+.1f} pp, 95% Bonett–Price [{self.ci_low:+.1f}, {self.ci_high:+.1f}]; "
                 + (f"domain-clustered bootstrap ({self.n_domains} domains) [{self.cl_low:+.1f}, {self.cl_high:+.1f}]; "
                    if not math.isnan(self.cl_low) else f"domain-clustered: – ({self.n_domains} domain(s)); ") +
                 f"discordant {self.a_only} (A only) / {self.b_only} (B only), exact McNemar p = {self.p_exact:.4g}, "
@@ -180,7 +180,7 @@ def compare(run_a: Run, run_b: Run, metric: str = "application", n_boot: int = 1
         domains.append(ra.domain)
         ids.append(tid)
     both, a_only, b_only, neither = discordant(xs, ys)
-    lo, hi = newcombe_paired_ci(both, a_only, b_only, neither)
+    lo, hi = bonett_price_ci(a_only, b_only, len(xs))
     cl, ch = cluster_bootstrap_ci(xs, ys, domains, n_boot=n_boot, seed=seed)
     return Comparison(
         a=run_a.label, b=run_b.label, metric=metric, n=len(xs), both=both, a_only=a_only, b_only=b_only,

@@ -251,7 +251,7 @@ def forest(runs: Sequence[Run]) -> Figure:
 
 def delta_forest(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Figure | None:
     """The paired Δ of every configuration against the best retrieval configuration (``tables.best_retrieval``), on
-    application and target recall: the difference over shared valid tasks with its 95% Newcombe interval and
+    application and target recall: the difference over shared valid tasks with its 95% Bonett–Price interval and
     the exact McNemar p. None when there is no reference or nothing to compare it with."""
     from analysis.tables import best_retrieval
 
@@ -280,7 +280,7 @@ def delta_forest(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Fi
 
     axes[0].set_yticks(ys, [f"{r.label} {FAULT_FLAG}" if flagged(r) else r.label for r in others], fontsize=7)
     axes[0].set_ylim(-0.7, len(others) - 0.2)
-    fig.suptitle(f"Paired Δ against {ref.label} (best retrieval), 95% Newcombe intervals, exact McNemar p",
+    fig.suptitle(f"Paired Δ against {ref.label} (best retrieval), 95% Bonett–Price intervals, exact McNemar p",
                  fontsize=9)
     fig.tight_layout()
     return fig

@@ -35,7 +35,7 @@ DELTA_TITLES: dict[str, str] = {
 }
 SHORT: dict[str, str] = {k: m.short for k, m in METRIC_INFO.items()}
 ALPHA = 0.05
-CLUSTER_NOTE = ("[95% CI] (Newcombe's hybrid score interval for paired proportions) and McNemar treat tasks as "
+CLUSTER_NOTE = ("[95% CI] (the Bonett–Price interval for paired proportions) and McNemar treat tasks as "
                 "independent; the domain-clustered interval resamples whole domains (a percentile cluster bootstrap "
                 "of the same paired difference), so it widens when the difference rests on a few domains.")
 
@@ -92,7 +92,7 @@ def fmt_rate(pct: float, lo: float, hi: float, n: int = 0) -> str:
 
 
 def fmt_diff_ci(c: Comparison) -> str:
-    """A paired difference with its Newcombe interval, flagged when the interval is degenerate; "–" if n = 0."""
+    """A paired difference with its Bonett–Price interval, flagged when the interval is degenerate; "–" if n = 0."""
     if not c.n:
         return "–"
     return f"{fmt_delta(c.diff)} [{fmt_delta(c.ci_low)}, {fmt_delta(c.ci_high)}]{FLAG if c.degenerate else ''}"
@@ -378,7 +378,7 @@ def best_retrieval(runs: Sequence[Run], like: Run | None = None) -> Run | None:
 
 def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | None:
     """Table 2 (Section 5.2): always-in-state against the best retrieval configuration, with the paired difference,
-    its Newcombe interval and exact McNemar p per metric; the backbone as a reference row when present."""
+    its Bonett–Price interval and exact McNemar p per metric; the backbone as a reference row when present."""
     states = [r for r in runs if r.config.control == "always_in_state"]
     if not states or best_retrieval(runs) is None:
         return None
@@ -413,7 +413,7 @@ def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | 
         pd.DataFrame(data), shown,
         note=("Best retrieval = highest Application (then target recall) among query-time configurations (same "
               "injection and LLM when available); a tie is named as one. Δ row: paired difference in points with its "
-              f"95% Newcombe hybrid score interval and exact McNemar p. {CLUSTER_NOTE} {EXCLUSION_NOTE}{flag_note(shown)}"),
+              f"95% Bonett–Price interval and exact McNemar p. {CLUSTER_NOTE} {EXCLUSION_NOTE}{flag_note(shown)}"),
         items=tuple(items),
     )
 
@@ -432,7 +432,7 @@ def _comparison_row(c: Comparison, **extra: str) -> dict[str, object]:
 
 
 def pairwise(runs: Sequence[Run], metric: str = "application", n_boot: int = 10_000, seed: int = 0) -> list[Table]:
-    """Every pair of runs on ``metric``: paired difference, Newcombe CI, exact McNemar, Holm and BH adjustment.
+    """Every pair of runs on ``metric``: paired difference, Bonett–Price CI, exact McNemar, Holm and BH adjustment.
     Returns the long table and the matrix (row − column, Holm-adjusted p)."""
     comps = [compare(a, b, metric, n_boot=n_boot, seed=seed) for a, b in itertools.combinations(runs, 2)]
     raw = [c.p_exact for c in comps]
@@ -444,10 +444,13 @@ def pairwise(runs: Sequence[Run], metric: str = "application", n_boot: int = 10_
         "A−B [95% CI]": fmt_diff_ci(c), "domain-clustered 95% CI": fmt_cluster_ci(c),
         "A only / B only": f"{c.a_only} / {c.b_only}", "exact p": fmt_p(c.p_exact),
         "mid-p": fmt_p(c.p_midp), "Holm p": fmt_p(h),
+        "MDD (80%)": "–" if math.isnan(c.mdd) else f"{c.mdd:.1f}",
         "BH q": fmt_p(q), "excluded": str(c.n_excluded),
     } for c, h, q in zip(comps, p_holm, p_bh)])
     title = METRIC_TITLES[metric]
     note = (f"{len(comps)} pairs; Holm controls the family-wise error over all of them, BH the false discovery rate. "
+            "MDD (80%): the paired difference (points) the exact McNemar test detects with 80% power at the pair's n "
+            "and share of discordant tasks ('–': too few discordant tasks for any). "
             f"{CLUSTER_NOTE} {EXCLUSION_NOTE}{flag_note(display)}")
     long = Table(f"pairwise_{metric}", f"Paired comparisons of {title}: all pairs of configurations", data,
                  display if len(display) else pd.DataFrame(columns=["A", "B"]), note=note)
@@ -563,7 +566,7 @@ def embedding_free_repeats(runs: Sequence[Run]) -> list[str]:
 
 def by_embedding(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | None:
     """Section 4.5: per system, target recall and application under each embedding and the paired change from the
-    first embedding (MiniLM) to each other one, with its Newcombe interval and exact McNemar p."""
+    first embedding (MiniLM) to each other one, with its Bonett–Price interval and exact McNemar p."""
     groups = embedding_groups(runs)
     if not groups:
         return None

@@ -76,12 +76,12 @@ def test_compare_and_audit_commands(store, tmp_path, capsys):
                  "--b", "22222222", "--metric", "application", "--n-boot", "500"]) == 0
     out = capsys.readouterr().out
     assert "on 39 paired tasks" in out and "exact McNemar p" in out and "excluded: 1 error in A" in out
-    assert "95% Newcombe hybrid score [" in out and "mid-p = " in out and "minimum detectable difference" in out
+    assert "95% Bonett–Price [" in out and "mid-p = " in out and "minimum detectable difference" in out
     assert main(["compare", "--experiment", "fixture", "--tracking-uri", uri, "--a", "mem0/minilm/middle/openai",
                  "--b", "22222222", "--metric", "application", "--json", str(tmp_path / "cmp.json")]) == 0
     doc = json.loads((tmp_path / "cmp.json").read_text())
     app = doc["metrics"]["application"]
-    assert app["ci_method"] == "newcombe_hybrid_score" and app["n"] == 39 and app["ci_low"] <= app["diff"] <= app["ci_high"]
+    assert app["ci_method"] == "bonett_price" and app["n"] == 39 and app["ci_low"] <= app["diff"] <= app["ci_high"]
     assert app["a_only"] == len(app["a_only_tasks"]) and app["b_only"] == len(app["b_only_tasks"])
     assert app["p_midp"] <= app["p_exact"] and "p_mcnemar" not in app and f"wrote {tmp_path / 'cmp.json'}" in capsys.readouterr().out
     assert main(["compare", "--experiment", "fixture", "--tracking-uri", uri, "--a", "mem0/minilm/middle/openai",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from analysis.stats import (benjamini_hochberg, cohen_kappa, discordant, holm, mcnemar_exact, mcnemar_midp,
+from analysis.stats import (benjamini_hochberg, bonett_price_ci, cohen_kappa, discordant, holm, mcnemar_exact, mcnemar_midp,
                             mcnemar_power, min_detectable_diff, newcombe_paired_ci, paired_bootstrap_ci,
                             wilson_interval)
 
@@ -37,6 +37,31 @@ def test_mid_p_mcnemar_by_hand():
         assert mcnemar_midp(b, c) == pytest.approx(mcnemar_exact(b, c) - math.comb(b + c, b) / 2 ** (b + c))
 
 
+def test_paired_tests_and_intervals_on_the_published_example():
+    """Fagerland, Lydersen & Laake (2017), Chapter 8, Cavo et al. (2012): a = 59, b = 6, c = 16, d = 80. The
+    reference values are those the authors' R package (contingencytables) prints: exact conditional McNemar
+    P = 0.052479, mid-P 0.034690, Bonett–Price adjusted Wald −0.1195 to −0.0032."""
+    assert round(mcnemar_exact(6, 16), 6) == 0.052479 and round(mcnemar_midp(6, 16), 6) == 0.034690
+    lo, hi = bonett_price_ci(6, 16, 161)
+    assert (round(lo, 4), round(hi, 4)) == (-0.1195, -0.0032)
+
+
+def test_bonett_price_by_hand():
+    # 4 tasks favour A, none B, n = 125: p̃ = 5/127 − 1/127, half-width z·√((6/127 − (4/127)²)/127)
+    z = 1.959963984540054
+    d, half = 4 / 127, z * math.sqrt((6 / 127 - (4 / 127) ** 2) / 127)
+    assert bonett_price_ci(4, 0, 125) == pytest.approx((d - half, d + half), abs=1e-15)
+    lo, hi = bonett_price_ci(4, 0, 125)
+    assert lo < 0 < hi and mcnemar_exact(4, 0) == 0.125  # crosses 0 as the exact test does not reject (the
+    # percentile bootstrap said [+0.8, +6.4])
+    lo, hi = bonett_price_ci(0, 0, 125)  # no discordant task: ±2.2 points, never [0, 0]
+    assert lo == pytest.approx(-hi) and round(100 * hi, 1) == 2.2
+    assert bonett_price_ci(9, 2, 125) == pytest.approx(tuple(-x for x in bonett_price_ci(2, 9, 125))[::-1])
+    assert bonett_price_ci(2, 0, 2)[1] == 1.0 and all(math.isnan(x) for x in bonett_price_ci(0, 0, 0))
+    with pytest.raises(ValueError):
+        bonett_price_ci(3, 2, 4)
+
+
 def test_newcombe_paired_interval_on_the_published_example():
     """Fagerland, Lydersen & Laake (2017), Table 8.x, Cavo et al. (2012): a = 59, b = 6, c = 16, d = 80 gives
     −0.0621 (95% CI −0.1186 to −0.0046) by Newcombe's square-and-add (hybrid score) interval."""
@@ -55,8 +80,8 @@ def test_newcombe_paired_interval_by_hand():
     lo, hi = newcombe_paired_ci(0, 4, 0, 121)
     assert (round(100 * lo, 1), round(100 * hi, 1)) == (-0.4, 7.9)  # the bootstrap said [+0.8, +6.4]
     assert mcnemar_exact(4, 0) == 0.125  # so the interval crosses 0 as the exact test does not reject
-    lo, hi = newcombe_paired_ci(60, 0, 0, 65)  # no discordant task: around 0, never [0, 0]
-    assert lo < 0 < hi and lo == pytest.approx(-hi)
+    lo, hi = newcombe_paired_ci(60, 0, 0, 65)  # no discordant task, half the tasks 1 in both: ±1.5 points only
+    assert lo == pytest.approx(-hi) and round(100 * hi, 1) == 1.5  # (why it is not the reported interval)
     # symmetric: swapping A and B mirrors the interval
     assert newcombe_paired_ci(30, 2, 9, 84) == pytest.approx(tuple(-x for x in newcombe_paired_ci(30, 9, 2, 84))[::-1])
     assert all(math.isnan(x) for x in newcombe_paired_ci(0, 0, 0, 0))

@@ -14,7 +14,7 @@ from inmind_exp.records import write_jsonl
 from analysis import plots
 from analysis.caveats import FLAG, FLAG_NOTE
 from analysis.compare import compare, not_applicable, outcome
-from analysis.stats import NEWCOMBE
+from analysis.stats import BONETT_PRICE
 from analysis.load import find_run, load_sweep_dir
 from analysis.tables import (best_retrieval, by_domain, by_embedding, by_injection, embedding_groups,
                              judge_self_audit, pairwise, table1, table2)
@@ -166,7 +166,7 @@ def test_pairwise_matrix_with_multiple_comparison_correction(runs):
     long, matrix = pairwise(runs, "application", n_boot=1000)
     assert len(long.data) == 6
     assert (long.data["p_holm"] >= long.data["p_exact"] - 1e-12).all()
-    assert (long.data["p_midp"] <= long.data["p_exact"] + 1e-12).all() and set(long.data["ci_method"]) == {NEWCOMBE}
+    assert (long.data["p_midp"] <= long.data["p_exact"] + 1e-12).all() and set(long.data["ci_method"]) == {BONETT_PRICE}
     assert (long.data["p_bh"] <= long.data["p_holm"] + 1e-12).all()
     num = matrix.data.set_index("row_minus_column")
     assert num.loc[LABELS[0], LABELS[1]] == pytest.approx(-num.loc[LABELS[1], LABELS[0]])
