@@ -16,7 +16,7 @@ import pandas as pd
 
 from inmind_exp.controls import CONTROLS
 from inmind_exp.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG
-from inmind_exp.metrics import LABELS, METRIC_INFO, METRICS, Rate, RunMetrics, fmt_ran
+from inmind_exp.metrics import LABELS, METRIC_INFO, METRICS, Rate, RunMetrics, fmt_ran, upper_bound, valid
 from inmind_exp.records import DOMAINS, OFFICIAL_DOMAINS, TaskRecord
 
 from analysis.caveats import FLAG, FLAG_NOTE, degenerate, flag
@@ -201,8 +201,9 @@ def _fault_cells(run: Run) -> tuple[dict[str, object], str, str]:
 
 
 def _audit_cell(m: RunMetrics) -> str:
-    """"FP / FN" of the judge-free audit; a side is "–" when its bound was not measured on any task."""
-    fp = str(len(m.audit.false_positives)) if m.rates["target_recall_provenance"].n else "–"
+    """"FP / FN" of the judge-free audit of target recall; a side is "–" when its bound was not measured on any
+    task."""
+    fp = str(len(m.audit.false_positives)) if m.audit.application_checked else "–"
     fn = str(len(m.audit.false_negatives)) if m.rates["target_recall_exact"].n else "–"
     return f"{fp} / {fn}"
 
@@ -246,6 +247,8 @@ def table1(runs: Sequence[Run]) -> Table:
         row.update(control_data)
         row.update(m.deltas)
         row.update({"judge_audited": m.audit.checked, "judge_false_positives": len(m.audit.false_positives),
+                    "judge_application_false_positives": len(m.audit.application_false_positives),
+                    "judge_application_false_positive_tasks": ";".join(m.audit.application_false_positives),
                     "judge_false_negatives": len(m.audit.false_negatives),
                     "judge_false_positive_tasks": ";".join(m.audit.false_positives),
                     "judge_false_negative_tasks": ";".join(m.audit.false_negatives)})
@@ -274,15 +277,17 @@ def table1(runs: Sequence[Run]) -> Table:
         pd.DataFrame(data), shown,
         note=("Naive = direct recall (judge); Target recall (judge) = answer-blind judge of the indirect context; "
               "Target recall (verbatim, lower bound) = the fact turn's text appears verbatim in that context (misses "
-              "paraphrased memories); Target recall (provenance, upper bound) = an item derived from the fact turn is "
-              "in that context (it may have lost the fact when an LLM rewrote it); Naive recall (provenance) the same "
-              "for the direct query; Application = context-aware indirect judge; Answer-only = indirect answer judged "
-              "without context. Every rate of a row is over the same tasks: a task that failed or got any errored "
-              "verdict is left out of all of them ('left out', listed below), never scored 0. judge FP / FN: certain "
-              "judge errors on target recall (verdict 1 with provenance 0 / verdict 0 with verbatim 1), task ids in "
-              "the judge-audit table. memory faults: tasks with at least one memory-system fallback; fact-write "
-              "faults: tasks with a fallback while writing the injected exchange. Provenance is decided on each "
-              "item's origin (the turns it states); '(provenance, union)' adds what items only inherited; "
+              "paraphrased memories); Target recall, provenance (origin) = an item whose origin is the fact turn is "
+              "in that context (no bound: an LLM rewrite that only inherited the fact may still state it); Target "
+              "recall, provenance (union: upper bound) = an item derived in any way from the fact turn is in that "
+              "context (it may have lost the fact when an LLM rewrote it); Naive recall, provenance the same for the "
+              "direct query; Application = context-aware indirect judge; Answer-only = indirect answer judged "
+              "without context. A task that failed is left out of every rate of its row ('left out', listed below); a "
+              "failed verdict leaves the task out of that verdict's rate only; never scored 0. judge FP / FN: "
+              "certain judge errors on target recall (verdict 1 with union provenance 0 / verdict 0 with verbatim "
+              "1), task ids and the application judge's certain false positives in the judge-audit table. memory faults: tasks with at least one memory-system fallback; fact-write "
+              "faults: tasks with a fallback while writing the injected exchange. Provenance (origin) is decided on "
+              "each item's origin (the turns it states); the union adds what items only inherited; "
               "visible-state / retrieved recall: the fact's origin reached the query-independent part of the "
               "context (a profile, a history, the always-in-state file) / the part retrieved for the query. context "
               "tokens: mean size of the indirect answer's context (characters / 4). what ran: HippoRAG 2's PPR rate "
@@ -305,42 +310,56 @@ def _ids(ids: Sequence[str], limit: int = 20) -> str:
 
 
 def judge_self_audit(runs: Sequence[Run]) -> Table:
-    """Per run, the target-recall judge against the two judge-free bounds, without human labels (``metrics.
-    judge_audit``): a verdict of 1 where provenance is 0 is a certain false positive, a 0 where the verbatim metric
-    is 1 a certain false negative; with the task ids, and the judge's agreement with provenance."""
+    """Per run, the target-recall and application judges against the judge-free bounds, without human labels
+    (``metrics.judge_audit``): a verdict of 1 where the union provenance (the upper bound) is 0 is a certain false
+    positive, a target-recall 0 where the verbatim metric is 1 a certain false negative; with the task ids, and the
+    target-recall judge's agreement with the union bound."""
     data, display = [], []
     for run in runs:
         m = run.metrics
-        prov_n, verb_n = m.rates["target_recall_provenance"].n, m.rates["target_recall_exact"].n
-        pairs = [(o, p) for o, p in ((outcome(r, "target_recall"), outcome(r, "target_recall_provenance"))
+        a = m.audit
+        bound_n, verb_n = a.application_checked, m.rates["target_recall_exact"].n
+        pairs = [(o, p) for o, p in ((outcome(r, "target_recall"), upper_bound(r) if valid(r) else None)
                                       for r in run.records) if o is not None and p is not None]
         agree = sum(1 for o, p in pairs if o == p)
         kappa = cohen_kappa([o for o, _ in pairs], [p for _, p in pairs]) if pairs else math.nan
-        fp, fn = m.audit.false_positives, m.audit.false_negatives
-        data.append({"configuration": run.label, "audited": m.audit.checked, "provenance_measured": prov_n,
-                     "verbatim_measured": verb_n, "false_positives": len(fp) if prov_n else math.nan,
+        fp, fn, app_fp = a.false_positives, a.false_negatives, a.application_false_positives
+        measured = bool(pairs)
+        data.append({"configuration": run.label, "audited": a.checked, "union_provenance_measured": len(pairs),
+                     "verbatim_measured": verb_n, "false_positives": len(fp) if measured else math.nan,
                      "false_negatives": len(fn) if verb_n else math.nan, "false_positive_tasks": ";".join(fp),
-                     "false_negative_tasks": ";".join(fn), "agreement_with_provenance_n": len(pairs),
-                     "agreement_with_provenance": 100.0 * agree / len(pairs) if pairs else math.nan,
-                     "kappa_with_provenance": kappa})
+                     "false_negative_tasks": ";".join(fn), "application_audited": bound_n,
+                     "application_false_positives": len(app_fp) if bound_n else math.nan,
+                     "application_false_positive_tasks": ";".join(app_fp),
+                     "agreement_with_union_n": len(pairs),
+                     "agreement_with_union": 100.0 * agree / len(pairs) if pairs else math.nan,
+                     "kappa_with_union": kappa})
         display.append({
-            "Configuration": run.label, "audited": str(m.audit.checked),
-            "certain FP (judge 1, provenance 0)": str(len(fp)) if prov_n else "– (no provenance)",
+            "Configuration": run.label, "audited": str(a.checked),
+            "certain FP (judge 1, union provenance 0)": str(len(fp)) if measured else "– (no provenance)",
             "FP tasks": _ids(fp),
             "certain FN (judge 0, verbatim 1)": str(len(fn)) if verb_n else "– (no verbatim)",
             "FN tasks": _ids(fn),
-            "judge = provenance": (f"{100.0 * agree / len(pairs):.1f} ({agree}/{len(pairs)}), κ "
-                                   f"{'–' if math.isnan(kappa) else f'{kappa:.2f}'}") if pairs else "–",
+            "application: certain FP (1, union provenance 0)": (f"{len(app_fp)} of {bound_n}" if bound_n
+                                                                 else "– (no provenance)"),
+            "application FP tasks": _ids(app_fp),
+            "judge = union provenance": (f"{100.0 * agree / len(pairs):.1f} ({agree}/{len(pairs)}), κ "
+                                         f"{'–' if math.isnan(kappa) else f'{kappa:.2f}'}") if pairs else "–",
         })
     return Table(
-        "judge_self_audit", "Judge audit without human labels: target-recall verdicts against the judge-free bounds",
+        "judge_self_audit", "Judge audit without human labels: target-recall and application verdicts against the "
+        "judge-free bounds",
         pd.DataFrame(data), pd.DataFrame(display),
-        note=("Provenance (an item derived from the fact turn reached the answerer) is an upper bound on recall and "
-              "the verbatim match a lower bound, so a judge verdict of 1 with provenance 0 is certainly wrong (false "
-              "positive) and a verdict of 0 with the fact's text verbatim in the context is certainly wrong (false "
-              "negative). Errors between the bounds are not caught here: that needs human labels (--labels). "
-              "audited: tasks with a valid target-recall verdict (paired: left-out tasks excluded). '–': that bound "
-              "was not measured for this run (older records, or a system that reports no items)."),
+        note=("Provenance (union: upper bound) is 0 when no item derived in any way from the fact turn (its origin "
+              "or a source it only inherited) reached the answerer, so the fact cannot be in the context: a "
+              "target-recall or application verdict of 1 there is certainly wrong (false positive). The verbatim "
+              "match is a lower bound, so a target-recall verdict of 0 with the fact's text verbatim in the context "
+              "is certainly wrong (false negative). Provenance (origin) is no bound (an LLM rewrite that only "
+              "inherited the fact may still state it) and is not used here; records older than the union field "
+              "carry the union under the provenance name and are audited with it. Errors between the bounds are not "
+              "caught here: that needs human labels (--labels). audited: tasks with a valid verdict (a failed "
+              "verdict leaves only its own metric). '–': that bound was not measured for this run (older records, "
+              "or a system that reports no items)."),
     )
 
 

@@ -57,7 +57,7 @@ def test_report_from_an_mlflow_experiment(store, tmp_path):
     assert "<li>mem0/minilm/middle/openai: left out of every rate: t003 (application verdict errored)" in html
     for needle in ("Table 1", "Table 2", "McNemar", "Holm", "by domain", "by injection position", "never scored as 0",
                    "Section 4.5", "Judge audit against human labels", "Judge audit without human labels",
-                   "Target recall (provenance, upper bound)", "Target recall (verbatim, lower bound)", "t016, t020",
+                   "Target recall, provenance (origin)", "Target recall (verbatim, lower bound)", "t016, t020",
                    "With n=38–40 valid tasks"):
         assert needle in html, needle
     assert "Table 1" in (out / "report.md").read_text()

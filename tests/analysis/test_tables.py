@@ -53,7 +53,7 @@ def test_table1_matches_metrics_and_renders(runs, tmp_path):
     assert mem0["delta_application_naive"] == pytest.approx(m.deltas["delta_application_naive"])
     backbone = t.display.iloc[0]
     assert backbone["Naive"] == "–" and backbone["Δ Recall−Naive"] == "–"
-    assert backbone["Naive recall (provenance)"] == "–"
+    assert backbone["Naive recall, provenance (origin)"] == "–"
     row = t.display.set_index("Configuration").loc["mem0/minilm/middle/openai"]
     assert row["left out"] == "2" and row["judge FP / FN"] == "0 / 2"
     # the fixture's records predate the context budget and the what-ran keys: the columns are there, unmeasured
@@ -65,7 +65,7 @@ def test_table1_matches_metrics_and_renders(runs, tmp_path):
                        "t007 (target_recall verdict errored)",)
     md = t.markdown()
     assert md.count("\n") == 5
-    assert "| Target recall (verbatim, lower bound) | Target recall (provenance, upper bound) |" in md
+    assert "| Target recall (verbatim, lower bound) | Target recall, provenance (origin) |" in md
     assert "provenance is" not in md and "upper bound" in t.note and "lower bound" in t.note
     assert FLAG not in md and FLAG_NOTE not in t.note  # n=38-40 here: no interval is degenerate, so no † and no note
     assert r"\toprule" in t.latex() and r"always\_in\_state" in t.latex() and "$\\Delta$" in t.latex()
@@ -98,11 +98,11 @@ def test_old_records_without_provenance_or_faults_still_load(tmp_path):
     assert {r.schema_version for r in old.records} == {1} and old.fault_metrics is None
     assert all(r.target_recall_provenance is None and r.faults == () for r in old.records)
     row = table1(rs.runs).display.set_index("Configuration").loc[old.label]
-    assert row["Target recall (provenance, upper bound)"] == "–" and row["Naive recall (provenance)"] == "–"
+    assert row["Target recall, provenance (origin)"] == "–" and row["Naive recall, provenance (origin)"] == "–"
     assert (row["memory faults"], row["fact-write faults"]) == ("–", "–")  # not measured, not 0
     assert row["judge FP / FN"].startswith("– / ") and row["Target recall (verbatim, lower bound)"] != "–"
     audit = judge_self_audit(rs.runs).display.set_index("Configuration").loc[old.label]
-    assert audit["certain FP (judge 1, provenance 0)"] == "– (no provenance)"
+    assert audit["certain FP (judge 1, union provenance 0)"] == "– (no provenance)"
     c = compare(old, rs.get("mem0/minilm/middle/openai"), "target_recall_provenance", n_boot=200)
     assert c.n == 0 and c.excluded["not applicable"] == 38
 
@@ -121,7 +121,14 @@ def test_judge_self_audit_lists_certain_false_positives_and_negatives(runs):
     disp = t.display.set_index("Configuration")
     assert disp.loc[emb3.label, "FP tasks"] == ", ".join(fps)
     assert disp.loc[LABELS[1], "certain FN (judge 0, verbatim 1)"] == "2" and disp.loc[LABELS[1], "FN tasks"]
-    assert data.loc[LABELS[1], "audited"] == 38  # the two left-out tasks are not audited
+    assert data.loc[LABELS[1], "audited"] == 39  # t007's target-recall verdict failed: not audited
+    assert data.loc[LABELS[1], "application_audited"] == 39  # t003's application verdict failed
+    for run in runs:  # application audited too: verdict 1 with union provenance 0 is a certain false positive
+        app_fp = tuple(r.task_id for r in run.records if outcome(r, "application") == 1
+                       and r.target_recall_provenance_union == 0)
+        assert run.metrics.audit.application_false_positives == app_fp
+        assert data.loc[run.label, "application_false_positive_tasks"] == ";".join(app_fp)
+    assert "union: upper bound" in t.note and "Provenance (origin) is no bound" in t.note
 
 
 def test_table2_against_the_best_retrieval_configuration(runs):
