@@ -40,8 +40,8 @@ def _source_args(p: argparse.ArgumentParser) -> None:
     src.add_argument("--experiment", help="MLflow experiment name")
     src.add_argument("--sweep-dir", type=Path, help="a sweep directory (per-job records.jsonl + config.yaml, ledger/)")
     p.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
-    p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"domain-clustered bootstrap resamples (default {N_BOOT}, "
-                   "as the end-of-sweep report)")
+    p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT}, as the end-of-sweep "
+                   "report; no paired interval of proportions uses it)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
 
 

@@ -2,7 +2,7 @@
 paired difference the exact McNemar test detects with 80% power at a given n (``stats.min_detectable_diff``), and
 ties reported as ties rather than as a "best".
 
-An interval over most of the scale (a Wilson interval at n = 2, a domain-clustered bootstrap over two domains) says
+An interval over most of the scale (a Wilson interval at n = 2, a paired interval at n = 2) says
 next to nothing, and one of zero width looks certain; these helpers make such cells visibly suspect.
 """
 

@@ -70,7 +70,7 @@ def controls_table(runs: Sequence[Run]) -> Table | None:
 
 
 def control_pairwise(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> list[Table]:
-    """The paired comparisons (bootstrap, domain-clustered interval, exact McNemar, Holm/BH) of every control
+    """The paired comparisons (Bonett–Price and domain intervals, exact McNemar, Holm/BH) of every control
     metric some run measured, over the runs that measured it."""
     out: list[Table] = []
     for k in control_metrics(runs):

@@ -184,15 +184,19 @@ def test_pairwise_matrix_with_multiple_comparison_correction(runs):
 def test_breakdowns_by_domain_and_injection(runs):
     dom = by_domain(runs, "application")
     assert dom.display.iloc[0]["Configuration"] == "tasks"
-    assert sum(int(v) for k, v in dom.display.iloc[0].items() if k != "Configuration") == 40
-    mem0 = dom.data[dom.data["configuration"] == LABELS[1]]
-    assert mem0["n"].sum() == 38 and mem0["errors"].sum() == 2  # the left-out tasks are counted, not scored
+    extra = ("Configuration", "pooled", "domain-macro", "non-health")
+    assert sum(int(v) for k, v in dom.display.iloc[0].items() if k not in extra) == 40
+    assert dom.display.iloc[0]["pooled"] == "40"
+    mem0 = dom.data[(dom.data["configuration"] == LABELS[1]) & ~dom.data["domain"].isin(extra)]
+    assert mem0["n"].sum() == 39 and mem0["errors"].sum() == 1  # t003's application verdict: counted, not scored
+    pooled = dom.data[(dom.data["configuration"] == LABELS[1]) & (dom.data["domain"] == "pooled")].iloc[0]
+    assert pooled["n"] == 39 and pooled["pct"] == pytest.approx(runs[1].metrics.rates["application"].pct)
     late = dataclasses.replace(SPECS[1], config_hash="3" * 16, injection="late", session=40)
     more = build_runs({**fixture_records(SPECS), late: make_records(late)})
     inj = by_injection(more, "application")
     assert list(inj.display.columns) == ["System/embedding/LLM", "middle (session 21)", "late (session 41)"]
     row = inj.display.set_index("System/embedding/LLM").loc["mem0/minilm/openai"]
-    assert row["middle (session 21)"].endswith("/38)") and row["late (session 41)"].endswith("/40)")
+    assert row["middle (session 21)"].endswith("/39)") and row["late (session 41)"].endswith("/40)")
     assert set(inj.data["session"]) == {21, 41}
 
 
