@@ -4,7 +4,9 @@ Newcombe's hybrid score interval (``newcombe_paired_ci``) and the percentile pai
 discordance cells where the paper's embedding shifts (1.6–6.4 points) live. A cell "2%/0%" is 2% of tasks where only A scores 1 and 0% where only B does; the
 concordant tasks split by ``--both`` (the share where both score 1). Coverage is the share of simulated tables
 whose interval contains the true difference; 95% is nominal. Also the rejection rate of the exact and mid-p McNemar
-tests where the difference is 0 (their size).
+tests where the difference is 0 (their size), and the domain intervals at the release's domain sizes (46, 26, 16,
+8, 7, 7, 5, 4, 3, 3) with no domain effect, where every estimand is the same difference: the within-domain
+(stratified Bonett–Price) interval and the approximate CR2 / Bell–McCaffrey interval for another domain mix.
 
     python -m benchmarks.paired_interval_coverage [--reps 20000] [--n 125] [--bootstrap-reps 2000]
 """
@@ -16,10 +18,41 @@ import functools
 
 import numpy as np
 
-from analysis.stats import bonett_price_ci, mcnemar_exact, mcnemar_midp, newcombe_paired_ci, paired_bootstrap_ci
+from analysis.stats import (bonett_price_ci, cr2_bm_ci, mcnemar_exact, mcnemar_midp, newcombe_paired_ci,
+                            paired_bootstrap_ci, stratified_bonett_price_ci)
 
 #: (A only, B only) shares of the tasks
 CELLS = ((0.02, 0.0), (0.03, 0.01), (0.05, 0.02), (0.07, 0.0), (0.02, 0.02), (0.10, 0.05), (0.0, 0.0))
+
+
+#: the official release's tasks per domain
+DOMAIN_SIZES = (46, 26, 16, 8, 7, 7, 5, 4, 3, 3)
+DOMAIN_CELLS = ((0.02, 0.0), (0.03, 0.01), (0.05, 0.02), (0.10, 0.05), (0.15, 0.05))
+
+
+def domain_cell(p10: float, p01: float, reps: int, seed: int) -> dict[str, float]:
+    """Coverage of the per-task, within-domain and domain-mix intervals with the same discordance in every domain;
+    the domain-mix share is of the tables where it is given (it is not when no task is discordant)."""
+    rng = np.random.default_rng(seed)
+    sizes = np.array(DOMAIN_SIZES)
+    domains = np.repeat(np.arange(len(sizes)), sizes)
+    truth, eps = p10 - p01, 1e-12
+    hits = {"per_task": 0, "within": 0, "mix": 0}
+    given = 0
+    for _ in range(reps):
+        cells = [rng.multinomial(int(m), [p10, p01, 1 - p10 - p01]) for m in sizes]
+        b, c = sum(int(x[0]) for x in cells), sum(int(x[1]) for x in cells)
+        lo, hi = bonett_price_ci(b, c, int(sizes.sum()))
+        hits["per_task"] += lo - eps <= truth <= hi + eps
+        lo, hi = stratified_bonett_price_ci([(int(x[0]), int(x[1]), int(m)) for x, m in zip(cells, sizes)])
+        hits["within"] += lo - eps <= truth <= hi + eps
+        diffs = np.concatenate([[1] * int(x[0]) + [-1] * int(x[1]) + [0] * int(x[2]) for x in cells])
+        lo, hi, _ = cr2_bm_ci(diffs, domains)
+        if not np.isnan(lo):
+            given += 1
+            hits["mix"] += lo - eps <= truth <= hi + eps
+    return {"per_task": 100.0 * hits["per_task"] / reps, "within": 100.0 * hits["within"] / reps,
+            "mix": 100.0 * hits["mix"] / given if given else float("nan"), "mix_given": 100.0 * given / reps}
 
 
 @functools.lru_cache(maxsize=None)
@@ -64,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bootstrap-reps", type=int, default=2000,
                     help="tables per cell also given the percentile bootstrap (slow; 0 skips it; default 2000)")
     ap.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples per table (default 2000)")
+    ap.add_argument("--domain-reps", type=int, default=4000,
+                    help="tables per cell for the domain intervals (0 skips them; default 4000)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     print(f"coverage of 95% intervals for a paired difference, n={args.n}, {args.reps} tables per cell "
@@ -80,6 +115,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{100 * p10:>6.0f}%/{100 * p01:.0f}% {100 * both:>4.0f}% {r['bonett_price']:>12.2f}% {r['newcombe']:>8.2f}% {boot:>10} "
                   f"{size[0]:>11} {size[1]:>11}")
     print(f"lowest coverage: Bonett–Price {worst['bonett_price']:.2f}%, Newcombe {worst['newcombe']:.2f}%")
+    if args.domain_reps:
+        print(f"\ndomain intervals, domains of {', '.join(map(str, DOMAIN_SIZES))} tasks, no domain effect, "
+              f"{args.domain_reps} tables per cell")
+        print(f"{'A only/B only':>14} {'per task':>9} {'within-domain':>14} {'domain mix (CR2)':>17} {'CR2 given':>10}")
+        for p10, p01 in DOMAIN_CELLS:
+            r = domain_cell(p10, p01, args.domain_reps, args.seed)
+            print(f"{100 * p10:>6.0f}%/{100 * p01:.0f}% {r['per_task']:>8.2f}% {r['within']:>13.2f}% "
+                  f"{r['mix']:>16.2f}% {r['mix_given']:>9.1f}%")
     return 0
 
 
