@@ -27,7 +27,6 @@ from inmind_exp.metrics import METRICS  # noqa: E402
 from analysis.audit import LabelError  # noqa: E402
 from analysis.load import LoadError, RunSet, load_experiment, load_sweep_dir  # noqa: E402
 from analysis.rejudge import RejudgeError  # noqa: E402
-from analysis.stats import N_BOOT  # noqa: E402
 from inmind_exp.data.errors import DataError  # noqa: E402
 from inmind_exp.data.release import ReleaseError  # noqa: E402
 from inmind_exp.errors import EndpointError  # noqa: E402
@@ -40,9 +39,6 @@ def _source_args(p: argparse.ArgumentParser) -> None:
     src.add_argument("--experiment", help="MLflow experiment name")
     src.add_argument("--sweep-dir", type=Path, help="a sweep directory (per-job records.jsonl + config.yaml, ledger/)")
     p.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
-    p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT}, as the end-of-sweep "
-                   "report; no paired interval of proportions uses it)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
 
 
 def _load(args: argparse.Namespace) -> RunSet:
@@ -64,7 +60,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     runset = _load(args)
     viewer, problems = write_viewer(runset, args.out, args.tasks)  # first, so that the report links to it
-    rep = build(runset, args.out, labels=args.labels, n_boot=args.n_boot, seed=args.seed, formats=args.formats)
+    rep = build(runset, args.out, labels=args.labels, formats=args.formats)
     print(terminal(runset.runs))
     print(f"Full table (every metric, the Δ columns, the judge audit):\n  {rep.out / 'tables' / 'table1.md'}")
     print(f"Per-task viewer:\n  {viewer}")
@@ -113,7 +109,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     runset = _load(args)
     a, b = runset.get(args.a), runset.get(args.b)
-    comps = [compare(a, b, metric, n_boot=args.n_boot, seed=args.seed) for metric in args.metric or METRICS]
+    comps = [compare(a, b, metric) for metric in args.metric or METRICS]
     if args.json:
         doc = {"a": {"label": a.label, "source": a.source}, "b": {"label": b.label, "source": b.source},
                "metrics": {c.metric: c.as_dict() for c in comps}, "note": EXCLUSION_NOTE}

@@ -187,9 +187,9 @@ class Comparison:
                 f"leave one domain out {loo}{health}")
 
 
-def compare(run_a: Run, run_b: Run, metric: str = "application", n_boot: int = 10_000, seed: int = 0) -> Comparison:
-    """Pair the two runs task by task and test the difference A − B. ``n_boot`` and ``seed`` are accepted from the
-    report's callers and no longer used: every interval here is analytic."""
+def compare(run_a: Run, run_b: Run, metric: str = "application") -> Comparison:
+    """Pair the two runs task by task and test the difference A − B (every interval here is analytic: no
+    resampling, no seed)."""
     excluded = {"only in A": 0, "only in B": 0, "error in A": 0, "error in B": 0, "error in both": 0,
                 "not applicable": 0}
     xs: list[int] = []

@@ -171,7 +171,7 @@ def domain_heatmap(runs: Sequence[Run], metric: str = "application") -> Figure:
     return fig
 
 
-def embedding_comparison(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Figure | None:
+def embedding_comparison(runs: Sequence[Run]) -> Figure | None:
     """Per system, target recall and application under each embedding (Section 4.5: MiniLM vs emb3), with Wilson
     bars; the application panel notes the paired exact McNemar p between the first two embeddings. Only systems
     that use an embedding appear (``tables.embedding_groups``); None when there are none to compare."""
@@ -204,7 +204,7 @@ def embedding_comparison(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 
         if metric == "application":
             for i, k in enumerate(keys):
                 a, b = groups[k][0], groups[k][1]
-                c = compare(b, a, metric, n_boot=n_boot, seed=seed)
+                c = compare(b, a, metric)
                 if c.n:
                     mark = FLAG if c.degenerate else ""
                     ax.text(i, top + 3, f"Δ{c.diff:+.1f}{mark}\np={fmt_p(c.p_exact)}", ha="center", fontsize=6)
@@ -249,7 +249,7 @@ def forest(runs: Sequence[Run]) -> Figure:
     return fig
 
 
-def delta_forest(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Figure | None:
+def delta_forest(runs: Sequence[Run]) -> Figure | None:
     """The paired Δ of every configuration against the best retrieval configuration (``tables.best_retrieval``), on
     application and target recall: the difference over shared valid tasks with its 95% Bonett–Price interval and
     the exact McNemar p. None when there is no reference or nothing to compare it with."""
@@ -263,7 +263,7 @@ def delta_forest(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Fi
     ys = np.arange(len(others))[::-1]
     for ax, metric, colour in zip(axes, ("application", "target_recall"), ("tab:red", "tab:blue")):
         for y, run in zip(ys, others):
-            c = compare(run, ref, metric, n_boot=n_boot, seed=seed)
+            c = compare(run, ref, metric)
             if not c.n:
                 ax.text(-95, y, "no shared valid task", va="center", fontsize=6, color="grey")
                 continue

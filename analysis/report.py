@@ -48,8 +48,8 @@ class Section:
     text: str = ""
 
 
-def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_boot: int = 10_000,
-          seed: int = 0, formats: tuple[str, ...] = plots.FORMATS) -> Report:
+def build(runset: RunSet, out: Path | str, labels: Path | str | None = None,
+          formats: tuple[str, ...] = plots.FORMATS) -> Report:
     """Compute every table and plot of ``runset`` and write them (the plots in ``formats``), the digest and the HTML
     report under ``out``."""
     out = Path(out)
@@ -66,20 +66,20 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
 
     if (ctl := controls_table(runs)) is not None:
         sections.append(Section("Negative controls: application beside over-application", (
-            ctl, *control_pairwise(runs, n_boot=n_boot, seed=seed))))
+            ctl, *control_pairwise(runs))))
     sections.append(Section("Protocol fidelity and the official aggregate", (protocol_table(runs),)))
     paper = paper_table(runs)
     sections.append(Section("The paper's reported figures beside ours", (paper,)) if paper is not None else Section(
         "The paper's reported figures beside ours", text="Not shown: no run of the official tasks (dataset=official)."))
     sections.append(Section("Judge audit without labels: the judge against the judge-free bounds",
                             (judge_self_audit(runs),)))
-    t2 = table2(runs, n_boot=n_boot, seed=seed)
+    t2 = table2(runs)
     if t2 is not None:
         sections.append(Section("Table 2: always-in-state against the best retrieval configuration", (t2,)))
     else:
         sections.append(Section("Table 2", text="Not produced: it needs an always_in_state run and a retrieval run."))
     for metric in PAIRED_METRICS:
-        long, matrix = pairwise(runs, metric, n_boot=n_boot, seed=seed)
+        long, matrix = pairwise(runs, metric)
         sections.append(Section(f"Paired comparisons: {matrix.caption.split(':')[0]}", (matrix, long)))
     sections.append(Section("Breakdown by domain", (by_domain(runs, "application"), by_domain(runs, "target_recall"))))
     sections.append(Section("Breakdown by injection position",
@@ -87,10 +87,10 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
 
     figs = {"forest": plots.forest(runs), "app_vs_recall": plots.app_vs_recall(runs), "naive_vs_indirect": plots.naive_vs_indirect(runs),
             "domain_heatmap": plots.domain_heatmap(runs, "application")}
-    delta = plots.delta_forest(runs, n_boot=n_boot, seed=seed)
+    delta = plots.delta_forest(runs)
     if delta is not None:
         figs["delta_forest"] = delta
-    emb = plots.embedding_comparison(runs, n_boot=n_boot, seed=seed)
+    emb = plots.embedding_comparison(runs)
     if emb is not None:
         figs["embedding_comparison"] = emb
     for name, fig in figs.items():
@@ -99,7 +99,7 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
     sections[0] = Section(sections[0].title, sections[0].tables, headline_figs, sections[0].text)
     sections.append(Section("Plots", figures=tuple(f for f in rep.figures if f not in ("embedding_comparison",
                                                                                         *headline_figs))))
-    emb_table = by_embedding(runs, n_boot=n_boot, seed=seed)
+    emb_table = by_embedding(runs)
     if emb_table is not None:
         sections.append(Section("Embedding comparison (Section 4.5)", (emb_table,), ("embedding_comparison",)))
 
@@ -125,8 +125,8 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
             rep.tables[t.name] = t
             rep.files += t.write(out / "tables")
     rep.files += [p for ps in rep.figures.values() for p in ps]
-    rep.markdown.write_text(_markdown(runset, sections, rep, n_boot, seed), encoding="utf-8")
-    rep.html.write_text(_html(runset, sections, rep, n_boot, seed), encoding="utf-8")
+    rep.markdown.write_text(_markdown(runset, sections, rep), encoding="utf-8")
+    rep.html.write_text(_html(runset, sections, rep), encoding="utf-8")
     rep.files += [rep.markdown, rep.html]
     return rep
 
@@ -164,7 +164,7 @@ def warnings(runset: RunSet) -> list[str]:
     return out
 
 
-def _methods(runs: list[Run], n_boot: int, seed: int) -> list[str]:
+def _methods(runs: list[Run]) -> list[str]:
     sizes = [n for _, n in valid_sizes(runs)]
     n_text = n_range(sizes)
     smallest = min((n for n in sizes if n), default=0)
@@ -258,7 +258,7 @@ def _shown(paths: list[Path]) -> Path:
     return next((p for p in paths if p.suffix == ".png"), paths[0])
 
 
-def _markdown(runset: RunSet, sections: list[Section], rep: Report, n_boot: int, seed: int) -> str:
+def _markdown(runset: RunSet, sections: list[Section], rep: Report) -> str:
     parts = ["# InMind analysis report", ""]
     parts += [f"> **Warning.** {w}\n" for w in warnings(runset)]
     parts += [*[f"- {x}" for x in _headline(runset)], ""]
@@ -270,7 +270,7 @@ def _markdown(runset: RunSet, sections: list[Section], rep: Report, n_boot: int,
             notes = t.notes_markdown()
             parts += [f"**{t.caption}**", "", t.markdown(), ""] + ([notes, ""] if notes else [])
         parts += [f"![{f}](plots/{_shown(rep.figures[f]).name})" for f in sec.figures] + ([""] if sec.figures else [])
-    parts += ["## Methods", "", *[f"- {x}" for x in _methods(list(runset.runs), n_boot, seed)], ""]
+    parts += ["## Methods", "", *[f"- {x}" for x in _methods(list(runset.runs))], ""]
     return "\n".join(parts)
 
 
@@ -302,7 +302,7 @@ def _html_table(t: Table, collapsed: bool = False) -> str:
     return inner
 
 
-def _html(runset: RunSet, sections: list[Section], rep: Report, n_boot: int, seed: int) -> str:
+def _html(runset: RunSet, sections: list[Section], rep: Report) -> str:
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>InMind analysis report</title>",
              f"<style>{_CSS}</style></head><body>", "<h1>InMind analysis report</h1>",
@@ -325,7 +325,7 @@ def _html(runset: RunSet, sections: list[Section], rep: Report, n_boot: int, see
             files = ", ".join(f"plots/{p.name}" for p in rep.figures[name])
             parts.append(f"<figure><img alt='{html.escape(name)}' src='data:{mime};base64,{b64}'>"
                          f"<figcaption class='note'>{html.escape(files)}</figcaption></figure>")
-    methods = _methods(list(runset.runs), n_boot, seed)
+    methods = _methods(list(runset.runs))
     parts.append("<h2>Methods</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in methods)
                  + "</ul></body></html>")
     return "\n".join(parts)

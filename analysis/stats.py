@@ -40,9 +40,6 @@ MIN_CLUSTERS = 10
 #: The name a paired difference's interval is reported under (``compare --json``'s ``ci_method``).
 BONETT_PRICE = "bonett_price"
 
-#: Paired-bootstrap resamples of every report: ``python -m analysis`` and the end-of-sweep report alike (resampling
-#: is a multinomial draw over at most three per-task differences, so 10,000 costs milliseconds).
-N_BOOT = 10_000
 
 
 def discordant(a: Sequence[int], b: Sequence[int]) -> tuple[int, int, int, int]:

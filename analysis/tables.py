@@ -405,7 +405,7 @@ def best_retrieval(runs: Sequence[Run], like: Run | None = None) -> Run | None:
     return leaders[0] if leaders else None
 
 
-def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | None:
+def table2(runs: Sequence[Run]) -> Table | None:
     """Table 2 (Section 5.2): always-in-state against the best retrieval configuration, with the paired difference,
     its Bonett–Price interval and exact McNemar p per metric; the backbone as a reference row when present."""
     states = [r for r in runs if r.config.control == "always_in_state"]
@@ -430,7 +430,7 @@ def table2(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | 
                          f"the Δ row uses {best.label} (first by name); the others are in the paired comparisons.")
         delta = {"Row": f"Δ paired ({state.config.system} − {best.config.system})", "n": ""}
         for k in METRICS:
-            c = compare(state, best, k, n_boot=n_boot, seed=seed)
+            c = compare(state, best, k)
             data.append(_comparison_row(c, role="always_in_state vs best retrieval"))
             dom = fmt_domain_cells(c)
             delta[METRIC_TITLES[k]] = (f"{fmt_diff_ci(c)} p={fmt_p(c.p_exact)}; within-domain "
@@ -464,10 +464,10 @@ def _comparison_row(c: Comparison, **extra: str) -> dict[str, object]:
     }
 
 
-def pairwise(runs: Sequence[Run], metric: str = "application", n_boot: int = 10_000, seed: int = 0) -> list[Table]:
+def pairwise(runs: Sequence[Run], metric: str = "application") -> list[Table]:
     """Every pair of runs on ``metric``: paired difference, Bonett–Price CI, exact McNemar, Holm and BH adjustment.
     Returns the long table and the matrix (row − column, Holm-adjusted p)."""
-    comps = [compare(a, b, metric, n_boot=n_boot, seed=seed) for a, b in itertools.combinations(runs, 2)]
+    comps = [compare(a, b, metric) for a, b in itertools.combinations(runs, 2)]
     raw = [c.p_exact for c in comps]
     p_holm, p_bh = holm(raw), benjamini_hochberg(raw)
     data = pd.DataFrame([{**_comparison_row(c), "p_holm": h, "p_bh": q} for c, h, q in zip(comps, p_holm, p_bh)])
@@ -615,7 +615,7 @@ def embedding_free_repeats(runs: Sequence[Run]) -> list[str]:
     return sorted(s for s, embs in seen.items() if len(embs) > 1)
 
 
-def by_embedding(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Table | None:
+def by_embedding(runs: Sequence[Run]) -> Table | None:
     """Section 4.5: per system, target recall and application under each embedding and the paired change from the
     first embedding (MiniLM) to each other one, with its Bonett–Price interval and exact McNemar p."""
     groups = embedding_groups(runs)
@@ -629,7 +629,7 @@ def by_embedding(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Ta
             row = {"System": key.split("/")[0], "Change": f"{base.config.embedding} → {other.config.embedding}",
                    "Setting": "/".join(key.split("/")[1:])}
             for metric in ("target_recall", "application"):
-                c = compare(other, base, metric, n_boot=n_boot, seed=seed)
+                c = compare(other, base, metric)
                 data.append(_comparison_row(c, group=key, change=row["Change"]))
                 title = METRIC_TITLES[metric]
                 row[title] = f"{c.rate_b:.1f} → {c.rate_a:.1f}" if c.n else "–"

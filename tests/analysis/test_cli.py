@@ -34,7 +34,7 @@ def test_report_from_an_mlflow_experiment(store, tmp_path):
                                           "judge": "application", "label": 0}) + "\n" for i in range(10)))
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-m", "analysis", "report", "--experiment", "fixture", "--out", str(out),
-                           "--tracking-uri", uri, "--n-boot", "1000", "--labels", str(labels)], cwd=REPO, env=env, capture_output=True,
+                           "--tracking-uri", uri, "--labels", str(labels)], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     row = next(line for line in proc.stdout.splitlines() if line.startswith("| mem0/minilm/middle/openai "))
@@ -73,7 +73,7 @@ def test_report_from_an_mlflow_experiment(store, tmp_path):
 def test_compare_and_audit_commands(store, tmp_path, capsys):
     uri, _, _ = store
     assert main(["compare", "--experiment", "fixture", "--tracking-uri", uri, "--a", "mem0/minilm/middle/openai",
-                 "--b", "22222222", "--metric", "application", "--n-boot", "500"]) == 0
+                 "--b", "22222222", "--metric", "application"]) == 0
     out = capsys.readouterr().out
     assert "on 39 paired tasks" in out and "exact McNemar p" in out and "excluded: 1 error in A" in out
     assert "95% Bonett–Price [" in out and "mid-p = " in out and "minimum detectable difference" in out
@@ -95,7 +95,7 @@ def test_compare_and_audit_commands(store, tmp_path, capsys):
     assert (tmp_path / "audit" / "audit_human.csv").is_file()
     sweep = write_sweep(tmp_path / "sweep")
     assert main(["compare", "--sweep-dir", str(sweep), "--a", "always_in_state/minilm/middle/openai", "--b",
-                 "mem0/emb3/middle/openai", "--n-boot", "500"]) == 0
+                 "mem0/emb3/middle/openai"]) == 0
     assert capsys.readouterr().out.count("exact McNemar p") == len(METRICS)  # every metric, judge-free bounds included
     assert main(["report", "--experiment", "nope", "--tracking-uri", uri, "--out", str(tmp_path / "x")]) == 2
     assert "no experiment 'nope'" in capsys.readouterr().err
@@ -120,10 +120,10 @@ def test_view_and_export_from_an_mlflow_experiment(store, tmp_path, capsys):
 def test_compare_takes_a_label_prefix_and_refuses_an_ambiguous_one_listing_candidates(tmp_path, capsys):
     sweep = write_sweep(tmp_path / "sweep")
     assert main(["compare", "--sweep-dir", str(sweep), "--a", "always_in", "--b", "backbone",
-                 "--metric", "application", "--n-boot", "200"]) == 0
+                 "--metric", "application"]) == 0
     out = capsys.readouterr().out
     assert "A = always_in_state/minilm/middle/openai" in out and "B = backbone/minilm/middle/openai" in out
-    assert main(["compare", "--sweep-dir", str(sweep), "--a", "mem0", "--b", "backbone", "--n-boot", "200"]) == 2
+    assert main(["compare", "--sweep-dir", str(sweep), "--a", "mem0", "--b", "backbone"]) == 2
     err = capsys.readouterr().err
     assert "'mem0' is ambiguous" in err and "mem0/minilm/middle/openai" in err and "mem0/emb3/middle/openai" in err
 

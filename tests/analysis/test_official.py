@@ -124,7 +124,7 @@ def test_the_report_carries_the_protocol_and_paper_sections(tmp_path):
     runs = build([(official_params("backbone"), records("backbone", 105)),
                   (official_params("always_in_state", **{"answer.mode": "shared"}),
                    records("always_in_state", 80, naive=120))])
-    rep = build_report(RunSet(runs=runs, origin="test"), tmp_path, n_boot=200)
+    rep = build_report(RunSet(runs=runs, origin="test"), tmp_path)
     md = rep.markdown.read_text()
     assert "## Protocol fidelity and the official aggregate" in md and "## The paper's reported figures beside ours" in md
     assert "84.0% (105/125, Wilson [76.6, 89.4])" in md and "answer=shared" in md

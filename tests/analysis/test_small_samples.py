@@ -53,7 +53,7 @@ def test_a_tiny_sweep_is_reported_with_warnings_ties_and_flags(tmp_path):
     state = next(r for r in runs if r.config.system == "always_in_state")
     assert t1.loc[state.label, "Application"] == f"100.0 [34.2, 100.0]{FLAG}"  # Wilson 2/2 spans most of the scale
 
-    t2 = table2(runs, n_boot=200)
+    t2 = table2(runs)
     assert t2 is not None
     rows = t2.display.set_index("Row")
     assert any(r.startswith("Best retrieval (tie of 2") for r in rows.index)
@@ -63,7 +63,7 @@ def test_a_tiny_sweep_is_reported_with_warnings_ties_and_flags(tmp_path):
     assert t2.items and "Tie for best retrieval" in t2.items[0]
     assert r"+100.0 [-34.9, +100.0]$^{\dagger}$" in t2.latex().replace("$-$", "-")
 
-    rep = build(RunSet(runs=runs, origin="fixture"), tmp_path / "r", n_boot=200)
+    rep = build(RunSet(runs=runs, origin="fixture"), tmp_path / "r")
     md = rep.markdown.read_text()
     html = rep.html.read_text()
     assert rep.warnings[0].startswith(f"Small samples: 3 of 3 configuration(s) have fewer than {MIN_N}")
@@ -79,7 +79,7 @@ def test_a_non_zero_tie_is_named_as_a_tie(tmp_path):
     full_a, full_b = dataclasses.replace(ZERO_A, recall=1.0, application=1.0), dataclasses.replace(
         ZERO_B, recall=1.0, application=1.0)
     runs = tiny((full_a, full_b), n=40)
-    rep = build(RunSet(runs=runs, origin="fixture"), tmp_path / "r", n_boot=200)
+    rep = build(RunSet(runs=runs, origin="fixture"), tmp_path / "r")
     md = rep.markdown.read_text()
     assert "a tie between a_mem/minilm/middle/openai, mem0/minilm/middle/openai (100.0%)" in md
     assert not any(w.startswith("Small samples") for w in rep.warnings)  # n=40 >= MIN_N: no small-sample warning
@@ -95,7 +95,7 @@ def test_a_configuration_that_never_stored_the_fact_is_flagged_not_tied(tmp_path
     full_b = dataclasses.replace(ZERO_B, recall=1.0, application=1.0)
     runs = tiny((faulty, full_b), n=40)
     assert [r.config.system for r in retrieval_leaders(runs)] == ["a_mem"]
-    rep = build(RunSet(runs=runs, origin="fixture"), tmp_path / "r", n_boot=200)
+    rep = build(RunSet(runs=runs, origin="fixture"), tmp_path / "r")
     assert not any(w.startswith("Tie") for w in rep.warnings)
     assert any("fact-write fault rate above" in w and "mem0/minilm/middle/openai 100%" in w for w in rep.warnings)
     md = rep.markdown.read_text()
@@ -131,7 +131,7 @@ def test_embedding_comparison_only_for_systems_that_use_embeddings(tmp_path):
     runs = build_runs({**fixture_records(SPECS), backbone_emb3: make_records(backbone_emb3)})
     assert set(embedding_groups(runs)) == {"mem0/middle/openai/gpt-5-mini"}  # no backbone group
     assert embedding_free_repeats(runs) == ["backbone"]
-    t = by_embedding(runs, n_boot=200)
+    t = by_embedding(runs)
     assert t is not None and list(t.display["System"]) == ["mem0"] and "backbone use none" in t.note
     assert any("backbone" in w and "no embedding" in w for w in warnings(RunSet(runs=runs, origin="fixture")))
     only_free = [r for r in runs if r.config.system == "backbone"]
@@ -169,8 +169,7 @@ def test_the_report_command_prints_the_warnings(tmp_path, capsys):
         job = tmp_path / "sweep" / spec.system
         write_jsonl(job / "records.jsonl", make_records(spec, n=2))
         (job / "config.yaml").write_text(yaml.safe_dump(config_dict(spec)))
-    assert main(["report", "--sweep-dir", str(tmp_path / "sweep"), "--out", str(tmp_path / "out"),
-                 "--n-boot", "200"]) == 0
+    assert main(["report", "--sweep-dir", str(tmp_path / "sweep"), "--out", str(tmp_path / "out")]) == 0
     captured = capsys.readouterr()
     assert "[analysis] WARNING: Small samples: 3 of 3 configuration(s)" in captured.err
     assert "[analysis] WARNING: Tie: no single best retrieval configuration" in captured.err

@@ -87,7 +87,7 @@ def test_a_row_with_one_errored_verdict_is_computed_over_n_minus_1_tasks_for_eve
     kept = [r for r in full.records if r.task_id != "t005"]
     for k in METRICS:  # each rate is exactly the rate over the other 39 tasks
         assert data[f"{k}_k"] == sum(outcome(r, k) for r in kept), k
-    c = compare(run, full, "application", n_boot=200)
+    c = compare(run, full, "application")
     assert c.n == 39 and c.excluded["error in A"] == 1
 
 
@@ -103,7 +103,7 @@ def test_old_records_without_provenance_or_faults_still_load(tmp_path):
     assert row["judge FP / FN"].startswith("– / ") and row["Target recall (verbatim, lower bound)"] != "–"
     audit = judge_self_audit(rs.runs).display.set_index("Configuration").loc[old.label]
     assert audit["certain FP (judge 1, union provenance 0)"] == "– (no provenance)"
-    c = compare(old, rs.get("mem0/minilm/middle/openai"), "target_recall_provenance", n_boot=200)
+    c = compare(old, rs.get("mem0/minilm/middle/openai"), "target_recall_provenance")
     assert c.n == 0 and c.excluded["not applicable"] == 40  # no provenance in the old records; no error either
 
 
@@ -136,20 +136,20 @@ def test_table2_against_the_best_retrieval_configuration(runs):
     assert best is not None and best.config.system == "mem0" and best.config.is_retrieval
     apps = {r.label: r.metrics.rates["application"].pct for r in runs if r.config.is_retrieval}
     assert best.metrics.rates["application"].pct == max(apps.values())
-    t = table2(runs, n_boot=1000)
+    t = table2(runs)
     assert t is not None
     rows = list(t.display["Row"])
     assert rows[0].startswith("Backbone") and rows[1].startswith("Always-in-state") and rows[2].startswith("Best")
     assert rows[3].startswith("Δ paired") and "p=" in t.display.iloc[3]["Application"]
     app = t.data.set_index("metric").loc["application"]
-    c = compare(runs[3], best, "application", n_boot=1000)
+    c = compare(runs[3], best, "application")
     assert app["diff_pp"] == pytest.approx(c.diff) and app["p_exact"] == pytest.approx(c.p_exact)
     assert table2([r for r in runs if r.config.system != "always_in_state"]) is None
 
 
 def test_compare_pairs_tasks_and_excludes_errored_verdicts(runs):
     a, b = runs[1], runs[2]  # mem0/minilm has an errored application verdict on t003
-    c = compare(a, b, "application", n_boot=1000)  # t007's target-recall verdict errored: not this metric's error
+    c = compare(a, b, "application")  # t007's target-recall verdict errored: not this metric's error
     assert c.n == 39 and c.excluded["error in A"] == 1 and c.n_excluded == 1
     kept = [t for t in sorted(a.by_task) if t != "t003"]
     xs = [outcome(a.by_task[t], "application") for t in kept]
@@ -159,10 +159,10 @@ def test_compare_pairs_tasks_and_excludes_errored_verdicts(runs):
     assert c.both + c.a_only + c.b_only + c.neither == 39
     assert (c.a_only, c.b_only) == (len(c.a_only_tasks), len(c.b_only_tasks))
     assert all(outcome(a.by_task[t], "application") == 1 > outcome(b.by_task[t], "application") for t in c.a_only_tasks)
-    same = compare(a, a, "application", n_boot=1000)  # no discordant task: an interval around 0, never [0, 0]
+    same = compare(a, a, "application")  # no discordant task: an interval around 0, never [0, 0]
     assert (same.diff, same.p_exact, same.p_midp) == (0.0, 1.0, 1.0) and same.ci_low < 0.0 < same.ci_high
     assert not same.degenerate and math.isnan(same.mdd)
-    naive = compare(runs[0], a, "naive", n_boot=1000)  # the backbone has no naive query
+    naive = compare(runs[0], a, "naive")  # the backbone has no naive query
     assert naive.n == 0 and math.isnan(naive.p_exact) and naive.as_dict()["p_exact"] is None
     assert (naive.excluded["not applicable"], naive.excluded["error in B"]) == (40, 0)  # B's naive verdicts are fine
     assert not_applicable(runs[0].records[0], "naive") and not not_applicable(a.by_task["t003"], "naive")
@@ -170,7 +170,7 @@ def test_compare_pairs_tasks_and_excludes_errored_verdicts(runs):
 
 
 def test_pairwise_matrix_with_multiple_comparison_correction(runs):
-    long, matrix = pairwise(runs, "application", n_boot=1000)
+    long, matrix = pairwise(runs, "application")
     assert len(long.data) == 6
     assert (long.data["p_holm"] >= long.data["p_exact"] - 1e-12).all()
     assert (long.data["p_midp"] <= long.data["p_exact"] + 1e-12).all() and set(long.data["ci_method"]) == {BONETT_PRICE}
@@ -202,7 +202,7 @@ def test_breakdowns_by_domain_and_injection(runs):
 
 def test_every_plot_renders_png_and_svg(runs, tmp_path):
     figs = {"app_vs_recall": plots.app_vs_recall(runs), "naive_vs_indirect": plots.naive_vs_indirect(runs),
-            "domain_heatmap": plots.domain_heatmap(runs), "embeddings": plots.embedding_comparison(runs, n_boot=500)}
+            "domain_heatmap": plots.domain_heatmap(runs), "embeddings": plots.embedding_comparison(runs)}
     for name, fig in figs.items():
         assert fig is not None, name
         png, svg = plots.save(fig, tmp_path, name)
@@ -229,11 +229,11 @@ def test_a_figure_saved_in_fewer_formats_leaves_no_stale_file_and_unknown_format
 
 
 def test_embedding_comparison_table(runs):
-    t = by_embedding(runs, n_boot=1000)
+    t = by_embedding(runs)
     assert t is not None and len(t.display) == 1
     row = t.display.iloc[0]
     assert row["System"] == "mem0" and row["Change"] == "minilm → emb3"
-    c = compare(runs[2], runs[1], "application", n_boot=1000)  # emb3 − minilm on the shared valid tasks
+    c = compare(runs[2], runs[1], "application")  # emb3 − minilm on the shared valid tasks
     assert row["Application"] == f"{c.rate_b:.1f} → {c.rate_a:.1f}" and row["p (Application)"].startswith("1.0")
     assert r"$\to$" in t.latex()
     assert by_embedding([r for r in runs if r.config.embedding == "minilm"]) is None
