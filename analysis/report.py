@@ -192,8 +192,8 @@ def _methods(runs: list[Run]) -> list[str]:
         "short-term history, the always-in-state file), retrieved recall whether it reached the part retrieved "
         "for the query. Context tokens (characters / 4 of the indirect answer's context) say how much each system "
         "showed, which moves target recall directly.",
-        f"{resolution} (the minimum detectable difference of each comparison at its own discordance is in "
-        "`compare --json`). Whether a difference is real is answered by the paired test on the same tasks: the "
+        f"{resolution} (each comparison's minimum detectable difference at its own discordance is in the pairwise tables' MDD "
+        "column and in `compare`). Whether a difference is real is answered by the paired test on the same tasks: the "
         "exact McNemar test (binomial test on the discordant tasks; the mid-p version beside it in the pairwise "
         "tables) and the Bonett–Price adjusted Wald interval for a paired difference of proportions (one task added "
         "to each discordant cell; Fagerland, Lydersen & Laake 2014), which covers close to 95% where a percentile "

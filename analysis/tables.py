@@ -476,9 +476,8 @@ def pairwise(runs: Sequence[Run], metric: str = "application") -> list[Table]:
         "B %": f"{c.rate_b:.1f}" if c.n else "–",
         "A−B [95% CI]": fmt_diff_ci(c), **fmt_domain_cells(c),
         "A only / B only": f"{c.a_only} / {c.b_only}", "exact p": fmt_p(c.p_exact),
-        "mid-p": fmt_p(c.p_midp), "Holm p": fmt_p(h),
-        "MDD (80%)": "–" if math.isnan(c.mdd) else f"{c.mdd:.1f}",
-        "BH q": fmt_p(q), "excluded": str(c.n_excluded),
+        "mid-p": fmt_p(c.p_midp), "Holm p": fmt_p(h), "BH q": fmt_p(q),
+        "MDD (80%)": "–" if math.isnan(c.mdd) else f"{c.mdd:.1f}", "excluded": str(c.n_excluded),
     } for c, h, q in zip(comps, p_holm, p_bh)])
     title = METRIC_TITLES[metric]
     note = (f"{len(comps)} pairs; Holm controls the family-wise error over all of them, BH the false discovery rate. "
