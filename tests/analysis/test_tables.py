@@ -47,22 +47,25 @@ def test_table1_matches_metrics_and_renders(runs, tmp_path):
     mem0 = t.data.set_index("configuration").loc["mem0/minilm/middle/openai"]
     m = compute(list(runs[1].records))
     assert mem0["application"] == pytest.approx(m.rates["application"].pct)
-    # paired rates: t003 (application errored) and t007 (target recall errored) are left out of EVERY rate of the row
-    assert all(mem0[f"{k}_n"] == 38 and mem0[f"{k}_errors"] == 2 for k in METRICS)
-    assert mem0["left_out_tasks"] == "t003;t007" and mem0["n_tasks"] == 40
+    # a failed verdict is an error of its own metric: t003 (application) and t007 (target recall) leave only those
+    failed = {"application", "target_recall"}
+    assert all((mem0[f"{k}_n"], mem0[f"{k}_errors"]) == ((39, 1) if k in failed else (40, 0)) for k in METRICS)
+    assert mem0["left_out_tasks"] == "" and mem0["n_tasks"] == 40
     assert mem0["delta_application_naive"] == pytest.approx(m.deltas["delta_application_naive"])
     backbone = t.display.iloc[0]
     assert backbone["Naive"] == "–" and backbone["Δ Recall−Naive"] == "–"
     assert backbone["Naive recall, provenance (origin)"] == "–"
     row = t.display.set_index("Configuration").loc["mem0/minilm/middle/openai"]
-    assert row["left out"] == "2" and row["judge FP / FN"] == "0 / 2"
+    assert row["left out"] == "0" and row["judge FP / FN"] == "0 / 2"
+    assert any("left out of the Application rate only (its verdict failed): t003" in x for x in t.items)
     # the fixture's records predate the context budget and the what-ran keys: the columns are there, unmeasured
     assert (row["context tokens"], row["what ran"]) == ("–", "–")
     assert row["Visible-state recall (provenance)"].startswith("0.0 ")  # a retrieval system: nothing visible
     assert (row["memory faults"], row["fact-write faults"]) == ("20.0 (8/40)", "10.0 (4/40)")  # every 5th / 10th task
     assert t.display.set_index("Configuration").loc["mem0/emb3/middle/openai", "judge FP / FN"] == "2 / 0"
-    assert t.items == ("mem0/minilm/middle/openai: left out of every rate: t003 (application verdict errored), "
-                       "t007 (target_recall verdict errored)",)
+    assert t.items == ("mem0/minilm/middle/openai: left out of the Application rate only (its verdict failed): t003",
+                       "mem0/minilm/middle/openai: left out of the Target recall (judge) rate only (its verdict "
+                       "failed): t007")
     md = t.markdown()
     assert md.count("\n") == 5
     assert "| Target recall (verbatim, lower bound) | Target recall, provenance (origin) |" in md
@@ -71,24 +74,27 @@ def test_table1_matches_metrics_and_renders(runs, tmp_path):
     assert r"\toprule" in t.latex() and r"always\_in\_state" in t.latex() and "$\\Delta$" in t.latex()
     md_path, tex_path, csv_path = t.write(tmp_path)
     text = md_path.read_text()
-    assert text.startswith("**Table 1") and "- mem0/minilm/middle/openai: left out of every rate: t003" in text
+    assert text.startswith("**Table 1") and "- mem0/minilm/middle/openai: left out of the Application rate only (its verdict failed): t003" in text
     assert tex_path.read_text().startswith(r"\begin{table}")
     csv = pd.read_csv(csv_path)
     assert len(csv) == 4 and csv.set_index("configuration").loc[LABELS[1], "faults_malformed_reply"] == 8
 
 
-def test_a_row_with_one_errored_verdict_is_computed_over_n_minus_1_tasks_for_every_rate():
+def test_a_row_with_one_errored_verdict_leaves_that_rate_only():
     spec = SPECS[3]
     rows = make_records(spec, errors={"t005": "answer_only"})
     (run,) = build_runs({spec: rows})
     (full,) = build_runs({spec: make_records(spec)})
     data = table1([run]).data.iloc[0]
-    assert all(data[f"{k}_n"] == 39 for k in METRICS)
+    assert all(data[f"{k}_n"] == (39 if k == "answer_only" else 40) for k in METRICS)
     kept = [r for r in full.records if r.task_id != "t005"]
-    for k in METRICS:  # each rate is exactly the rate over the other 39 tasks
-        assert data[f"{k}_k"] == sum(outcome(r, k) for r in kept), k
-    c = compare(run, full, "application")
+    assert data["answer_only_k"] == sum(outcome(r, "answer_only") for r in kept)  # the rate over the other 39
+    for k in METRICS:
+        if k != "answer_only":
+            assert data[f"{k}_k"] == full.metrics.rates[k].successes, k
+    c = compare(run, full, "answer_only")
     assert c.n == 39 and c.excluded["error in A"] == 1
+    assert compare(run, full, "application").n == 40
 
 
 def test_old_records_without_provenance_or_faults_still_load(tmp_path):
