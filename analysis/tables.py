@@ -19,7 +19,7 @@ from inmind_exp.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG
 from inmind_exp.metrics import LABELS, METRIC_INFO, METRICS, Rate, RunMetrics, fmt_ran, upper_bound, valid
 from inmind_exp.records import DOMAINS, OFFICIAL_DOMAINS, TaskRecord
 
-from analysis.caveats import FLAG, FLAG_NOTE, degenerate, flag
+from analysis.caveats import FLAG, FLAG_NOTE, flag
 from analysis.compare import EXCLUSION_NOTE, HEALTH, Comparison, compare, outcome
 from analysis.load import EMBEDDING_ORDER, Run
 from analysis.official import protocol_cell, protocol_cols
