@@ -16,7 +16,8 @@ _LAZY = {
     **dict.fromkeys(["Comparison", "outcome", "verdict_outcome"], "analysis.compare"),
     **dict.fromkeys(["LoadError", "Run", "RunConfig", "RunSet", "check_store", "find_run", "load_experiment",
                      "load_sweep_dir"], "analysis.load"),
-    **dict.fromkeys(["benjamini_hochberg", "cohen_kappa", "holm", "mcnemar_exact", "paired_bootstrap_ci",
+    **dict.fromkeys(["benjamini_hochberg", "bonett_price_ci", "cohen_kappa", "cr2_bm_ci", "holm", "mcnemar_exact",
+                     "mcnemar_midp", "min_detectable_diff", "paired_bootstrap_ci", "stratified_bonett_price_ci",
                      "wilson_interval"], "analysis.stats"),
 }
 __getattr__ = lazy_names(globals(), _LAZY)

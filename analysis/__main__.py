@@ -4,7 +4,7 @@
     python -m analysis report --sweep-dir multirun/inmind --out reports/inmind
     python -m analysis view --experiment inmind --out reports/inmind [--tasks tasks.jsonl]
     python -m analysis export --experiment inmind --out reports/inmind
-    python -m analysis compare --experiment inmind --a always_in_state/minilm/middle/openai --b <run id or hash>
+    python -m analysis compare --experiment inmind --a always_in_state/minilm/middle/openai --b <run id or hash> [--json FILE]
     python -m analysis audit --experiment inmind --labels labels.jsonl [--out DIR]
     python -m analysis audit --experiment inmind --judges RUN_A RUN_B
     python -m analysis rejudge --experiment inmind [--run REF] [--judges strict] [--judge-model M] [--samples N]
@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -26,7 +27,6 @@ from inmind_exp.metrics import METRICS  # noqa: E402
 from analysis.audit import LabelError  # noqa: E402
 from analysis.load import LoadError, RunSet, load_experiment, load_sweep_dir  # noqa: E402
 from analysis.rejudge import RejudgeError  # noqa: E402
-from analysis.stats import N_BOOT  # noqa: E402
 from inmind_exp.data.errors import DataError  # noqa: E402
 from inmind_exp.data.release import ReleaseError  # noqa: E402
 from inmind_exp.errors import EndpointError  # noqa: E402
@@ -39,9 +39,6 @@ def _source_args(p: argparse.ArgumentParser) -> None:
     src.add_argument("--experiment", help="MLflow experiment name")
     src.add_argument("--sweep-dir", type=Path, help="a sweep directory (per-job records.jsonl + config.yaml, ledger/)")
     p.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
-    p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"paired bootstrap resamples (default {N_BOOT}, as the "
-                   "end-of-sweep report)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
 
 
 def _load(args: argparse.Namespace) -> RunSet:
@@ -63,7 +60,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     runset = _load(args)
     viewer, problems = write_viewer(runset, args.out, args.tasks)  # first, so that the report links to it
-    rep = build(runset, args.out, labels=args.labels, n_boot=args.n_boot, seed=args.seed, formats=args.formats)
+    rep = build(runset, args.out, labels=args.labels, formats=args.formats)
     print(terminal(runset.runs))
     print(f"Full table (every metric, the Δ columns, the judge audit):\n  {rep.out / 'tables' / 'table1.md'}")
     print(f"Per-task viewer:\n  {viewer}")
@@ -112,10 +109,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     runset = _load(args)
     a, b = runset.get(args.a), runset.get(args.b)
+    comps = [compare(a, b, metric) for metric in args.metric or METRICS]
+    if args.json:
+        doc = {"a": {"label": a.label, "source": a.source}, "b": {"label": b.label, "source": b.source},
+               "metrics": {c.metric: c.as_dict() for c in comps}, "note": EXCLUSION_NOTE}
+        text = json.dumps(doc, indent=2, allow_nan=False)
+        if str(args.json) == "-":  # machine-readable stdout: the JSON only
+            print(text)
+            return 0
+        args.json.write_text(text + "\n", encoding="utf-8")
     print(f"A = {a.label} ({a.source})\nB = {b.label} ({b.source})\n")
-    for metric in args.metric or METRICS:
-        print(compare(a, b, metric, n_boot=args.n_boot, seed=args.seed).summary())
+    for c in comps:
+        print(c.summary())
     print(f"\n{EXCLUSION_NOTE}")
+    if args.json:
+        print(f"[analysis] wrote {args.json}")
     return 0
 
 
@@ -264,6 +272,9 @@ def parser() -> argparse.ArgumentParser:
     cp.add_argument("--a", required=True, help="run label, MLflow run id or config hash, or a prefix of one only one run has")
     cp.add_argument("--b", required=True, help="run label, MLflow run id or config hash, or a prefix of one only one run has")
     cp.add_argument("--metric", action="append", choices=METRICS, help="metric(s) to compare (default: all)")
+    cp.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON, per metric: diff, "
+                    "ci_low, ci_high (points), ci_method, p_exact, p_midp, the discordant counts and task ids "
+                    "('-': the JSON alone on stdout)")
     cp.set_defaults(func=cmd_compare)
     au = sub.add_parser("audit", help="judge audit: human labels, or agreement of two judge models")
     _source_args(au)

@@ -69,13 +69,13 @@ def controls_table(runs: Sequence[Run]) -> Table | None:
               f"rate near the no-fact warning is one the memory adds little to.{flag_note(shown)}"))
 
 
-def control_pairwise(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> list[Table]:
-    """The paired comparisons (bootstrap, domain-clustered interval, exact McNemar, Holm/BH) of every control
+def control_pairwise(runs: Sequence[Run]) -> list[Table]:
+    """The paired comparisons (Bonett–Price and domain intervals, exact McNemar, Holm/BH) of every control
     metric some run measured, over the runs that measured it."""
     out: list[Table] = []
     for k in control_metrics(runs):
         measured = [r for r in runs if k in r.metrics.controls]
         if len(measured) > 1:
-            long, matrix = pairwise(measured, k, n_boot=n_boot, seed=seed)
+            long, matrix = pairwise(measured, k)
             out += [matrix, long]
     return out

@@ -171,7 +171,7 @@ def domain_heatmap(runs: Sequence[Run], metric: str = "application") -> Figure:
     return fig
 
 
-def embedding_comparison(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Figure | None:
+def embedding_comparison(runs: Sequence[Run]) -> Figure | None:
     """Per system, target recall and application under each embedding (Section 4.5: MiniLM vs emb3), with Wilson
     bars; the application panel notes the paired exact McNemar p between the first two embeddings. Only systems
     that use an embedding appear (``tables.embedding_groups``); None when there are none to compare."""
@@ -204,10 +204,10 @@ def embedding_comparison(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 
         if metric == "application":
             for i, k in enumerate(keys):
                 a, b = groups[k][0], groups[k][1]
-                c = compare(b, a, metric, n_boot=n_boot, seed=seed)
+                c = compare(b, a, metric)
                 if c.n:
                     mark = FLAG if c.degenerate else ""
-                    ax.text(i, top + 3, f"Δ{c.diff:+.1f}{mark}\np={fmt_p(c.p_mcnemar)}", ha="center", fontsize=6)
+                    ax.text(i, top + 3, f"Δ{c.diff:+.1f}{mark}\np={fmt_p(c.p_exact)}", ha="center", fontsize=6)
         ax.set_xticks(range(len(keys)), names, rotation=30, ha="right")
         ax.set_title(METRIC_TITLES[metric])
         ax.set_ylim(0, min(105.0, max(10.0, top + 15)))
@@ -249,9 +249,9 @@ def forest(runs: Sequence[Run]) -> Figure:
     return fig
 
 
-def delta_forest(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Figure | None:
+def delta_forest(runs: Sequence[Run]) -> Figure | None:
     """The paired Δ of every configuration against the best retrieval configuration (``tables.best_retrieval``), on
-    application and target recall: the difference over shared valid tasks with its 95% paired bootstrap interval and
+    application and target recall: the difference over shared valid tasks with its 95% Bonett–Price interval and
     the exact McNemar p. None when there is no reference or nothing to compare it with."""
     from analysis.tables import best_retrieval
 
@@ -263,13 +263,13 @@ def delta_forest(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Fi
     ys = np.arange(len(others))[::-1]
     for ax, metric, colour in zip(axes, ("application", "target_recall"), ("tab:red", "tab:blue")):
         for y, run in zip(ys, others):
-            c = compare(run, ref, metric, n_boot=n_boot, seed=seed)
+            c = compare(run, ref, metric)
             if not c.n:
                 ax.text(-95, y, "no shared valid task", va="center", fontsize=6, color="grey")
                 continue
             ax.errorbar(c.diff, y, xerr=[[c.diff - c.ci_low], [c.ci_high - c.diff]], fmt="o", color=colour,
                         capsize=2, ms=5, lw=1)
-            ax.annotate(f"p={fmt_p(c.p_mcnemar)}", (c.diff, y), xytext=(0, 5), textcoords="offset points",
+            ax.annotate(f"p={fmt_p(c.p_exact)}", (c.diff, y), xytext=(0, 5), textcoords="offset points",
                         ha="center", va="bottom", fontsize=6)  # above the point: inside the panel at any Δ
         ax.axvline(0, color="grey", lw=1, ls=":")
         ax.set(xlim=(-105, 105), xlabel=f"Δ {METRIC_TITLES[metric]}, points")
@@ -280,7 +280,7 @@ def delta_forest(runs: Sequence[Run], n_boot: int = 10_000, seed: int = 0) -> Fi
 
     axes[0].set_yticks(ys, [f"{r.label} {FAULT_FLAG}" if flagged(r) else r.label for r in others], fontsize=7)
     axes[0].set_ylim(-0.7, len(others) - 0.2)
-    fig.suptitle(f"Paired Δ against {ref.label} (best retrieval), 95% paired bootstrap intervals, exact McNemar p",
+    fig.suptitle(f"Paired Δ against {ref.label} (best retrieval), 95% Bonett–Price intervals, exact McNemar p",
                  fontsize=9)
     fig.tight_layout()
     return fig

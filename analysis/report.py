@@ -16,11 +16,12 @@ from inmind_exp.headline import flag_note
 
 from analysis import plots
 from analysis.audit import audit_human, judge_agreement, judge_pairs, read_labels
-from analysis.caveats import FLAG_NOTE, MIN_N, n_range, resolvable_gap_pp, small_sample_warning, wilson_halfwidth_pp
+from analysis.caveats import FLAG_NOTE, MIN_N, detectable, n_range, small_sample_warning, wilson_halfwidth_pp
 from analysis.compare import EXCLUSION_NOTE
 from analysis.headline import flagged, headline_table
 from analysis.load import Run, RunSet
 from analysis.official import paper_table, protocol_table, run_fidelity
+from analysis.stats import MIN_CLUSTERS
 from analysis.viewer import VIEWER_FILE
 from analysis.tables import (Table, by_domain, by_embedding, by_injection, embedding_free_repeats,
                              judge_self_audit, pairwise, retrieval_leaders, table1, table2)
@@ -51,8 +52,8 @@ class Section:
     text: str = ""
 
 
-def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_boot: int = 10_000,
-          seed: int = 0, formats: tuple[str, ...] = plots.FORMATS) -> Report:
+def build(runset: RunSet, out: Path | str, labels: Path | str | None = None,
+          formats: tuple[str, ...] = plots.FORMATS) -> Report:
     """Compute every table and plot of ``runset`` and write them (the plots in ``formats``), the digest and the HTML
     report under ``out``."""
     out = Path(out)
@@ -72,19 +73,19 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
 
     if (ctl := controls_table(runs)) is not None:
         sections.append(Section("Negative controls: application beside over-application", (
-            ctl, *control_pairwise(runs, n_boot=n_boot, seed=seed))))
+            ctl, *control_pairwise(runs))))
     sections.append(Section("Protocol fidelity and the official aggregate", (protocol_table(runs),)))
     if paper is None:
         sections.append(Section(PAPER_TITLE, text="Not shown: no run of the official tasks (dataset=official)."))
     sections.append(Section("Judge audit without labels: the judge against the judge-free bounds",
                             (judge_self_audit(runs),)))
-    t2 = table2(runs, n_boot=n_boot, seed=seed)
+    t2 = table2(runs)
     if t2 is not None:
         sections.append(Section("Table 2: always-in-state against the best retrieval configuration", (t2,)))
     else:
         sections.append(Section("Table 2", text="Not produced: it needs an always_in_state run and a retrieval run."))
     for metric in PAIRED_METRICS:
-        long, matrix = pairwise(runs, metric, n_boot=n_boot, seed=seed)
+        long, matrix = pairwise(runs, metric)
         sections.append(Section(f"Paired comparisons: {matrix.caption.split(':')[0]}", (matrix, long)))
     sections.append(Section("Breakdown by domain", (by_domain(runs, "application"), by_domain(runs, "target_recall"))))
     sections.append(Section("Breakdown by injection position",
@@ -92,10 +93,10 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
 
     figs = {"forest": plots.forest(runs), "app_vs_recall": plots.app_vs_recall(runs), "naive_vs_indirect": plots.naive_vs_indirect(runs),
             "domain_heatmap": plots.domain_heatmap(runs, "application")}
-    delta = plots.delta_forest(runs, n_boot=n_boot, seed=seed)
+    delta = plots.delta_forest(runs)
     if delta is not None:
         figs["delta_forest"] = delta
-    emb = plots.embedding_comparison(runs, n_boot=n_boot, seed=seed)
+    emb = plots.embedding_comparison(runs)
     if emb is not None:
         figs["embedding_comparison"] = emb
     for name, fig in figs.items():
@@ -104,7 +105,7 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
     sections[0] = Section(sections[0].title, sections[0].tables, headline_figs, sections[0].text)
     sections.append(Section("Plots", figures=tuple(f for f in rep.figures if f not in ("embedding_comparison",
                                                                                         *headline_figs))))
-    emb_table = by_embedding(runs, n_boot=n_boot, seed=seed)
+    emb_table = by_embedding(runs)
     if emb_table is not None:
         sections.append(Section("Embedding comparison (Section 4.5)", (emb_table,), ("embedding_comparison",)))
 
@@ -130,8 +131,8 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None, n_b
             rep.tables[t.name] = t
             rep.files += t.write(out / "tables")
     rep.files += [p for ps in rep.figures.values() for p in ps]
-    rep.markdown.write_text(_markdown(runset, sections, rep, n_boot, seed), encoding="utf-8")
-    rep.html.write_text(_html(runset, sections, rep, n_boot, seed), encoding="utf-8")
+    rep.markdown.write_text(_markdown(runset, sections, rep), encoding="utf-8")
+    rep.html.write_text(_html(runset, sections, rep), encoding="utf-8")
     rep.files += [rep.markdown, rep.html]
     return rep
 
@@ -195,43 +196,54 @@ def incomplete_warning(incomplete: Sequence[tuple[str, int, int, str]]) -> str:
             f"finished tasks are not run or paid again.")
 
 
-def _methods(runs: list[Run], n_boot: int, seed: int) -> list[str]:
+def _methods(runs: list[Run]) -> list[str]:
     sizes = [n for _, n in valid_sizes(runs)]
     n_text = n_range(sizes)
     smallest = min((n for n in sizes if n), default=0)
     resolution = (f"With n={n_text} valid tasks per configuration, a Wilson interval at 50% is about "
-                  f"±{wilson_halfwidth_pp(smallest):.1f} points and two separate rates must differ by about "
-                  f"{min(resolvable_gap_pp(smallest), 100.0):.0f} points to be told apart"
+                  f"±{wilson_halfwidth_pp(smallest):.1f} points, and {detectable(smallest)}"
                   if smallest else "No configuration has a valid task, so nothing can be told apart")
     return [
         "Rates are percentages with Wilson 95% score intervals. A task that failed is left out of every rate of its "
         "row; a failed verdict leaves the task out of that verdict's rate only, as the release scores each metric "
         "on its own. Both are listed under Table 1, never scored as 0.",
         "Target recall is measured three ways. The judge reads the indirect context answer-blind. Two judge-free "
-        "bounds need no model: provenance (an item derived from the injected fact turn reached the answerer) is an "
-        "upper bound, because an item an LLM rewrote from the fact (a profile, a summary, the always-in-state file) "
-        "may have lost it; verbatim (the fact turn's text appears in the context) is a lower bound, because a "
-        "system that stores a paraphrase scores 0 by construction. A judge verdict above the upper bound or below "
-        "the lower bound is certainly wrong; those tasks are listed in the label-free judge audit.",
+        "bounds need no model: provenance (union: upper bound) (an item derived in any way from the injected fact "
+        "turn reached the answerer) is an upper bound, because when it is 0 the fact cannot be in the context, "
+        "while an item an LLM rewrote from the fact (a profile, a summary, the always-in-state file) may have "
+        "lost it; verbatim (the fact turn's text appears in the context) is a lower bound, because a system that "
+        "stores a paraphrase scores 0 by construction. A target-recall verdict above the upper bound or below the "
+        "lower bound is certainly wrong, and so is an application verdict of 1 where the upper bound is 0 (the "
+        "paper's main judge error is application false positives); those tasks are listed in the label-free "
+        "judge audit. Provenance (origin) is no bound and is not used there.",
         "Provenance is decided on origin, the same rule for every system: an item's origin is the turns whose "
         "content it states; what it only inherited (an evolution that echoed it unchanged, a merge, a profile or "
-        "summary rewrite, a chain overview) counts only in the looser union, reported beside it. Visible-state "
+        "summary rewrite, a chain overview) counts only in the union (the upper bound), reported beside it. "
+        "Visible-state "
         "recall says whether the fact's origin reached the query-independent part of the context (a profile, a "
         "short-term history, the always-in-state file), retrieved recall whether it reached the part retrieved "
         "for the query. Context tokens (characters / 4 of the indirect answer's context) say how much each system "
         "showed, which moves target recall directly.",
-        f"{resolution}; whether a difference is real is answered by the paired test on the same tasks: the exact "
-        "McNemar test (binomial test on the discordant tasks) and a percentile paired bootstrap interval of the "
-        f"difference ({n_boot} resamples of tasks, seed {seed}).",
-        "Two intervals accompany every paired difference between configurations. The per-task one (the paired "
-        "bootstrap above, and the exact McNemar test) treats the tasks as independent. Tasks of one domain share "
-        "a fact type and a bridge (in the official release 46 of 125 tasks are health tasks), so their "
-        f"differences are correlated; the domain-clustered interval ({n_boot} resamples, seed {seed}) is a "
-        "percentile cluster bootstrap that redraws whole domains with replacement and takes the pooled paired "
-        "difference over their tasks. It is the one to read when asking whether a difference would hold on "
-        "another task mix; it is wider when the difference sits in a few domains, and is not given with fewer "
-        "than two domains. Per-domain rates carry Wilson 95% intervals (Breakdown by domain); domains are the "
-        "`domain` strings the records carry.",
+        f"{resolution} (each comparison's minimum detectable difference at its own discordance is in the pairwise tables' MDD "
+        "column and in `compare`). Whether a difference is real is answered by the paired test on the same tasks: the "
+        "exact McNemar test (binomial test on the discordant tasks; the mid-p version beside it in the pairwise "
+        "tables) and the Bonett–Price adjusted Wald interval for a paired difference of proportions (one task added "
+        "to each discordant cell; Fagerland, Lydersen & Laake 2014), which covers close to 95% where a percentile "
+        "bootstrap of the task differences does not (about 91% at 2%/0% discordance, n = 125) and is never of zero "
+        "width. Newcombe's hybrid score interval covers only 92% there when about half the tasks score 1 in both "
+        "runs, so it is not used.",
+        "The per-task interval (Bonett–Price above, and the exact McNemar test) treats the tasks as independent. "
+        "Tasks of one domain share a fact type and a bridge (in the official release 46 of 125 tasks are health "
+        "tasks), so which question is asked matters, and each gets its own answer. For this design (these domains "
+        "at these sizes, the estimand of the tables) the within-domain interval is a stratified Bonett–Price "
+        "interval: only the variation within domains counts. Whether a difference would hold on another mix of "
+        "domains is answered by the difference with each domain left out in turn (its range, and the difference "
+        "without the health domain), and by an approximate CR2 cluster-robust interval with Bell–McCaffrey degrees "
+        f"of freedom, given only from {MIN_CLUSTERS} domains up (a percentile cluster bootstrap was "
+        "anti-conservative with 10 unequal domains, 87–90%, and returned the range of the domain means with 3). "
+        "Per-domain rates carry Wilson 95% intervals (Breakdown by domain), with the domain-macro average and "
+        "health against the other domains beside the pooled rate; domains are the `domain` strings the records "
+        "carry.",
         f"Below n={MIN_N} valid tasks per configuration the report warns at the top; a ranking at such n is an "
         f"anecdote. {FLAG_NOTE} A tie at the top is reported as a tie.",
         "Across all pairs of configurations, p-values are adjusted with Holm (family-wise error) and "
@@ -278,7 +290,7 @@ def _shown(paths: list[Path]) -> Path:
     return next((p for p in paths if p.suffix == ".png"), paths[0])
 
 
-def _markdown(runset: RunSet, sections: list[Section], rep: Report, n_boot: int, seed: int) -> str:
+def _markdown(runset: RunSet, sections: list[Section], rep: Report) -> str:
     parts = ["# InMind analysis report", ""]
     parts += [f"> **Warning.** {w}\n" for w in warnings(runset)]
     parts += [*[f"- {x}" for x in _headline(runset)], ""]
@@ -290,7 +302,7 @@ def _markdown(runset: RunSet, sections: list[Section], rep: Report, n_boot: int,
             notes = t.notes_markdown()
             parts += [f"**{t.caption}**", "", t.markdown(), ""] + ([notes, ""] if notes else [])
         parts += [f"![{f}](plots/{_shown(rep.figures[f]).name})" for f in sec.figures] + ([""] if sec.figures else [])
-    parts += ["## Methods", "", *[f"- {x}" for x in _methods(list(runset.runs), n_boot, seed)], ""]
+    parts += ["## Methods", "", *[f"- {x}" for x in _methods(list(runset.runs))], ""]
     return "\n".join(parts)
 
 
@@ -322,7 +334,7 @@ def _html_table(t: Table, collapsed: bool = False) -> str:
     return inner
 
 
-def _html(runset: RunSet, sections: list[Section], rep: Report, n_boot: int, seed: int) -> str:
+def _html(runset: RunSet, sections: list[Section], rep: Report) -> str:
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>InMind analysis report</title>",
              f"<style>{_CSS}</style></head><body>", "<h1>InMind analysis report</h1>",
@@ -345,7 +357,7 @@ def _html(runset: RunSet, sections: list[Section], rep: Report, n_boot: int, see
             files = ", ".join(f"plots/{p.name}" for p in rep.figures[name])
             parts.append(f"<figure><img alt='{html.escape(name)}' src='data:{mime};base64,{b64}'>"
                          f"<figcaption class='note'>{html.escape(files)}</figcaption></figure>")
-    methods = _methods(list(runset.runs), n_boot, seed)
+    methods = _methods(list(runset.runs))
     parts.append("<h2>Methods</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in methods)
                  + "</ul></body></html>")
     return "\n".join(parts)

@@ -29,16 +29,14 @@ SWEEP_FORMATS: tuple[str, ...] = ("png",)
 INMIND_LAUNCHER = "hydra_plugins.inmind_launcher.launcher.InmindLauncher"
 
 
-def report_sweep(tracking_uri: str, experiment: str, root: Path, n_boot: int | None = None,
-                 parent_key: str | None = None, formats: tuple[str, ...] = SWEEP_FORMATS) -> Path | None:
+def report_sweep(tracking_uri: str, experiment: str, root: Path, parent_key: str | None = None,
+                 formats: tuple[str, ...] = SWEEP_FORMATS) -> Path | None:
     """Build the report of the sweep rooted at ``root`` (its parent run's ``inmind.key`` is ``parent_key``,
     ``sweep:<root>`` when not given) into ``<root>/analysis`` and log it to the sweep's parent run; the report's
-    HTML path, or None when the sweep logged no configuration run (nothing ran). ``n_boot`` defaults to
-    ``analysis.stats.N_BOOT``, the setting of ``python -m analysis report`` too; its figures are drawn in
-    ``formats``."""
+    HTML path, or None when the sweep logged no configuration run (nothing ran); the same tables and intervals as
+    ``python -m analysis report``, its figures drawn in ``formats``."""
     from analysis.load import load_experiment
     from analysis.report import build, publish
-    from analysis.stats import N_BOOT
     from inmind_exp.tracking import Tracker
 
     tracker = Tracker(tracking_uri, experiment)
@@ -55,7 +53,7 @@ def report_sweep(tracking_uri: str, experiment: str, root: Path, n_boot: int | N
     except Exception as e:  # noqa: BLE001  (the report stands without its viewer)
         log.warning(f"[inmind] WARNING: the per-task viewer failed ({type(e).__name__}: {e}); run `python -m "
                     f"analysis view --experiment {experiment} --out {out}`")
-    rep = build(runset, out, n_boot=N_BOOT if n_boot is None else n_boot, formats=formats)
+    rep = build(runset, out, formats=formats)
     publish(runset, rep.out)
     return rep.html
 

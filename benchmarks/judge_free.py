@@ -73,7 +73,7 @@ def main() -> int:
     args = ap.parse_args()
     print("| system | naive recall (provenance) | target recall (provenance) | target recall (verbatim) "
           "| target recall (fake judge) | judge = provenance | judge FP / FN | fact-write faults "
-          "| faults by kind (all tasks) | task errors | target recall (provenance, union) | visible-state recall "
+          "| faults by kind (all tasks) | task errors | target recall (provenance, union: upper bound) | visible-state recall "
           "| retrieved recall | context tokens | what ran | s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in args.systems or SYSTEMS.names():

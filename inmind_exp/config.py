@@ -154,6 +154,10 @@ class DatasetConf:
     name: str = "bundled"
     path: Optional[str] = None  # null: the bundled 125 tasks
     limit: Optional[int] = None
+    #: a seeded random sample of this many tasks, stratified by domain (replaces ``limit`` when set): for pilots,
+    #: since the task files are sorted by domain and a small ``limit`` takes health tasks only
+    sample: Optional[int] = None
+    sample_seed: int = 0
     release_dir: Optional[str] = None
 
 

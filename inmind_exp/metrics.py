@@ -33,11 +33,14 @@ class JudgeFreeMetric:
 #: ``target_recall_exact`` keeps its key (older runs) but says what it is: a verbatim lower bound.
 JUDGE_FREE: dict[str, JudgeFreeMetric] = {m.name: m for m in (
     JudgeFreeMetric("target_recall_exact", "indirect", "Target recall (verbatim, lower bound)", "TRv", 20),
-    JudgeFreeMetric("target_recall_provenance", "indirect", "Target recall (provenance, upper bound)", "TRp", 30),
-    JudgeFreeMetric("naive_recall_provenance", "naive", "Naive recall (provenance)", "NRp", 40),
-    # origin and inherited sources together (``ContextItem.derived``): the looser bound, comparable to older runs
-    JudgeFreeMetric("target_recall_provenance_union", "indirect", "Target recall (provenance, union)", "TRpu", 31),
-    JudgeFreeMetric("naive_recall_provenance_union", "naive", "Naive recall (provenance, union)", "NRpu", 41),
+    # the fact turn is an item's origin: not a bound (a rewrite that only inherited the fact may still state it)
+    JudgeFreeMetric("target_recall_provenance", "indirect", "Target recall, provenance (origin)", "TRp", 30),
+    JudgeFreeMetric("naive_recall_provenance", "naive", "Naive recall, provenance (origin)", "NRp", 40),
+    # origin and inherited sources together (``ContextItem.derived``): the upper bound, comparable to older runs
+    JudgeFreeMetric("target_recall_provenance_union", "indirect", "Target recall, provenance (union: upper bound)",
+                    "TRpu", 31),
+    JudgeFreeMetric("naive_recall_provenance_union", "naive", "Naive recall, provenance (union: upper bound)", "NRpu",
+                    41),
     # the routing decision: did the fact's origin reach the always-visible part, or the part retrieved for the query
     JudgeFreeMetric("visible_state_recall_provenance", "indirect", "Visible-state recall (provenance)", "VSp", 32),
     JudgeFreeMetric("retrieved_recall_provenance", "indirect", "Retrieved recall (provenance)", "RRp", 33),
@@ -123,27 +126,46 @@ def control_metrics(records: list[TaskRecord]) -> dict[str, Rate]:
 
 @dataclass(frozen=True)
 class JudgeAudit:
-    """The judge audited against the judge-free bounds on every task, without human labels: a target-recall
-    verdict of 1 where provenance is 0 is a certain false positive; 0 where the verbatim metric is 1 is a certain
-    false negative."""
+    """The judges audited against the judge-free bounds on every task, without human labels. The union provenance
+    (an item derived in any way from the fact turn reached the answerer's context) is an upper bound on the fact
+    being there, so a target-recall verdict of 1 or an application verdict of 1 where it is 0 is a certain false
+    positive; a target-recall 0 where the verbatim metric (a lower bound) is 1 is a certain false negative. The
+    origin provenance is no bound (a rewrite that only inherited the fact may still state it) and is not used."""
 
     false_positives: tuple[str, ...]
     false_negatives: tuple[str, ...]
     checked: int
+    #: application verdict 1 while the fact never reached the context (union provenance 0), of ``application_checked``
+    application_false_positives: tuple[str, ...] = ()
+    application_checked: int = 0
+
+
+def upper_bound(record: TaskRecord) -> int | None:
+    """The union provenance of the indirect context; for records older than the union field, the provenance they
+    carry (decided on origin and inherited sources together then; both are None together on newer records, for a
+    system that reports no items); None when not measured."""
+    union = record.target_recall_provenance_union
+    return union if union is not None else record.target_recall_provenance
 
 
 def judge_audit(records: list[TaskRecord]) -> JudgeAudit:
-    fp, fn, checked = [], [], 0
+    fp, fn, app_fp, checked, app_checked = [], [], [], 0, 0
     for r in records:
-        if not valid(r) or "target_recall" not in r.verdicts or not r.verdicts["target_recall"].ok:
+        if not valid(r):
             continue
-        verdict = r.verdicts["target_recall"].score
-        checked += 1
-        if verdict == 1 and r.target_recall_provenance == 0:
-            fp.append(r.task_id)
-        if verdict == 0 and r.target_recall_exact == 1:
-            fn.append(r.task_id)
-    return JudgeAudit(tuple(fp), tuple(fn), checked)
+        bound = upper_bound(r)
+        tr, app = r.verdicts.get("target_recall"), r.verdicts.get("application")
+        if tr is not None and tr.ok:
+            checked += 1
+            if tr.score == 1 and bound == 0:
+                fp.append(r.task_id)
+            if tr.score == 0 and r.target_recall_exact == 1:
+                fn.append(r.task_id)
+        if app is not None and app.ok and bound is not None:
+            app_checked += 1
+            if app.score == 1 and bound == 0:
+                app_fp.append(r.task_id)
+    return JudgeAudit(tuple(fp), tuple(fn), checked, tuple(app_fp), app_checked)
 
 
 @dataclass(frozen=True)
@@ -195,6 +217,8 @@ class RunMetrics:
                     "n_verdict_errors": sum(len(v) for v in self.verdict_errors.values()),
                     "judge_false_positives": len(self.audit.false_positives),
                     "judge_false_negatives": len(self.audit.false_negatives), "judge_audited": self.audit.checked,
+                    "judge_application_false_positives": len(self.audit.application_false_positives),
+                    "judge_application_audited": self.audit.application_checked,
                     "memory_fault_rate": self.memory_fault_rate, "fact_write_fault_rate": self.fact_write_fault_rate,
                     "memory_fault_tasks": self.fault_tasks, "fact_write_fault_tasks": self.fact_write_fault_tasks})
         for kind, n in self.faults_by_kind.items():
@@ -341,8 +365,10 @@ def results_table(rows: list[tuple[str, RunMetrics]]) -> str:
     notes += [f"{name}: left out of every rate (task failed): {', '.join(m.excluded)}" for name, m in rows if m.excluded]
     notes += [f"{name}: left out of the {LABELS[k]} rate only (its verdict failed): {', '.join(ids)}"
               for name, m in rows for k, ids in m.verdict_errors.items()]
-    notes += [f"{name}: judge target-recall false positives (provenance 0): {', '.join(m.audit.false_positives)}"
+    notes += [f"{name}: judge target-recall false positives (union provenance 0): {', '.join(m.audit.false_positives)}"
               for name, m in rows if m.audit.false_positives]
+    notes += [f"{name}: judge application false positives (union provenance 0): "
+              f"{', '.join(m.audit.application_false_positives)}" for name, m in rows if m.audit.application_false_positives]
     notes += [f"{name}: judge target-recall false negatives (verbatim 1): {', '.join(m.audit.false_negatives)}"
               for name, m in rows if m.audit.false_negatives]
     if notes:

@@ -106,6 +106,7 @@ SETTING_RANGES: Mapping[str, Range] = {
     "cluster.num_cpus": at_least(1, nullable=True),
     "cluster.start_timeout_s": positive(),
     "dataset.limit": at_least(0, nullable=True),
+    "dataset.sample": at_least(1, nullable=True),
 }
 
 

@@ -236,7 +236,7 @@ def test_tables_and_report_show_the_controls(tmp_path):
     assert {"Application", "Over-application", "Answer-only", "No-fact warning"} <= set(ctl.display.columns)
     assert table1(runs[2:]).display.columns.tolist() == [c for c in t1.display.columns
                                                         if c not in ("Over-application", "No-fact warning")]
-    rep = build(RunSet(tuple(runs), origin="test"), tmp_path / "report", n_boot=200)
+    rep = build(RunSet(tuple(runs), origin="test"), tmp_path / "report")
     assert {"controls", "pairwise_over_application", "pairwise_no_fact_warning"} <= set(rep.tables)
     assert "application beside over-application" in rep.markdown.read_text()
 

@@ -4,12 +4,13 @@ self-audit against the two bounds, memory faults on the record, and paired rates
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import pytest
 
 from inmind_exp.embed import MiniLMEncoder
 from inmind_exp.memory import SYSTEMS, MemorySystem, Recall
-from inmind_exp.metrics import compute, results_table
+from inmind_exp.metrics import LABELS, compute, results_table
 from inmind_exp.protocol import run_task
 from inmind_exp.records import (FACT_TURN_ID, Answer, ContextItem, Message, Session, Task, TaskRecord, Usage,
                                 Verdict)
@@ -200,7 +201,7 @@ def test_always_in_state_attributes_each_rewritten_line_to_the_inputs_it_shares_
     assert rec.target_recall_provenance == 1
 
 
-def _rec(tid, *, tr, prov, exact, app=1, naive=1, judge_error=None):
+def _rec(tid, *, tr, prov, exact, app=1, naive=1, judge_error=None, union=None):
     ans = Answer("a", (Message("user", "q"),), items=(ContextItem("chunk", "x", ("s#0",)),))
     v = {"naive": Verdict("naive", naive), "application": Verdict("application", app),
          "target_recall": Verdict("target_recall", tr), "answer_only": Verdict("answer_only", app)}
@@ -209,7 +210,8 @@ def _rec(tid, *, tr, prov, exact, app=1, naive=1, judge_error=None):
     return TaskRecord("h", tid, "other", "s", 0, ans, ans, v, exact, {"judge": Usage(calls=1)}, 1.0,
                       error=f"judge failed: {judge_error}" if judge_error else None,
                       naive_recall_provenance=1, target_recall_provenance=prov, naive_recall_provenance_union=1,
-                      target_recall_provenance_union=prov, visible_state_recall_provenance=0,
+                      target_recall_provenance_union=prov if union is None else union,
+                      visible_state_recall_provenance=0,
                       retrieved_recall_provenance=prov)
 
 
@@ -232,8 +234,27 @@ def test_judge_audit_finds_certain_false_positives_and_negatives():
     flat = m.flat()
     assert flat["judge_false_positives"] == 1.0 and flat["judge_false_negatives"] == 1.0
     table = results_table([("cfg", m)])
-    assert "Target recall (verbatim, lower bound)" in table and "Target recall (provenance, upper bound)" in table
-    assert "false positives (provenance 0): fp" in table and "false negatives (verbatim 1): fn" in table
+    assert "Target recall (verbatim, lower bound)" in table and "Target recall, provenance (origin)" in table
+    assert "Target recall, provenance (union: upper bound)" in table and "upper bound)" not in LABELS[
+        "target_recall_provenance"]
+    assert "false positives (union provenance 0): fp" in table and "false negatives (verbatim 1): fn" in table
+
+
+def test_judge_audit_uses_the_union_bound_and_audits_application():
+    """Origin provenance 0 is no proof (a rewrite that only inherited the fact may state it): only union provenance
+    0 makes a verdict of 1 certainly wrong, for target recall and for application alike."""
+    recs = [_rec("rewritten", tr=1, prov=0, exact=0, union=1),  # origin 0, union 1: not a certain error
+            _rec("never", tr=1, prov=0, exact=0, app=1),  # the fact never reached the context: both judges wrong
+            _rec("app_only", tr=0, prov=0, exact=0, app=1),
+            _rec("fine", tr=1, prov=1, exact=1, app=1), _rec("no", tr=0, prov=0, exact=0, app=0)]
+    m = compute(recs)
+    assert m.audit.false_positives == ("never",) and m.audit.checked == 5
+    assert m.audit.application_false_positives == ("never", "app_only") and m.audit.application_checked == 5
+    flat = m.flat()
+    assert flat["judge_application_false_positives"] == 2.0 and flat["judge_application_audited"] == 5.0
+    assert "application false positives (union provenance 0): never, app_only" in results_table([("cfg", m)])
+    old = dataclasses.replace(recs[0], target_recall_provenance_union=None)  # a record older than the union field:
+    assert compute([old]).audit.false_positives == ("rewritten",)  # its provenance was the union then
 
 
 def test_provenance_not_measured_for_a_system_without_items():

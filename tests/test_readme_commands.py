@@ -135,7 +135,7 @@ class Workspace:
 
             data = [d for d, group in zip(data, ("dataset", "trace")) if f"{group}=official" not in argv]
             data.append(f"dataset.release_dir={require_release().root}")
-        return ["llm.provider=openai", f"llm.base_url={self.fake.base_url}", *data, "dataset.limit=1",
+        return ["llm.provider=openai", f"llm.base_url={self.fake.base_url}", *data, "dataset.limit=1", "dataset.sample=null",
                 "cluster.workers=1", "cluster.num_cpus=2", "llm.max_attempts=2", "llm.backoff_initial_s=0.01",
                 "llm.backoff_max_s=0.05"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from inmind_exp.data.errors import DataError, Problem
 from inmind_exp.data.release import BACKGROUND, TASKS, find_release, sha256_file
-from inmind_exp.data.tasks import BUNDLED_TASKS, load_tasks
+from inmind_exp.data.tasks import BUNDLED_TASKS, load_tasks, sample_tasks
 from inmind_exp.data.trace import BUNDLED_TRACE, load_trace
 from inmind_exp.records import Task, Trace
 
@@ -48,17 +48,23 @@ def _official_only(conf: Any, group: str, keys: tuple[str, ...]) -> None:
 
 
 def load_dataset(dataset: Any) -> Tasks:
-    """The tasks of ``cfg.dataset`` (limit applied) and the file they came from."""
+    """The tasks of ``cfg.dataset`` and the file they came from: ``dataset.sample`` tasks drawn with
+    ``dataset.sample_seed`` (stratified by domain, ``tasks.sample_tasks``) when set, which replaces the limit, else
+    the first ``dataset.limit``."""
+    sample = dataset.get("sample")
+    limit = None if sample is not None else dataset.limit
     if dataset.get("name") == OFFICIAL:
         from inmind_exp.data.official import load_official_tasks
 
         _official_only(dataset, "dataset", ("path",))
         release = find_release(dataset.get("release_dir"), where="dataset=official")
-        tasks = load_official_tasks(release, limit=dataset.limit)
+        tasks = load_official_tasks(release, limit=limit)
         path = release.path(TASKS)
     else:
-        tasks = load_tasks(dataset.path, limit=dataset.limit)
+        tasks = load_tasks(dataset.path, limit=limit)
         path = Path(dataset.path) if dataset.path else BUNDLED_TASKS
+    if sample is not None:
+        tasks = sample_tasks(tasks, sample, dataset.get("sample_seed") or 0, path)
     return Tasks(tuple(tasks), path, sha256_file(path))
 
 

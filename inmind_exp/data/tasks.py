@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 from pathlib import Path
 from typing import Iterator
@@ -74,6 +75,26 @@ def apply_limit(tasks: list[Task], limit: int | None, path: Path) -> list[Task]:
             raise DataError([Problem(str(path), None, "dataset.limit", f"must be >= 1 or null, got {limit}")])
         tasks = tasks[:limit]
     return tasks
+
+
+def sample_tasks(tasks: list[Task], n: int, seed: int, path: Path) -> list[Task]:
+    """A seeded random sample of ``n`` tasks, stratified by domain, in file order: each domain gets its share of
+    ``n`` (largest remainders, ties by domain name), drawn at random within the domain. Unlike ``dataset.limit``
+    (the head of the file, which for the domain-sorted task files is health only at any small limit), a pilot of 20
+    tasks spreads over the domains as the full set does; the same seed and file give the same tasks."""
+    if n < 1 or n > len(tasks):
+        raise DataError([Problem(str(path), None, "dataset.sample",
+                                 f"must be between 1 and the {len(tasks)} tasks of the file, or null; got {n}")])
+    by_domain: dict[str, list[int]] = {}
+    for i, t in enumerate(tasks):
+        by_domain.setdefault(t.domain, []).append(i)
+    quota = {d: n * len(ix) / len(tasks) for d, ix in by_domain.items()}
+    take = {d: int(q) for d, q in quota.items()}
+    for d in sorted(quota, key=lambda d: (-(quota[d] - take[d]), d))[:n - sum(take.values())]:
+        take[d] += 1
+    rng = random.Random(seed)
+    chosen = [i for d in sorted(by_domain) for i in rng.sample(by_domain[d], take[d])]
+    return [tasks[i] for i in sorted(chosen)]
 
 
 def check_text(obj: dict, path: str, lineno: int) -> list[Problem]:

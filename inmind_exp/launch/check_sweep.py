@@ -51,11 +51,12 @@ def expand_sweep(overrides: Sequence[str], config_dir: str | Path = CONF_DIR, co
 
 
 @lru_cache(maxsize=16)
-def _tasks(name: str | None, path: str | None, limit: int | None, release_dir: str | None) -> int:
+def _tasks(name: str | None, path: str | None, limit: int | None, sample: int | None, sample_seed: int | None,
+           release_dir: str | None) -> int:
     from inmind_exp.data.sources import load_dataset
 
-    return len(load_dataset(OmegaConf.create({"name": name, "path": path, "limit": limit,
-                                              "release_dir": release_dir})).tasks)
+    return len(load_dataset(OmegaConf.create({"name": name, "path": path, "limit": limit, "sample": sample,
+                                              "sample_seed": sample_seed, "release_dir": release_dir})).tasks)
 
 
 @lru_cache(maxsize=16)
@@ -79,7 +80,7 @@ def check_job(cfg: DictConfig) -> list[str]:
         problems.append(f"cluster.workers={workers!r}: must be an integer >= 1")
     try:
         d, t = cfg.dataset, cfg.trace
-        _tasks(d.get("name"), d.path, d.limit, d.get("release_dir"))
+        _tasks(d.get("name"), d.path, d.limit, d.get("sample"), d.get("sample_seed"), d.get("release_dir"))
         trace = _trace(t.get("name"), t.path, t.index, t.get("release_dir"))
     except DataError as e:
         return problems + [str(p) for p in e.problems]

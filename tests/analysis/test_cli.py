@@ -34,12 +34,12 @@ def test_report_from_an_mlflow_experiment(store, tmp_path):
                                           "judge": "application", "label": 0}) + "\n" for i in range(10)))
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-m", "analysis", "report", "--experiment", "fixture", "--out", str(out),
-                           "--tracking-uri", uri, "--n-boot", "1000", "--labels", str(labels)], cwd=REPO, env=env, capture_output=True,
+                           "--tracking-uri", uri, "--labels", str(labels)], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     row = next(line for line in proc.stdout.splitlines() if line.startswith("| mem0/minilm/middle/openai "))
-    assert row.split("|")[2].strip() == "39/40" and parent in proc.stdout  # the headline: 39 valid verdicts of 40
-    assert "| mem0/minilm/middle/openai | 40 | 0 |" in (out / "tables" / "table1.md").read_text()
+    assert row.split("|")[2].strip() == "39/40" and parent in proc.stdout  # t003's application verdict failed
+    assert "| mem0/minilm/middle/openai | 40 | 0 |" in (out / "tables" / "table1.md").read_text()  # no task failed
     assert "Per-task viewer:" in proc.stdout and (out / "viewer.html").is_file()
 
     tables = {"table1", "judge_self_audit", "table2", "pairwise_application", "pairwise_application_matrix",
@@ -54,11 +54,12 @@ def test_report_from_an_mlflow_experiment(store, tmp_path):
 
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 6 and "src='plots/" not in html  # self-contained
-    assert "<li>mem0/minilm/middle/openai: left out of the Application rate only (its verdict failed): t003" in html
+    assert ("<li>mem0/minilm/middle/openai: left out of the Application rate only (its verdict failed): t003"
+            in html)
     for needle in ("Table 1", "Table 2", "McNemar", "Holm", "by domain", "by injection position", "never scored as 0",
                    "Section 4.5", "Judge audit against human labels", "Judge audit without human labels",
-                   "Target recall (provenance, upper bound)", "Target recall (verbatim, lower bound)", "t016, t020",
-                   "With n=40 valid tasks"):
+                   "Target recall, provenance (origin)", "Target recall (verbatim, lower bound)", "t016, t020",
+                   "With n=40 valid tasks"):  # verdict errors leave their own rate only
         assert needle in html, needle
     assert "Table 1" in (out / "report.md").read_text()
 
@@ -73,9 +74,20 @@ def test_report_from_an_mlflow_experiment(store, tmp_path):
 def test_compare_and_audit_commands(store, tmp_path, capsys):
     uri, _, _ = store
     assert main(["compare", "--experiment", "fixture", "--tracking-uri", uri, "--a", "mem0/minilm/middle/openai",
-                 "--b", "22222222", "--metric", "application", "--n-boot", "500"]) == 0
+                 "--b", "22222222", "--metric", "application"]) == 0
     out = capsys.readouterr().out
     assert "on 39 paired tasks" in out and "exact McNemar p" in out and "excluded: 1 error in A" in out
+    assert "95% Bonett–Price [" in out and "mid-p = " in out and "minimum detectable difference" in out
+    assert main(["compare", "--experiment", "fixture", "--tracking-uri", uri, "--a", "mem0/minilm/middle/openai",
+                 "--b", "22222222", "--metric", "application", "--json", str(tmp_path / "cmp.json")]) == 0
+    doc = json.loads((tmp_path / "cmp.json").read_text())
+    app = doc["metrics"]["application"]
+    assert app["ci_method"] == "bonett_price" and app["n"] == 39 and app["ci_low"] <= app["diff"] <= app["ci_high"]
+    assert app["a_only"] == len(app["a_only_tasks"]) and app["b_only"] == len(app["b_only_tasks"])
+    assert app["p_midp"] <= app["p_exact"] and "p_mcnemar" not in app and f"wrote {tmp_path / 'cmp.json'}" in capsys.readouterr().out
+    assert main(["compare", "--experiment", "fixture", "--tracking-uri", uri, "--a", "mem0/minilm/middle/openai",
+                 "--b", "22222222", "--metric", "application", "--json", "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["metrics"]["application"] == app  # the JSON alone on stdout
     labels = tmp_path / "labels.jsonl"
     labels.write_text(json.dumps({"run": "aaaaaaaa", "task_id": "t000", "judge": "target_recall", "label": 1}) + "\n")
     assert main(["audit", "--experiment", "fixture", "--tracking-uri", uri, "--labels", str(labels),
@@ -84,7 +96,7 @@ def test_compare_and_audit_commands(store, tmp_path, capsys):
     assert (tmp_path / "audit" / "audit_human.csv").is_file()
     sweep = write_sweep(tmp_path / "sweep")
     assert main(["compare", "--sweep-dir", str(sweep), "--a", "always_in_state/minilm/middle/openai", "--b",
-                 "mem0/emb3/middle/openai", "--n-boot", "500"]) == 0
+                 "mem0/emb3/middle/openai"]) == 0
     assert capsys.readouterr().out.count("exact McNemar p") == len(METRICS)  # every metric, judge-free bounds included
     assert main(["report", "--experiment", "nope", "--tracking-uri", uri, "--out", str(tmp_path / "x")]) == 2
     assert "no experiment 'nope'" in capsys.readouterr().err
@@ -109,10 +121,10 @@ def test_view_and_export_from_an_mlflow_experiment(store, tmp_path, capsys):
 def test_compare_takes_a_label_prefix_and_refuses_an_ambiguous_one_listing_candidates(tmp_path, capsys):
     sweep = write_sweep(tmp_path / "sweep")
     assert main(["compare", "--sweep-dir", str(sweep), "--a", "always_in", "--b", "backbone",
-                 "--metric", "application", "--n-boot", "200"]) == 0
+                 "--metric", "application"]) == 0
     out = capsys.readouterr().out
     assert "A = always_in_state/minilm/middle/openai" in out and "B = backbone/minilm/middle/openai" in out
-    assert main(["compare", "--sweep-dir", str(sweep), "--a", "mem0", "--b", "backbone", "--n-boot", "200"]) == 2
+    assert main(["compare", "--sweep-dir", str(sweep), "--a", "mem0", "--b", "backbone"]) == 2
     err = capsys.readouterr().err
     assert "'mem0' is ambiguous" in err and "mem0/minilm/middle/openai" in err and "mem0/emb3/middle/openai" in err
 

@@ -154,7 +154,7 @@ def test_the_report_carries_the_protocol_and_paper_sections(tmp_path):
     runs = build([(official_params("backbone"), records("backbone", 105)),
                   (official_params("always_in_state", **{"answer.mode": "shared"}),
                    records("always_in_state", 80, naive=120))])
-    rep = build_report(RunSet(runs=runs, origin="test"), tmp_path, n_boot=200)
+    rep = build_report(RunSet(runs=runs, origin="test"), tmp_path)
     md = rep.markdown.read_text()
     assert "## Protocol fidelity and the official aggregate" in md and "## The paper's reported figures beside ours" in md
     assert "84.0% (105/125, Wilson [76.6, 89.4])" in md and "answer=shared" in md
@@ -180,7 +180,7 @@ def test_the_backbone_naive_cell_is_a_dash_in_every_table():
     assert "the paper's cell is '–' too" in terminal(runs)
     t1 = table1(runs)
     shown = t1.display.set_index("Configuration")
-    assert shown.loc[back.label, "Naive"] == "–" and shown.loc[back.label, "Naive recall (provenance)"] == "–"
+    assert shown.loc[back.label, "Naive"] == "–" and shown.loc[back.label, "Naive recall, provenance (origin)"] == "–"
     assert shown.loc[back.label, "Δ Recall−Naive"] == shown.loc[back.label, "Δ Application−Naive"] == "–"
     assert shown.loc[back.label, "Application"].startswith("84.0 [")
     assert shown.loc[mem0.label, "Naive"].startswith("96.0 [")

@@ -64,12 +64,12 @@ def test_paired_delta_forest_against_the_best_retrieval_configuration():
 
     runs = build_runs(fixture_records(SPECS))
     ref = best_retrieval(runs)
-    fig = plots.delta_forest(runs, n_boot=500)
+    fig = plots.delta_forest(runs)
     app, _ = fig.axes
     others = [r for r in runs if r is not ref]
     assert [t.get_text().rstrip(" !") for t in app.get_yticklabels()] == [r.label for r in others]
     for run, cont in zip(others, app.containers):
-        c = compare(run, ref, "application", n_boot=500)
+        c = compare(run, ref, "application")
         assert abs(cont.lines[0].get_xdata()[0] - c.diff) < 1e-9
     assert ref.label in fig._suptitle.get_text() and overlaps(fig) == []
     plots.plt.close(fig)

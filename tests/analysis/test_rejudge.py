@@ -121,7 +121,7 @@ def test_report_gains_the_panel(finished, tmp_path):
     tmp, _, _ = finished
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     assert main(["report", "--experiment", "test", "--tracking-uri", uri, "--out", str(tmp_path / "rep"),
-                 "--no-log", "--n-boot", "200"]) == 0
+                 "--no-log"]) == 0
     for name in ("judge_robustness", "judge_settings_agreement", "judge_settings_self_audit"):
         assert (tmp_path / "rep" / "tables" / f"{name}.csv").is_file()
     assert "Judge robustness" in (tmp_path / "rep" / "report.html").read_text()

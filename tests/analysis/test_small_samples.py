@@ -11,7 +11,7 @@ import pytest
 
 from analysis import plots
 from analysis.__main__ import main
-from analysis.caveats import FLAG, MIN_N, degenerate, resolvable_gap_pp, small_sample_warning, wilson_halfwidth_pp
+from analysis.caveats import FLAG, MIN_N, degenerate, detectable, small_sample_warning, wilson_halfwidth_pp
 from analysis.load import EMBEDDING_FREE, RunSet
 from analysis.report import build, warnings
 from analysis.tables import by_embedding, embedding_free_repeats, embedding_groups, retrieval_leaders, table1, table2
@@ -28,15 +28,19 @@ def tiny(specs: tuple[Spec, ...], n: int = 2):
 
 
 def test_interval_flags_and_resolution():
-    assert degenerate(100.0, 100.0, 2) and degenerate(0.0, 0.0, 40)  # zero width: the bootstrap shows no uncertainty
+    assert degenerate(100.0, 100.0, 2) and degenerate(0.0, 0.0, 40)  # zero width shows no uncertainty
     assert degenerate(34.2, 100.0, 2)  # a Wilson interval over most of the scale
     assert not degenerate(-5.0, 20.0, 125) and not degenerate(math.nan, math.nan, 0) and not degenerate(0, 0, 0)
-    assert resolvable_gap_pp(125) == pytest.approx(12.4, abs=0.05)  # the old "about ten points" was optimistic
-    assert resolvable_gap_pp(2) == pytest.approx(98.0, abs=0.05)
+    # the resolution statement is the exact McNemar test's 80%-power minimum detectable difference, not a
+    # 50%-power critical difference of two independent rates ("must differ by about 12 points")
+    assert detectable(125) == ("at n=125 the paired test detects with 80% power a difference of 8.0 points when 10% "
+                               "of tasks are discordant, 9.9 at 15%, 14.1 at 30% (none at 5%: too few discordant "
+                               "tasks)")
+    assert "under 80% power for any difference" in detectable(2)
     assert wilson_halfwidth_pp(125) == pytest.approx(8.6, abs=0.05)
     assert small_sample_warning([("a", MIN_N), ("b", 125)]) is None
     w = small_sample_warning([("a", 2), ("b", 125)])
-    assert w is not None and "a (n=2)" in w and "b (n=" not in w and "1 of 2" in w
+    assert w is not None and "a (n=2)" in w and "b (n=" not in w and "1 of 2" in w and "At n=2 the paired test" in w
 
 
 def test_a_tiny_sweep_is_reported_with_warnings_ties_and_flags(tmp_path):
@@ -49,16 +53,17 @@ def test_a_tiny_sweep_is_reported_with_warnings_ties_and_flags(tmp_path):
     state = next(r for r in runs if r.config.system == "always_in_state")
     assert t1.loc[state.label, "Application"] == f"100.0 [34.2, 100.0]{FLAG}"  # Wilson 2/2 spans most of the scale
 
-    t2 = table2(runs, n_boot=200)
+    t2 = table2(runs)
     assert t2 is not None
     rows = t2.display.set_index("Row")
     assert any(r.startswith("Best retrieval (tie of 2") for r in rows.index)
     delta = next(r for r in rows.index if r.startswith("Δ paired"))
-    assert rows.loc[delta, "Application"].startswith(f"+100.0 [+100.0, +100.0]{FLAG} p=")  # the example
+    # 2 of 2 tasks favour A: the interval spans most of the scale (the percentile bootstrap said [+100, +100])
+    assert rows.loc[delta, "Application"].startswith(f"+100.0 [−34.9, +100.0]{FLAG} p=")
     assert t2.items and "Tie for best retrieval" in t2.items[0]
-    assert r"+100.0 [+100.0, +100.0]$^{\dagger}$" in t2.latex().replace("$-$", "-")
+    assert r"+100.0 [-34.9, +100.0]$^{\dagger}$" in t2.latex().replace("$-$", "-")
 
-    rep = build(RunSet(runs=runs, origin="fixture"), tmp_path / "r", n_boot=200)
+    rep = build(RunSet(runs=runs, origin="fixture"), tmp_path / "r")
     md = rep.markdown.read_text()
     html = rep.html.read_text()
     assert rep.warnings[0].startswith(f"Small samples: 3 of 3 configuration(s) have fewer than {MIN_N}")
@@ -74,7 +79,7 @@ def test_a_non_zero_tie_is_named_as_a_tie(tmp_path):
     full_a, full_b = dataclasses.replace(ZERO_A, recall=1.0, application=1.0), dataclasses.replace(
         ZERO_B, recall=1.0, application=1.0)
     runs = tiny((full_a, full_b), n=40)
-    rep = build(RunSet(runs=runs, origin="fixture"), tmp_path / "r", n_boot=200)
+    rep = build(RunSet(runs=runs, origin="fixture"), tmp_path / "r")
     md = rep.markdown.read_text()
     assert "a tie between a_mem/minilm/middle/openai, mem0/minilm/middle/openai (100.0%)" in md
     assert not any(w.startswith("Small samples") for w in rep.warnings)  # n=40 >= MIN_N: no small-sample warning
@@ -90,7 +95,7 @@ def test_a_configuration_that_never_stored_the_fact_is_flagged_not_tied(tmp_path
     full_b = dataclasses.replace(ZERO_B, recall=1.0, application=1.0)
     runs = tiny((faulty, full_b), n=40)
     assert [r.config.system for r in retrieval_leaders(runs)] == ["a_mem"]
-    rep = build(RunSet(runs=runs, origin="fixture"), tmp_path / "r", n_boot=200)
+    rep = build(RunSet(runs=runs, origin="fixture"), tmp_path / "r")
     assert not any(w.startswith("Tie") for w in rep.warnings)
     assert any("fact-write fault rate above" in w and "mem0/minilm/middle/openai 100%" in w for w in rep.warnings)
     md = rep.markdown.read_text()
@@ -126,7 +131,7 @@ def test_embedding_comparison_only_for_systems_that_use_embeddings(tmp_path):
     runs = build_runs({**fixture_records(SPECS), backbone_emb3: make_records(backbone_emb3)})
     assert set(embedding_groups(runs)) == {"mem0/middle/openai/gpt-5-mini"}  # no backbone group
     assert embedding_free_repeats(runs) == ["backbone"]
-    t = by_embedding(runs, n_boot=200)
+    t = by_embedding(runs)
     assert t is not None and list(t.display["System"]) == ["mem0"] and "backbone use none" in t.note
     assert any("backbone" in w and "no embedding" in w for w in warnings(RunSet(runs=runs, origin="fixture")))
     only_free = [r for r in runs if r.config.system == "backbone"]
@@ -164,8 +169,7 @@ def test_the_report_command_prints_the_warnings(tmp_path, capsys):
         job = tmp_path / "sweep" / spec.system
         write_jsonl(job / "records.jsonl", make_records(spec, n=2))
         (job / "config.yaml").write_text(yaml.safe_dump(config_dict(spec)))
-    assert main(["report", "--sweep-dir", str(tmp_path / "sweep"), "--out", str(tmp_path / "out"),
-                 "--n-boot", "200"]) == 0
+    assert main(["report", "--sweep-dir", str(tmp_path / "sweep"), "--out", str(tmp_path / "out")]) == 0
     captured = capsys.readouterr()
     assert "[analysis] WARNING: Small samples: 3 of 3 configuration(s)" in captured.err
     assert "[analysis] WARNING: Tie: no single best retrieval configuration" in captured.err

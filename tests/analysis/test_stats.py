@@ -1,4 +1,5 @@
-"""Statistics against known values: exact McNemar, Wilson, Holm/BH, Cohen's κ, and bootstrap coverage."""
+"""Statistics against known values: exact and mid-p McNemar, Newcombe's paired interval, the exact test's power and
+minimum detectable difference, Wilson, Holm/BH, Cohen's κ, and bootstrap coverage."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from analysis.stats import (benjamini_hochberg, cohen_kappa, discordant, holm, mcnemar_exact, paired_bootstrap_ci,
+from analysis.stats import (benjamini_hochberg, bonett_price_ci, cohen_kappa, discordant, holm, mcnemar_exact, mcnemar_midp,
+                            mcnemar_power, min_detectable_diff, newcombe_paired_ci, paired_bootstrap_ci,
                             wilson_interval)
 
 
@@ -24,6 +26,107 @@ def test_mcnemar_exact_on_a_hand_made_table():
     assert mcnemar_exact(0, 6) == pytest.approx(2 / 64)
     with pytest.raises(ValueError):
         mcnemar_exact(-1, 2)
+
+
+def test_mid_p_mcnemar_by_hand():
+    # 4 vs 0: exact 2·(1/16) = 0.125; mid-p 2·(½·1/16) = 0.0625. 1 vs 9: 2·(P(0) + ½·P(1)) = 2·(1 + 5)/1024
+    assert mcnemar_midp(4, 0) == pytest.approx(0.0625) and mcnemar_exact(4, 0) == pytest.approx(0.125)
+    assert mcnemar_midp(1, 9) == pytest.approx(12 / 1024) == mcnemar_midp(9, 1)
+    assert mcnemar_midp(0, 0) == 1.0 and mcnemar_midp(5, 5) == pytest.approx(1.0)
+    for b, c in [(0, 3), (2, 7), (6, 11), (20, 13)]:  # the exact p less the observed table's probability
+        assert mcnemar_midp(b, c) == pytest.approx(mcnemar_exact(b, c) - math.comb(b + c, b) / 2 ** (b + c))
+
+
+def test_paired_tests_and_intervals_on_the_published_example():
+    """Fagerland, Lydersen & Laake (2017), Chapter 8, Cavo et al. (2012): a = 59, b = 6, c = 16, d = 80. The
+    reference values are those the authors' R package (contingencytables) prints: exact conditional McNemar
+    P = 0.052479, mid-P 0.034690, Bonett–Price adjusted Wald −0.1195 to −0.0032."""
+    assert round(mcnemar_exact(6, 16), 6) == 0.052479 and round(mcnemar_midp(6, 16), 6) == 0.034690
+    lo, hi = bonett_price_ci(6, 16, 161)
+    assert (round(lo, 4), round(hi, 4)) == (-0.1195, -0.0032)
+
+
+def test_bonett_price_by_hand():
+    # 4 tasks favour A, none B, n = 125: p̃ = 5/127 − 1/127, half-width z·√((6/127 − (4/127)²)/127)
+    z = 1.959963984540054
+    d, half = 4 / 127, z * math.sqrt((6 / 127 - (4 / 127) ** 2) / 127)
+    assert bonett_price_ci(4, 0, 125) == pytest.approx((d - half, d + half), abs=1e-15)
+    lo, hi = bonett_price_ci(4, 0, 125)
+    assert lo < 0 < hi and mcnemar_exact(4, 0) == 0.125  # crosses 0 as the exact test does not reject (the
+    # percentile bootstrap said [+0.8, +6.4])
+    lo, hi = bonett_price_ci(0, 0, 125)  # no discordant task: ±2.2 points, never [0, 0]
+    assert lo == pytest.approx(-hi) and round(100 * hi, 1) == 2.2
+    assert bonett_price_ci(9, 2, 125) == pytest.approx(tuple(-x for x in bonett_price_ci(2, 9, 125))[::-1])
+    assert bonett_price_ci(2, 0, 2)[1] == 1.0 and all(math.isnan(x) for x in bonett_price_ci(0, 0, 0))
+    with pytest.raises(ValueError):
+        bonett_price_ci(3, 2, 4)
+
+
+def test_newcombe_paired_interval_on_the_published_example():
+    """Fagerland, Lydersen & Laake (2017), Table 8.x, Cavo et al. (2012): a = 59, b = 6, c = 16, d = 80 gives
+    −0.0621 (95% CI −0.1186 to −0.0046) by Newcombe's square-and-add (hybrid score) interval."""
+    lo, hi = newcombe_paired_ci(59, 6, 16, 80)
+    assert (round(lo, 4), round(hi, 4)) == (-0.1186, -0.0046)
+
+
+def test_newcombe_paired_interval_by_hand():
+    """The issue's example: 4 tasks favour A, none B, n = 125 (here a = 0, d = 121: ad − bc = 0 ≤ n/2, so the
+    corrected correlation is 0 and the limits are the square-and-add of the two Wilson intervals)."""
+    z = 1.959963984540054
+    (l1, u1), (l2, u2) = wilson_interval(4, 125, z), wilson_interval(0, 125, z)
+    d = 4 / 125
+    expected = (d - math.sqrt((d - l1) ** 2 + u2 ** 2), d + math.sqrt((u1 - d) ** 2 + l2 ** 2))
+    assert newcombe_paired_ci(0, 4, 0, 121) == pytest.approx(expected, abs=1e-15)
+    lo, hi = newcombe_paired_ci(0, 4, 0, 121)
+    assert (round(100 * lo, 1), round(100 * hi, 1)) == (-0.4, 7.9)  # the bootstrap said [+0.8, +6.4]
+    assert mcnemar_exact(4, 0) == 0.125  # so the interval crosses 0 as the exact test does not reject
+    lo, hi = newcombe_paired_ci(60, 0, 0, 65)  # no discordant task, half the tasks 1 in both: ±1.5 points only
+    assert lo == pytest.approx(-hi) and round(100 * hi, 1) == 1.5  # (why it is not the reported interval)
+    # symmetric: swapping A and B mirrors the interval
+    assert newcombe_paired_ci(30, 2, 9, 84) == pytest.approx(tuple(-x for x in newcombe_paired_ci(30, 9, 2, 84))[::-1])
+    assert all(math.isnan(x) for x in newcombe_paired_ci(0, 0, 0, 0))
+    with pytest.raises(ValueError):
+        newcombe_paired_ci(1, -1, 0, 3)
+
+
+def test_newcombe_paired_reduces_to_statsmodels_newcombe_when_uncorrelated():
+    """With the continuity-corrected correlation 0 (0 ≤ ad − bc ≤ n/2) the paired interval is Newcombe's
+    independent-samples hybrid score interval on the two margins, which statsmodels implements."""
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    checked = 0
+    for a, b, c, d in [(0, 4, 0, 121), (4, 3, 5, 5), (6, 4, 6, 5), (3, 2, 4, 3), (20, 10, 10, 6), (2, 9, 4, 14)]:
+        n = a + b + c + d
+        if not 0 <= a * d - b * c <= n / 2:
+            continue
+        ref = confint_proportions_2indep(a + b, n, a + c, n, method="newcomb", compare="diff")
+        assert newcombe_paired_ci(a, b, c, d) == pytest.approx(tuple(ref), abs=1e-12), (a, b, c, d)
+        checked += 1
+    assert checked == 5
+    # with a positive correlation the paired interval is narrower than the independent one
+    ref = confint_proportions_2indep(59 + 6, 161, 59 + 16, 161, method="newcomb", compare="diff")
+    lo, hi = newcombe_paired_ci(59, 6, 16, 80)
+    assert hi - lo < ref[1] - ref[0]
+
+
+def test_power_and_minimum_detectable_difference_of_the_exact_test():
+    # n = 125: 8.0 points at 10% discordant tasks, 9.9 at 15%, 14.1 at 30%; none at 5% (6 of 6 in one direction
+    # is the least the exact test rejects, and 6 discordant tasks are too rarely drawn)
+    assert round(100 * min_detectable_diff(125, 0.10), 1) == 8.0
+    assert round(100 * min_detectable_diff(125, 0.15), 1) == 9.9
+    assert round(100 * min_detectable_diff(125, 0.30), 1) == 14.1
+    assert math.isnan(min_detectable_diff(125, 0.05)) and math.isnan(min_detectable_diff(0, 0.1))
+    assert mcnemar_power(min_detectable_diff(125, 0.10), 0.10, 125) == pytest.approx(0.8, abs=1e-6)
+    assert mcnemar_power(0.0, 0.10, 125) <= 0.05  # the exact test keeps its level under the null
+    assert mcnemar_power(0.04, 0.10, 125) < mcnemar_power(0.06, 0.10, 125) < mcnemar_power(0.08, 0.10, 125)
+    # by hand: n = 6, every task discordant and all favouring A (diff = discordance = 1): 6 of 6 rejects
+    # (p = 2/64), so the power is 1; at n = 5 (5 of 5: p = 1/16 > 0.05) it is 0
+    assert mcnemar_power(1.0, 1.0, 6) == pytest.approx(1.0) and mcnemar_power(1.0, 1.0, 5) == 0.0
+    # by simulation: the power the formula gives is the share of rejections
+    rng = np.random.default_rng(0)
+    cells = rng.multinomial(125, [0.09, 0.03, 0.88], size=4000)
+    sim = np.mean([mcnemar_exact(int(b), int(c)) <= 0.05 for b, c, _ in cells])
+    assert sim == pytest.approx(mcnemar_power(0.06, 0.12, 125), abs=0.025)
 
 
 def test_wilson_on_the_papers_backbone():

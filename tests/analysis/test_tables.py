@@ -14,6 +14,7 @@ from inmind_exp.records import write_jsonl
 from analysis import plots
 from analysis.caveats import FLAG, FLAG_NOTE
 from analysis.compare import compare, not_applicable, outcome
+from analysis.stats import BONETT_PRICE
 from analysis.load import find_run, load_sweep_dir
 from analysis.tables import (best_retrieval, by_domain, by_embedding, by_injection, embedding_groups,
                              judge_self_audit, pairwise, table1, table2)
@@ -46,11 +47,10 @@ def test_table1_matches_metrics_and_renders(runs, tmp_path):
     mem0 = t.data.set_index("configuration").loc["mem0/minilm/middle/openai"]
     m = compute(list(runs[1].records))
     assert mem0["application"] == pytest.approx(m.rates["application"].pct)
-    # a failed verdict is an error of its metric: t003 (application) and t007 (target recall) leave only that rate
+    # a failed verdict is an error of its own metric: t003 (application) and t007 (target recall) leave only those
     failed = {"application", "target_recall"}
     assert all((mem0[f"{k}_n"], mem0[f"{k}_errors"]) == ((39, 1) if k in failed else (40, 0)) for k in METRICS)
-    assert mem0["left_out_tasks"] in ("", None) or pd.isna(mem0["left_out_tasks"])
-    assert mem0["n_tasks"] == 40
+    assert mem0["left_out_tasks"] == "" and mem0["n_tasks"] == 40
     # each Δ is paired over the tasks with both values: Application−Naive leaves t003 out, not t007
     both = [r for r in runs[1].records if r.task_id != "t003"]
     assert mem0["delta_application_naive"] == pytest.approx(
@@ -58,9 +58,10 @@ def test_table1_matches_metrics_and_renders(runs, tmp_path):
     assert mem0["delta_application_naive"] == pytest.approx(m.deltas["delta_application_naive"])
     backbone = t.display.iloc[0]
     assert backbone["Naive"] == "–" and backbone["Δ Recall−Naive"] == "–"
-    assert backbone["Naive recall (provenance)"] == "–"
+    assert backbone["Naive recall, provenance (origin)"] == "–"
     row = t.display.set_index("Configuration").loc["mem0/minilm/middle/openai"]
     assert row["left out"] == "0" and row["judge FP / FN"] == "0 / 2"
+    assert any("left out of the Application rate only (its verdict failed): t003" in x for x in t.items)
     # the fixture's records predate the context budget and the what-ran keys: the columns are there, unmeasured
     assert (row["context tokens"], row["what ran"]) == ("–", "–")
     assert row["Visible-state recall (provenance)"].startswith("0.0 ")  # a retrieval system: nothing visible
@@ -71,32 +72,33 @@ def test_table1_matches_metrics_and_renders(runs, tmp_path):
                        "failed): t007")
     md = t.markdown()
     assert md.count("\n") == 5
-    assert "| Target recall (verbatim, lower bound) | Target recall (provenance, upper bound) |" in md
+    assert "| Target recall (verbatim, lower bound) | Target recall, provenance (origin) |" in md
     assert "provenance is" not in md and "upper bound" in t.note and "lower bound" in t.note
     assert FLAG not in md and FLAG_NOTE not in t.note  # n=38-40 here: no interval is degenerate, so no † and no note
     assert r"\toprule" in t.latex() and r"always\_in\_state" in t.latex() and "$\\Delta$" in t.latex()
     md_path, tex_path, csv_path = t.write(tmp_path)
     text = md_path.read_text()
-    assert text.startswith("**Table 1") and "- mem0/minilm/middle/openai: left out of the Application rate only" in text
+    assert text.startswith("**Table 1") and "- mem0/minilm/middle/openai: left out of the Application rate only (its verdict failed): t003" in text
     assert tex_path.read_text().startswith(r"\begin{table}")
     csv = pd.read_csv(csv_path)
     assert len(csv) == 4 and csv.set_index("configuration").loc[LABELS[1], "faults_malformed_reply"] == 8
 
 
-def test_a_row_with_one_errored_verdict_leaves_that_task_out_of_that_rate_only():
+def test_a_row_with_one_errored_verdict_leaves_that_rate_only():
     spec = SPECS[3]
     rows = make_records(spec, errors={"t005": "answer_only"})
     (run,) = build_runs({spec: rows})
     (full,) = build_runs({spec: make_records(spec)})
     data = table1([run]).data.iloc[0]
     assert all(data[f"{k}_n"] == (39 if k == "answer_only" else 40) for k in METRICS)
-    for k in METRICS:  # the errored metric's rate is exactly the rate over the other 39 tasks; the others are whole
-        kept = [r for r in full.records if k != "answer_only" or r.task_id != "t005"]
-        assert data[f"{k}_k"] == sum(outcome(r, k) for r in kept), k
-    c = compare(run, full, "application", n_boot=200)
-    assert c.n == 40 and c.excluded["error in A"] == 0
-    c = compare(run, full, "answer_only", n_boot=200)
+    kept = [r for r in full.records if r.task_id != "t005"]
+    assert data["answer_only_k"] == sum(outcome(r, "answer_only") for r in kept)  # the rate over the other 39
+    for k in METRICS:
+        if k != "answer_only":
+            assert data[f"{k}_k"] == full.metrics.rates[k].successes, k
+    c = compare(run, full, "answer_only")
     assert c.n == 39 and c.excluded["error in A"] == 1
+    assert compare(run, full, "application").n == 40
 
 
 def test_old_records_without_provenance_or_faults_still_load(tmp_path):
@@ -106,13 +108,13 @@ def test_old_records_without_provenance_or_faults_still_load(tmp_path):
     assert {r.schema_version for r in old.records} == {1} and old.fault_metrics is None
     assert all(r.target_recall_provenance is None and r.faults == () for r in old.records)
     row = table1(rs.runs).display.set_index("Configuration").loc[old.label]
-    assert row["Target recall (provenance, upper bound)"] == "–" and row["Naive recall (provenance)"] == "–"
+    assert row["Target recall, provenance (origin)"] == "–" and row["Naive recall, provenance (origin)"] == "–"
     assert (row["memory faults"], row["fact-write faults"]) == ("–", "–")  # not measured, not 0
     assert row["judge FP / FN"].startswith("– / ") and row["Target recall (verbatim, lower bound)"] != "–"
     audit = judge_self_audit(rs.runs).display.set_index("Configuration").loc[old.label]
-    assert audit["certain FP (judge 1, provenance 0)"] == "– (no provenance)"
-    c = compare(old, rs.get("mem0/minilm/middle/openai"), "target_recall_provenance", n_boot=200)
-    assert c.n == 0 and c.excluded["not applicable"] == 40
+    assert audit["certain FP (judge 1, union provenance 0)"] == "– (no provenance)"
+    c = compare(old, rs.get("mem0/minilm/middle/openai"), "target_recall_provenance")
+    assert c.n == 0 and c.excluded["not applicable"] == 40  # no provenance in the old records; no error either
 
 
 def test_judge_self_audit_lists_certain_false_positives_and_negatives(runs):
@@ -129,7 +131,14 @@ def test_judge_self_audit_lists_certain_false_positives_and_negatives(runs):
     disp = t.display.set_index("Configuration")
     assert disp.loc[emb3.label, "FP tasks"] == ", ".join(fps)
     assert disp.loc[LABELS[1], "certain FN (judge 0, verbatim 1)"] == "2" and disp.loc[LABELS[1], "FN tasks"]
-    assert data.loc[LABELS[1], "audited"] == 39  # t007, whose target-recall verdict failed, is not audited
+    assert data.loc[LABELS[1], "audited"] == 39  # t007's target-recall verdict failed: not audited
+    assert data.loc[LABELS[1], "application_audited"] == 39  # t003's application verdict failed
+    for run in runs:  # application audited too: verdict 1 with union provenance 0 is a certain false positive
+        app_fp = tuple(r.task_id for r in run.records if outcome(r, "application") == 1
+                       and r.target_recall_provenance_union == 0)
+        assert run.metrics.audit.application_false_positives == app_fp
+        assert data.loc[run.label, "application_false_positive_tasks"] == ";".join(app_fp)
+    assert "union: upper bound" in t.note and "Provenance (origin) is no bound" in t.note
 
 
 def test_table2_against_the_best_retrieval_configuration(runs):
@@ -137,20 +146,20 @@ def test_table2_against_the_best_retrieval_configuration(runs):
     assert best is not None and best.config.system == "mem0" and best.config.is_retrieval
     apps = {r.label: r.metrics.rates["application"].pct for r in runs if r.config.is_retrieval}
     assert best.metrics.rates["application"].pct == max(apps.values())
-    t = table2(runs, n_boot=1000)
+    t = table2(runs)
     assert t is not None
     rows = list(t.display["Row"])
     assert rows[0].startswith("Backbone") and rows[1].startswith("Always-in-state") and rows[2].startswith("Best")
     assert rows[3].startswith("Δ paired") and "p=" in t.display.iloc[3]["Application"]
     app = t.data.set_index("metric").loc["application"]
-    c = compare(runs[3], best, "application", n_boot=1000)
-    assert app["diff_pp"] == pytest.approx(c.diff) and app["p_mcnemar"] == pytest.approx(c.p_mcnemar)
+    c = compare(runs[3], best, "application")
+    assert app["diff_pp"] == pytest.approx(c.diff) and app["p_exact"] == pytest.approx(c.p_exact)
     assert table2([r for r in runs if r.config.system != "always_in_state"]) is None
 
 
 def test_compare_pairs_tasks_and_excludes_errored_verdicts(runs):
     a, b = runs[1], runs[2]  # mem0/minilm has an errored application verdict on t003
-    c = compare(a, b, "application", n_boot=1000)  # t007's target-recall verdict errored: not this metric's
+    c = compare(a, b, "application")  # t007's target-recall verdict errored: not this metric's error
     assert c.n == 39 and c.excluded["error in A"] == 1 and c.n_excluded == 1
     kept = [t for t in sorted(a.by_task) if t != "t003"]
     xs = [outcome(a.by_task[t], "application") for t in kept]
@@ -158,19 +167,23 @@ def test_compare_pairs_tasks_and_excludes_errored_verdicts(runs):
     assert c.rate_a == pytest.approx(100 * sum(xs) / 39) and c.rate_b == pytest.approx(100 * sum(ys) / 39)
     assert c.diff == pytest.approx(c.rate_a - c.rate_b) and c.ci_low <= c.diff <= c.ci_high
     assert c.both + c.a_only + c.b_only + c.neither == 39
-    same = compare(a, a, "application", n_boot=1000)
-    assert (same.diff, same.p_mcnemar, same.ci_low, same.ci_high) == (0.0, 1.0, 0.0, 0.0)
-    naive = compare(runs[0], a, "naive", n_boot=1000)  # the backbone has no naive query
-    assert naive.n == 0 and math.isnan(naive.p_mcnemar)
-    assert (naive.excluded["not applicable"], naive.excluded["error in B"]) == (40, 0)  # naive verdicts stand
+    assert (c.a_only, c.b_only) == (len(c.a_only_tasks), len(c.b_only_tasks))
+    assert all(outcome(a.by_task[t], "application") == 1 > outcome(b.by_task[t], "application") for t in c.a_only_tasks)
+    same = compare(a, a, "application")  # no discordant task: an interval around 0, never [0, 0]
+    assert (same.diff, same.p_exact, same.p_midp) == (0.0, 1.0, 1.0) and same.ci_low < 0.0 < same.ci_high
+    assert not same.degenerate and math.isnan(same.mdd)
+    naive = compare(runs[0], a, "naive")  # the backbone has no naive query
+    assert naive.n == 0 and math.isnan(naive.p_exact) and naive.as_dict()["p_exact"] is None
+    assert (naive.excluded["not applicable"], naive.excluded["error in B"]) == (40, 0)  # B's naive verdicts are fine
     assert not_applicable(runs[0].records[0], "naive") and not not_applicable(a.by_task["t003"], "naive")
     assert "excluded: 1 error in A" in c.summary()
 
 
 def test_pairwise_matrix_with_multiple_comparison_correction(runs):
-    long, matrix = pairwise(runs, "application", n_boot=1000)
+    long, matrix = pairwise(runs, "application")
     assert len(long.data) == 6
-    assert (long.data["p_holm"] >= long.data["p_mcnemar"] - 1e-12).all()
+    assert (long.data["p_holm"] >= long.data["p_exact"] - 1e-12).all()
+    assert (long.data["p_midp"] <= long.data["p_exact"] + 1e-12).all() and set(long.data["ci_method"]) == {BONETT_PRICE}
     assert (long.data["p_bh"] <= long.data["p_holm"] + 1e-12).all()
     num = matrix.data.set_index("row_minus_column")
     assert num.loc[LABELS[0], LABELS[1]] == pytest.approx(-num.loc[LABELS[1], LABELS[0]])
@@ -181,9 +194,13 @@ def test_pairwise_matrix_with_multiple_comparison_correction(runs):
 def test_breakdowns_by_domain_and_injection(runs):
     dom = by_domain(runs, "application")
     assert dom.display.iloc[0]["Configuration"] == "tasks"
-    assert sum(int(v) for k, v in dom.display.iloc[0].items() if k != "Configuration") == 40
-    mem0 = dom.data[dom.data["configuration"] == LABELS[1]]
-    assert mem0["n"].sum() == 39 and mem0["errors"].sum() == 1  # the left-out task is counted, not scored
+    extra = ("Configuration", "pooled", "domain-macro", "non-health")
+    assert sum(int(v) for k, v in dom.display.iloc[0].items() if k not in extra) == 40
+    assert dom.display.iloc[0]["pooled"] == "40"
+    mem0 = dom.data[(dom.data["configuration"] == LABELS[1]) & ~dom.data["domain"].isin(extra)]
+    assert mem0["n"].sum() == 39 and mem0["errors"].sum() == 1  # t003's application verdict: counted, not scored
+    pooled = dom.data[(dom.data["configuration"] == LABELS[1]) & (dom.data["domain"] == "pooled")].iloc[0]
+    assert pooled["n"] == 39 and pooled["pct"] == pytest.approx(runs[1].metrics.rates["application"].pct)
     late = dataclasses.replace(SPECS[1], config_hash="3" * 16, injection="late", session=40)
     more = build_runs({**fixture_records(SPECS), late: make_records(late)})
     inj = by_injection(more, "application")
@@ -195,7 +212,7 @@ def test_breakdowns_by_domain_and_injection(runs):
 
 def test_every_plot_renders_png_and_svg(runs, tmp_path):
     figs = {"app_vs_recall": plots.app_vs_recall(runs), "naive_vs_indirect": plots.naive_vs_indirect(runs),
-            "domain_heatmap": plots.domain_heatmap(runs), "embeddings": plots.embedding_comparison(runs, n_boot=500)}
+            "domain_heatmap": plots.domain_heatmap(runs), "embeddings": plots.embedding_comparison(runs)}
     for name, fig in figs.items():
         assert fig is not None, name
         png, svg = plots.save(fig, tmp_path, name)
@@ -222,11 +239,11 @@ def test_a_figure_saved_in_fewer_formats_leaves_no_stale_file_and_unknown_format
 
 
 def test_embedding_comparison_table(runs):
-    t = by_embedding(runs, n_boot=1000)
+    t = by_embedding(runs)
     assert t is not None and len(t.display) == 1
     row = t.display.iloc[0]
     assert row["System"] == "mem0" and row["Change"] == "minilm → emb3"
-    c = compare(runs[2], runs[1], "application", n_boot=1000)  # emb3 − minilm on the shared valid tasks
+    c = compare(runs[2], runs[1], "application")  # emb3 − minilm on the shared valid tasks
     assert row["Application"] == f"{c.rate_b:.1f} → {c.rate_a:.1f}" and row["p (Application)"].startswith("1.0")
     assert r"$\to$" in t.latex()
     assert by_embedding([r for r in runs if r.config.embedding == "minilm"]) is None

@@ -111,7 +111,7 @@ def test_page_structure_without_a_browser():
     for label in labels:
         assert page.count(f"<h3>{label}</h3>") == N
     assert "backbone answer to t003" in page and "naive_rag answer to t003" in page
-    assert "naive_rag reason application t003" in page and "Target recall (provenance, upper bound)" in page
+    assert "naive_rag reason application t003" in page and "Target recall, provenance (origin)" in page
     assert "position 2 of 3" in page and "rank 2 of 3" in page  # the backbone is a control; naive_rag retrieves
     assert "I am allergic to peanuts, fact number 3." in p.marks  # the fact's item highlighted in the context
     assert "We talked about the weather." not in p.marks
