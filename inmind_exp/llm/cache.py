@@ -21,7 +21,8 @@ from inmind_exp.llm.inflight import SingleFlight
 CACHE_FORMAT_VERSION = 1
 
 
-def _is_count(v: Any) -> bool:
+def is_count(v: Any) -> bool:
+    """A token count as the cache accepts it (on write as on read): an int ≥ 0."""
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
@@ -31,7 +32,7 @@ def _valid_chat(v: Any) -> bool:
         return False
     if not isinstance(v.get("tool_calls") or [], list):
         return False
-    return all(_is_count(v.get(k, 0)) for k in ("prompt_tokens", "completion_tokens"))
+    return all(is_count(v.get(k, 0)) for k in ("prompt_tokens", "completion_tokens"))
 
 
 def _valid_embed(v: Any) -> bool:
@@ -40,7 +41,7 @@ def _valid_embed(v: Any) -> bool:
         return False
     if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v["vector"]):
         return False
-    return _is_count(v.get("tokens", 0))
+    return is_count(v.get("tokens", 0))
 
 
 #: Shape checks per kind; a kind without one accepts any JSON value.
@@ -91,6 +92,10 @@ class CallCache:
         return sum(self.invalid.values())
 
     def put(self, kind: str, key: str, value: Any) -> None:
+        """Store ``value``; ValueError for one ``get`` would refuse (checked the same way on write as on read)."""
+        check = VALIDATORS.get(kind)
+        if check is not None and not check(value):
+            raise ValueError(f"a {kind} entry of the wrong shape is not cached")
         path = self._path(kind, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")

@@ -101,6 +101,8 @@ class FakeOpenAI:
         self.embedding_dim = embedding_dim
         self.default_json: dict[str, Any] = {"score": 1, "reason": "fake"}
         self.default_text = "fake answer"
+        #: the ``usage`` every chat reply reports instead of the counted one (an endpoint's odd counts), if set
+        self.usage: dict[str, Any] | None = None
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -272,8 +274,9 @@ class FakeOpenAI:
             "created": 0,
             "model": body.get("model", "fake-model"),
             "choices": [choice],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+            "usage": self.usage if self.usage is not None else {
+                "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens},
         }
 
     def _embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
