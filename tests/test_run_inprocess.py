@@ -70,3 +70,22 @@ def test_local_llm_roles_are_bound_once_the_server_is_up(tmp_path):
     assert spec.endpoints["answerer"].identity == f"{plan.local.cache_id}|{cfg.llm.model}"  # the port is not in it
     assert spec.endpoints["judge"] == plan.endpoints["judge"]
     assert estimate(plan)["tasks_to_run"] == 2  # dataset.limit=2 by default; the dry run needs no server
+
+
+def test_a_401_is_not_retried_at_task_level_and_gets_no_rerun_hint(tmp_path, caplog):
+    """HTTP 400/401 are not retried by the client; the task level retried them once more anyway, and the closing
+    line said a rerun may help. Now each task asks once, and the closing line says to fix the cause."""
+    import logging
+
+    from tests.fake_openai import Fault
+
+    refused = Fault(status=401, body={"error": {"message": "bad key", "type": "invalid_request_error"}})
+    with FakeOpenAI(validator=lambda body: refused) as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "run.max_task_attempts=3",
+                      "dataset.limit=2")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        with caplog.at_level(logging.INFO, logger="inmind_exp"):
+            result = run_plan(plan, executor=InProcessExecutor(), resources=Resources())
+    assert all(r.error and "HTTP 401" in r.error for r in result.records) and len(result.records) == 2
+    assert len(fake.chat_requests()) == 2  # one call per task: no retry by the client nor by the task level
+    assert "fix the cause" in caplog.text and "Rerun the same command" not in caplog.text

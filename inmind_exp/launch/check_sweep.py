@@ -67,13 +67,20 @@ def _trace(name: str | None, path: str | None, index: int, release_dir: str | No
 
 
 def check_job(cfg: DictConfig) -> list[str]:
-    """Problems of one composed job that need no endpoint: worker count, data files, injection point."""
+    """Problems of one composed job that need no endpoint: base URLs, worker count, data files, injection point."""
     from inmind_exp.run.settings import injection_spec
     from inmind_exp.data import DataError
     from inmind_exp.data.release import ReleaseError
     from inmind_exp.protocol import injection_session_index
 
+    from inmind_exp.errors import PlanError
+    from inmind_exp.run.plan_checks import check_base_urls
+
     problems = []
+    try:
+        check_base_urls(cfg)
+    except PlanError as e:
+        problems.append(str(e))
     workers = OmegaConf.select(cfg, "cluster.workers")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         problems.append(f"cluster.workers={workers!r}: must be an integer >= 1")

@@ -65,6 +65,7 @@ class InmindLauncher(Launcher):
         ledger: its work may all be done, which costs nothing) and anything this cannot read leave the start to
         ``_launch``, after the first job is planned."""
         from inmind_exp.launch.check_sweep import expand_overrides
+        from inmind_exp.run.plan_checks import check_base_urls
         from inmind_exp.run.session import Session
         from inmind_exp.run.settings import embedding_spec, local_server, role_endpoints
         from inmind_exp.run.sweep import ClusterStart
@@ -80,6 +81,7 @@ class InmindLauncher(Launcher):
             params = self.config.hydra.sweeper.get("params")
             first = expand_overrides(overrides, dict(params) if params else None)[0]
             cfg = self.hydra_context.config_loader.load_sweep_config(self.config, first)
+            check_base_urls(cfg)  # a token in a URL's query: not sent anywhere (reported by _check_jobs)
             if local_server(cfg) is None:  # the embedded server's driver checks it once it has started it
                 self.session.resources.preflight(role_endpoints(cfg.llm).values(),
                                                  embedding_spec(cfg.embedding, cfg.llm))
@@ -111,8 +113,14 @@ class InmindLauncher(Launcher):
 
         assert self.hydra_context is not None and self.config is not None
         loader = self.hydra_context.config_loader
-        stop_on_problems([loader.load_sweep_config(self.config, list(o)) for o in job_overrides],
-                         [list(o) for o in job_overrides])
+        try:
+            stop_on_problems([loader.load_sweep_config(self.config, list(o)) for o in job_overrides],
+                             [list(o) for o in job_overrides])
+        except SystemExit:  # no job starts, so RedactSecrets never cleans the multirun.yaml Hydra wrote: here
+            from inmind_exp.launch.redact_output import config_secrets, redact_yaml_file
+
+            redact_yaml_file(Path(str(self.config.hydra.sweep.dir)) / "multirun.yaml", config_secrets(self.config))
+            raise
 
     def prepare_report(self, config: DictConfig, after: Any = None) -> None:
         """Called before the sweep runs: the plug-in class gets the end-of-sweep report ready (imports its modules

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inmind_exp.console import FILE_ONLY, retry_summary
+from inmind_exp.console import FILE_ONLY, permanent_errors, retry_summary
 from inmind_exp.fidelity import Fidelity, fidelity
 from inmind_exp.metrics import RunMetrics, compute, cost_usd, results_table
 from inmind_exp.official_aggregate import official_line, official_metrics
@@ -100,8 +100,8 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
     if open_error is not None:
         raise open_error
     log.info(progress.summary())
-    hint = (retry_summary([(plan.name, progress.errors, progress.total)], [], retry_errors=plan.run.retry_errors)
-            if sweep is None else None)
+    errored = (plan.name, progress.errors, progress.total, permanent_errors(progress.records.values()))
+    hint = retry_summary([errored], [], retry_errors=plan.run.retry_errors) if sweep is None else None
     if hint:
         log.info(hint, extra=FILE_ONLY)  # the terminal gets it as launch.py's closing line
     return RunResult(plan, ordered, metrics, run_id, time.perf_counter() - t0)

@@ -30,8 +30,8 @@ from inmind_exp.records import Task, TaskRecord, Trace
 from inmind_exp.result_identity import identity_hash, result_identity
 from inmind_exp.run.labels import injection_label, label_suffix, run_label, swept_values
 from inmind_exp.run.ledger import Ledger
-from inmind_exp.run.plan_checks import (check_latency, check_params, check_ranges, check_run_extras,
-                                        check_tracking_uri)
+from inmind_exp.run.plan_checks import (check_base_urls, check_latency, check_params, check_ranges,
+                                        check_run_extras, check_tracking_uri)
 from inmind_exp.run.settings import (ClusterSettings, LocalServerSpec, RunSettings, TrackingSettings,
                                      cluster_settings, container, embedding_spec, flatten_params, injection_spec,
                                      local_server, role_endpoints, run_settings, tracking_settings)
@@ -193,6 +193,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
         session_index = injection_session_index(trace, injection_spec(cfg.injection))
     except ValueError as e:
         raise PlanError(str(e)) from None
+    check_base_urls(cfg)
     local = local_server(cfg)
     endpoints = role_endpoints(cfg.llm)
     if local is not None:  # the served roles' identity is the model, not the port the server gets

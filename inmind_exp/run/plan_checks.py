@@ -1,5 +1,5 @@
-"""The checks planning makes before any work starts, each a ``PlanError`` naming its key: the tracking store is
-writable, every numeric setting and system parameter is in range, the system accepts its parameters, and the
+"""The checks planning makes before any work starts, each a ``PlanError`` naming its key: every base URL is a
+plain URL (no query string), the tracking store is writable, every numeric setting and system parameter is in range, the system accepts its parameters, and the
 spend cap and display mode are valid."""
 
 from __future__ import annotations
@@ -13,6 +13,27 @@ from omegaconf import DictConfig, OmegaConf
 from inmind_exp.config import RunConf
 from inmind_exp.errors import PlanError
 from inmind_exp.memory import MemorySystem
+
+
+def check_base_urls(cfg: DictConfig) -> None:
+    """Each configured base URL (``llm``, each role's, ``embedding``'s) without a query string or fragment: a token
+    there (``http://host/v1?token=...``) would reach MLflow params, the saved config and the request log, and the
+    client joins each request's path after it. One ``PlanError`` naming the keys; the value is not repeated."""
+    from urllib.parse import urlsplit
+
+    from inmind_exp.llm import ROLES
+
+    keys = ["llm.base_url", *(f"llm.roles.{r}.base_url" for r in ROLES), "embedding.base_url"]
+    bad = []
+    for key in keys:
+        url = OmegaConf.select(cfg, key, default=None)
+        if isinstance(url, str) and ("?" in url or "#" in url):
+            parts = urlsplit(url)
+            host = parts.hostname or ""
+            bad.append(f"{key}={parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}?***")
+    if bad:
+        raise PlanError(f"{', '.join(bad)}: a base URL takes no query string or fragment; a key goes in the "
+                        f"environment variable named by llm.api_key_env")
 
 
 def check_tracking_uri(uri: str) -> None:

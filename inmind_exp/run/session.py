@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Hashable, Sequence, TextIO
 
-from inmind_exp.console import EXIT_TASK_ERRORS, retry_summary
+from inmind_exp.console import EXIT_TASK_ERRORS, permanent_errors, retry_summary
 from inmind_exp.run.dedupe import same_results_key, skip_message, split_duplicates
 from inmind_exp.run.estimate import SweepTotal, print_estimate, print_sweep_total
 from inmind_exp.run.plan import Plan
@@ -31,8 +31,8 @@ class Session:
     rows: list[tuple[str, Any]] = field(default_factory=list)
     #: each configuration's protocol-fidelity lines, printed under the table (``run.driver.protocol_note``)
     notes: list[str] = field(default_factory=list)
-    #: (configuration, tasks errored, tasks) of every configuration run
-    errored: list[tuple[str, int, int]] = field(default_factory=list)
+    #: (configuration, tasks errored, tasks, of those a rerun cannot fix) of every configuration run
+    errored: list[tuple[str, int, int, int]] = field(default_factory=list)
     #: (configuration, message) of configurations that failed while running
     failed: list[tuple[str, str]] = field(default_factory=list)
     #: plans run or estimated, by what makes results equal, with the job's value (its application rate)
@@ -75,7 +75,8 @@ class Session:
         value = result.metrics.rates["application"].pct
         self.ran[same_results_key(result.plan)] = (result.plan, value)
         self.rows.append((result.plan.name, result.metrics))
-        self.errored.append((result.plan.name, result.metrics.n_errors, result.metrics.n_tasks))
+        self.errored.append((result.plan.name, result.metrics.n_errors, result.metrics.n_tasks,
+                             permanent_errors(result.records)))
         self.notes.append(protocol_note(result))
         self.retry_errors = self.retry_errors and bool(result.plan.run.retry_errors)
         return value

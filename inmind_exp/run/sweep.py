@@ -14,7 +14,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from inmind_exp.console import FILE_ONLY, retry_summary
+from inmind_exp.console import FILE_ONLY, permanent_errors, retry_summary
 from inmind_exp.records import Task
 from inmind_exp.run import live
 from inmind_exp.run.driver import RunResult, run_plan
@@ -207,7 +207,8 @@ def run_plans(plans: list[Plan], parent_key: str | None, parent_name: str, resou
     with job_logs(plans), live.display(plans[0].run.progress if plans else "auto"):
         _drive_all(plans, threads, ray_executor, progress, stopping)
     failed = [p.name for p, r in zip(plans, results) if isinstance(r, BaseException)]
-    hint = retry_summary([(p.plan.name, p.errors, p.total) for p in progress.plans], failed,
+    hint = retry_summary([(p.plan.name, p.errors, p.total, permanent_errors(p.records.values()))
+                         for p in progress.plans], failed,
                          retry_errors=all(p.run.retry_errors for p in plans),
                          messages=[_message(r) for r in results if isinstance(r, BaseException)])
     if hint:

@@ -5,7 +5,8 @@ name, ``api_key``, ``OPENAI_API_KEY``, ``access_token``; but ``*_env`` keys hold
 holds a count) or when it contains the value of a key variable: one named by an ``api_key_env`` / ``*_api_key_env``
 key of the config, one of the common provider variables present in the environment (``KEY_VARIABLES``), or a key
 this process has used (``remember``, called wherever a key is read). Whatever the source, the user-info of a URL
-(``http://user:password@host/v1``) and text shaped like a provider key (``sk-...``, ``Bearer ...``) are redacted too:
+(``http://user:password@host/v1``), the value of a secret-looking query parameter (``?token=...``) and text shaped
+like a provider key (``sk-...``, ``Bearer ...``) are redacted too:
 an endpoint that echoes a key in its error body ("Incorrect API key provided: sk-...") cannot put it on disk.
 
 ``scrub`` (text) and ``scrub_obj`` (a JSON-like value) are the one entry point for everything else the tool stores
@@ -36,6 +37,10 @@ _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*\\?:(?:\\?/){2})[^\s/@?#'\"]+@")  # Hydra writes \: too
 #: text shaped like a key, whether or not this process knows it: OpenAI-style ``sk-...`` keys and bearer tokens
 _KEY_SHAPES = (re.compile(r"\bsk-[A-Za-z0-9_\-*]{12,}"), re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{12,}"))
+#: a query parameter (``?token=...``, ``&X-Amz-Signature=...``): its value is redacted when its name looks secret
+_QUERY_PARAM = re.compile(r"([?&;])([A-Za-z0-9_.\-]+)=([^&#\s'\"]+)")
+#: words that make a query parameter's name secret beyond ``SECRET_WORDS`` (signed URLs)
+QUERY_WORDS = frozenset({"sig", "signature", "code"})
 #: keys this process has read (``Endpoint.api_key``, the workers' ``ApiKeys``): redacted wherever they appear
 _KNOWN: set[str] = set()
 
@@ -102,6 +107,20 @@ def strip_userinfo(text: str) -> str:
     return _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text) if "@" in text else text
 
 
+def strip_secret_query(text: str) -> str:
+    """``text`` with the value of every URL query parameter whose name looks secret replaced: ``?token=abc`` ->
+    ``?token=***`` (``is_secret_key``, or a name of ``QUERY_WORDS``)."""
+    if "=" not in text or ("?" not in text and "&" not in text):
+        return text
+
+    def one(m: re.Match[str]) -> str:
+        name = m.group(2)
+        secret = is_secret_key(name) or bool({w.lower() for w in re.split(r"[_\-.]+", name)} & QUERY_WORDS)
+        return f"{m.group(1)}{name}={REDACTED}" if secret and m.group(3) != REDACTED else m.group(0)
+
+    return _QUERY_PARAM.sub(one, text)
+
+
 def without_userinfo(url: str) -> str:
     """A URL with no user-info at all (``http://u:p@host/v1`` -> ``http://host/v1``): what names the server."""
     return _URL_USERINFO.sub(lambda m: m.group(1), url) if "@" in url else url
@@ -109,13 +128,13 @@ def without_userinfo(url: str) -> str:
 
 def redact_text(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every secret (of at least ``MIN_SUBSTRING_LEN`` characters) replaced by ``***``; a shorter
-    secret only when it is the whole text. URL user-info and key-shaped text are replaced too."""
+    secret only when it is the whole text. URL user-info, secret query values and key-shaped text are replaced too."""
     for s in sorted(set(secrets), key=len, reverse=True):
         if text == s:
             return REDACTED
         if len(s) >= MIN_SUBSTRING_LEN and s in text:
             text = text.replace(s, REDACTED)
-    text = strip_userinfo(text)
+    text = strip_secret_query(strip_userinfo(text))
     for shape in _KEY_SHAPES:
         if shape.search(text):
             text = shape.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, text)

@@ -37,6 +37,9 @@ def test_scrub_redacts_url_userinfo_echoed_keys_and_known_values():
     assert KEY not in scrub(f"Error code: 401 - Incorrect API key provided: {KEY}")
     assert scrub("Authorization: Bearer abcdefghijklmnop1234") == f"Authorization: Bearer {REDACTED}"
     assert scrub_obj({"error": [f"x {KEY}"], "n": 1}) == {"error": [f"x {REDACTED}"], "n": 1}
+    assert scrub("GET http://h/v1/models?token=abc123&model=m&X-Amz-Signature=ff") == \
+        f"GET http://h/v1/models?token={REDACTED}&model=m&X-Amz-Signature={REDACTED}"
+    assert scrub("a=1&max_tokens=5") == "a=1&max_tokens=5"
     plain = "task-0001: the user's allergy, 5 sessions, risk-averse"
     assert scrub(plain) == plain
 
