@@ -89,3 +89,31 @@ def test_a_401_is_not_retried_at_task_level_and_gets_no_rerun_hint(tmp_path, cap
     assert all(r.error and "HTTP 401" in r.error for r in result.records) and len(result.records) == 2
     assert len(fake.chat_requests()) == 2  # one call per task: no retry by the client nor by the task level
     assert "fix the cause" in caplog.text and "Rerun the same command" not in caplog.text
+
+
+def test_a_corrupt_ledger_line_is_skipped_with_a_warning_not_a_blocked_configuration(tmp_path, caplog):
+    """Two invalid bytes in a reason (UnicodeDecodeError) or ``"verdicts": []`` (AttributeError) made every launch
+    of the configuration exit 1. Now each bad line is skipped with a warning naming ``file:line``, and its task runs
+    again."""
+    import json
+    import logging
+
+    with FakeOpenAI() as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "dataset.limit=3")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        run_plan(plan, executor=InProcessExecutor(), resources=Resources())
+        path = plan.ledger_path
+        lines = path.read_bytes().splitlines(keepends=True)
+        assert len(lines) == 3
+        broken = sorted(json.loads(line)["task_id"] for line in lines[:2])
+        lines[0] = lines[0].replace(b'"reason": "', b'"reason": "\xff\xfe', 1)
+        bad = json.loads(lines[1])
+        lines[1] = (json.dumps({**bad, "verdicts": []}) + "\n").encode()
+        path.write_bytes(b"".join(lines))
+        with caplog.at_level(logging.WARNING, logger="inmind_exp.run.ledger"):
+            again = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        assert f"{path}:1: not a task record (UnicodeDecodeError" in caplog.text
+        assert f"{path}:2: not a task record (AttributeError" in caplog.text
+        assert sorted(t.id for t in again.remaining()) == broken
+        result = run_plan(again, executor=InProcessExecutor(), resources=Resources())
+        assert all(r.error is None for r in result.records) and len(result.records) == 3
