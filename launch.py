@@ -29,12 +29,11 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from inmind_exp.config import register_configs  # noqa: E402
-from inmind_exp.console import EXIT_TASK_ERRORS, error_line, route_project_logs  # noqa: E402
+from inmind_exp.console import EXIT_TASK_ERRORS, error_line, printable, route_project_logs  # noqa: E402
 from inmind_exp.errors import InmindError  # noqa: E402
 from inmind_exp.run import run_plan  # noqa: E402
 from inmind_exp.run import stop  # noqa: E402
 from inmind_exp.run.session import Session, hydra_job_plan  # noqa: E402
-from inmind_exp.safety.redact import scrub  # noqa: E402
 
 register_configs()
 stop.install()  # SIGTERM stops like Ctrl-C (installed again once Ray has started: inmind_exp.run.stop)
@@ -71,7 +70,7 @@ def run_job(cfg: DictConfig, session: Session) -> float | None:
     try:
         plan = hydra_job_plan(cfg, sweep_label_keys(root) if multirun else [])
     except InmindError as e:
-        print(f"error: {scrub(str(e))}", file=sys.stderr, flush=True)
+        print(f"error: {printable(str(e))}", file=sys.stderr, flush=True)
         sys.exit(2)
     # a job repeating one already run or estimated (e.g. backbone under another embedding): say so, run nothing
     if multirun and (seen := session.repeat_of(plan)) is not None:

@@ -7,6 +7,8 @@ import logging
 import sys
 from typing import Any, Iterable, Sequence
 
+from inmind_exp.safety.redact import scrub, visible
+
 EXIT_TASK_ERRORS = 3
 
 
@@ -42,12 +44,16 @@ def route_project_logs(*file_handlers: logging.Handler) -> None:
         ours.addHandler(h)
 
 
+def printable(text: str) -> str:
+    """Text from outside (an error's message, an endpoint's body) as printed: secrets redacted, control characters
+    as escapes."""
+    return visible(scrub(text))
+
+
 def error_line(e: BaseException) -> str:
     """The first line of what went wrong; a Ray task error carries the worker's exception as ``cause``."""
-    from inmind_exp.safety.redact import scrub
-
     cause = getattr(e, "cause", None) or e
-    text = scrub(str(cause)).strip()
+    text = printable(str(cause)).strip()
     return text.splitlines()[0] if text else type(cause).__name__
 
 

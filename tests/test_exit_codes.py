@@ -43,3 +43,23 @@ def test_a_prefix_failure_ends_its_configuration_and_the_sweep_goes_on(tmp_path)
     assert "[inmind] sweep finished: 2 of 2 configurations" in log and "1 configuration(s) failed: always_in_state/" in log
     children = [r for r in mlflow_runs(tmp_path) if r.data.tags.get("inmind.kind") == "config"]
     assert {r.data.tags["inmind.system"]: r.info.status for r in children}["backbone"] == "FINISHED"
+
+
+def test_a_400_with_escapes_in_its_body_is_shown_escaped_asked_once_and_not_called_rerunnable(tmp_path):
+    """An endpoint refusing every chat call with HTTP 400 whose message holds terminal escapes (clear screen,
+    retitle, colours): each task asks once (no task-level retry of a 400), the output and launch.log show the
+    escapes as text, never raw, and the closing line says to fix the cause rather than to rerun."""
+    write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)
+    hostile = "bad request \x1b[2J\x1b]0;pwned\x07\x1b[31mred\x1b[0m\r\x9b"
+    refuse = Fault(status=400, body={"error": {"message": hostile, "type": "invalid_request_error"}})
+    with FakeOpenAI(validator=lambda body: refuse) as fake:
+        p = run(launch_cmd(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", multirun=False))
+        asked = len(fake.chat_requests())
+    out = p.stdout + p.stderr
+    assert p.returncode == 3, out[-3000:]
+    assert asked == 2  # one call per task: neither the client nor the task level retried the 400
+    log = (tmp_path / "run" / "launch.log").read_text()
+    for text in (out, log):
+        assert "\x1b" not in text and "\x07" not in text and "\r" not in text and "\x9b" not in text
+    assert "\\x1b[2J" in log and "HTTP 400" in log
+    assert "fix the cause" in p.stderr and "Rerun the same command" not in out

@@ -118,12 +118,13 @@ def stop_on_problems(configs: Sequence[DictConfig], jobs: Sequence[Sequence[str]
                      extra: Callable[[DictConfig], Any] | None = None) -> None:
     """``check_sweep`` of every job (named by its redacted, swept overrides); on any problem print them all and
     exit 2 (``SystemExit``, which passes through Hydra's callback wrapper where an ``Exception`` would not)."""
+    from inmind_exp.console import printable
     from inmind_exp.safety.redact import redact_overrides
 
     problems = check_sweep(configs, [redact_overrides(j) for j in swept(jobs)], extra)
     if problems:
         print(f"error: {len(problems)} problem(s) in {len(jobs)} job(s) of the sweep; nothing was run:\n"
-              + "\n".join(f"  - {p}" for p in problems), file=sys.stderr, flush=True)
+              + "\n".join(f"  - {printable(p)}" for p in problems), file=sys.stderr, flush=True)
         raise SystemExit(EXIT_BAD_INPUT)
 
 

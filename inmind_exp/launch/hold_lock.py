@@ -14,6 +14,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from inmind_exp.console import printable
 from inmind_exp.safety.sweep_lock import SweepLock, SweepLockedError
 
 #: Exit code of a launch refused because another driver holds the sweep (sysexits' EX_TEMPFAIL: retry later).
@@ -34,7 +35,7 @@ class HoldSweepLock(Callback):
         try:
             self.lock = SweepLock(directory).acquire(wait=wait, timeout_s=timeout, poll_s=self.poll_s)
         except SweepLockedError as e:
-            print(f"error: {e}", file=sys.stderr, flush=True)
+            print(f"error: {printable(str(e))}", file=sys.stderr, flush=True)  # the holder's command, as it wrote it
             raise SystemExit(EXIT_LOCKED) from None
         if self.lock.stale is not None:
             print(f"[inmind] took over the lock on {directory} from a driver that ended without releasing it: "

@@ -26,7 +26,7 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
-from inmind_exp.console import error_line, route_project_logs
+from inmind_exp.console import error_line, printable, route_project_logs
 from inmind_exp.safety.redact import scrub
 
 log = logging.getLogger("hydra_plugins.inmind_launcher")  # a Hydra launcher's lines, as before the move
@@ -183,7 +183,8 @@ class InmindLauncher(Launcher):
         if planning.errors:
             self._cancel_cluster()
             for idx, overrides, message in planning.errors:
-                print(f"error: job #{idx} ({overrides or 'defaults'}): {message}", file=sys.stderr, flush=True)
+                print(f"error: job #{idx} ({overrides or 'defaults'}): {printable(message)}", file=sys.stderr,
+                      flush=True)
             print(f"error: {len(planning.errors)} of {len(job_overrides)} configuration(s) cannot run; nothing was "
                   f"run", file=sys.stderr, flush=True)
             sys.exit(2)
@@ -201,7 +202,7 @@ class InmindLauncher(Launcher):
             self._cancel_cluster()
         if bad:
             for plan, e in bad:
-                print(f"error: {plan.name}: {scrub(str(e))}", file=sys.stderr, flush=True)
+                print(f"error: {plan.name}: {printable(str(e))}", file=sys.stderr, flush=True)
             print(f"error: {len(bad)} of {len(keep)} configuration(s) cannot run; nothing was run", file=sys.stderr,
                   flush=True)
             sys.exit(2)
@@ -209,7 +210,7 @@ class InmindLauncher(Launcher):
         # opens its MLflow run while its first tasks run (run.driver.run_plan)
         cluster_error = self.cluster.result() if keep and self.cluster is not None else None
         if cluster_error is not None:
-            print(f"error: {scrub(str(cluster_error))}", file=sys.stderr, flush=True)
+            print(f"error: {printable(str(cluster_error))}", file=sys.stderr, flush=True)
             sys.exit(2)
         root = plans[0].root
         self.prepare_report(self.config, getattr(session.resources.executor, "working", None))
@@ -219,7 +220,7 @@ class InmindLauncher(Launcher):
         except KeyboardInterrupt:
             stop.stopped()  # each driver has said what is saved; exit 130 (SIGINT) or 143 (SIGTERM)
         except InmindError as e:
-            print(f"error: {scrub(str(e))}", file=sys.stderr, flush=True)
+            print(f"error: {printable(str(e))}", file=sys.stderr, flush=True)
             sys.exit(2)
         # every task has run: Ray and its actors end in the background while the table and the report are written
         ending = self.cluster.end() if self.cluster is not None else None

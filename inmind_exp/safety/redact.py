@@ -10,7 +10,8 @@ like a provider key (``sk-...``, ``Bearer ...``) are redacted too:
 an endpoint that echoes a key in its error body ("Incorrect API key provided: sk-...") cannot put it on disk.
 
 ``scrub`` (text) and ``scrub_obj`` (a JSON-like value) are the one entry point for everything else the tool stores
-or prints: error messages, records, ledgers, MLflow params, tags and artifacts, and log lines.
+or prints: error messages, records, ledgers, MLflow params, tags and artifacts, and log lines. ``visible`` shows the
+control characters of what is printed or logged as escapes.
 """
 
 from __future__ import annotations
@@ -165,6 +166,17 @@ def scrub_obj(node: Any, extra: Iterable[str] = ()) -> Any:
     return walk(node)
 
 
+#: control characters a terminal acts on (all but newline and tab; C1 controls; bidirectional overrides)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character but newline and tab shown as its escape (``\\x1b``, ``\\r``): what
+    an endpoint's error body or a data file holds is shown, never acted on by the terminal (clear screen, retitle,
+    fake colours). Applied to every log line (the record factory below) and every error printed."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text) if text else text
+
+
 def redact(container: Any, environ: Mapping[str, str] | None = None, extra: Iterable[str] = ()) -> Any:
     """A copy of a plain config container (dicts, lists, scalars) with secret values replaced by ``***``: values
     under secret-looking keys, and any string containing a secret value (see ``secret_values``)."""
@@ -207,7 +219,8 @@ def redact_overrides(overrides: Iterable[str], environ: Mapping[str, str] | None
 
 
 class _RedactingRecords:
-    """A LogRecord factory that redacts secrets in every record's message (Hydra logs each job's overrides)."""
+    """A LogRecord factory that redacts secrets in every record's message (Hydra logs each job's overrides) and
+    shows its control characters as escapes (``visible``: an endpoint's error text reaches log lines)."""
 
     def __init__(self, previous: Any, secrets: set[str]):
         self.previous, self.secrets = previous, secrets
@@ -218,7 +231,7 @@ class _RedactingRecords:
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - a malformed record is the logging module's business
             return record
-        cleaned = scrub(message, self.secrets)  # also keys this process read since, URL user-info, key shapes
+        cleaned = visible(scrub(message, self.secrets))  # keys read since, URL user-info, key shapes; escapes
         if cleaned != message:
             record.msg, record.args = cleaned, ()
         return record
