@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any, Callable
 from inmind_exp.llm.inflight import SingleFlight
 
 CACHE_FORMAT_VERSION = 1
+log = logging.getLogger(__name__)
 
 
 def is_count(v: Any) -> bool:
@@ -75,15 +77,16 @@ class CallCache:
                 value = json.load(f)
         except FileNotFoundError:
             return None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return self._miss(kind)  # a corrupt entry (disk full, foreign writer) is a miss, not a crash
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            return self._miss(kind, path, type(e).__name__)  # a corrupt entry (disk full, foreign writer): a miss
         check = VALIDATORS.get(kind)
         if check is not None and not check(value):
-            return self._miss(kind)  # valid JSON of the wrong shape (older format, foreign writer): a miss too
+            return self._miss(kind, path, "wrong shape")  # valid JSON of the wrong shape (older format): a miss too
         return value
 
-    def _miss(self, kind: str) -> None:
+    def _miss(self, kind: str, path: Path, why: str) -> None:
         self.invalid[kind] = self.invalid.get(kind, 0) + 1
+        log.warning(f"[inmind] cache entry {path} is unusable ({why}); asked again and rewritten")
         return None
 
     @property

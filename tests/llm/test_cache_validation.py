@@ -105,3 +105,15 @@ def test_put_refuses_what_get_would_refuse(tmp_path):
     with pytest.raises(ValueError):
         cache.put("chat", "e" * 64, {"text": "x", "prompt_tokens": -1})
     assert cache.count("chat") == 0
+
+
+def test_an_unusable_entry_is_warned_about_by_its_file(tmp_path, caplog):
+    import logging
+
+    cache = CallCache(tmp_path)
+    cache.put("chat", "f" * 64, {"text": "hello"})
+    path = _only_entry(cache, "chat")
+    path.write_bytes(b'{"text": "\xff')
+    with caplog.at_level(logging.WARNING, logger="inmind_exp.llm.cache"):
+        assert cache.get("chat", "f" * 64) is None
+    assert f"cache entry {path} is unusable (UnicodeDecodeError)" in caplog.text
