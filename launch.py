@@ -6,11 +6,11 @@ all run as one schedule over one pool of workers.
     python launch.py -m system=backbone,naive_rag embedding=minilm,bm25
     python launch.py -m dry_run=true system=a_mem,mem0  # estimated calls and tokens, nothing runs
 
-Exit codes: 0 every task finished without error; 1 a crash (a bug: traceback); 2 bad input (config, data, missing
-key, unreachable endpoint), found before anything ran or was logged; 3 the launch ran but some task ended in error or
-a configuration failed while the others ran (rerun the same command to retry them); 75 another driver holds this
-sweep; 4 stopped at the spend cap run.max_usd / run.max_tokens before every task ran (rerun with a higher cap
-to finish; nothing finished is paid again); 130 interrupted, 143 terminated by SIGTERM (finished work is kept: rerun the same command, printed).
+Exit codes (README.md, "Exit codes", has them in one table): 0 every task finished without error; 1 a crash (a bug:
+traceback); 2 bad input (config, override, data, missing key, unreachable endpoint), found before anything ran or was
+logged; 3 the launch ran but some task ended in error or a configuration failed while the others ran; 4 stopped at
+the spend cap; 75 another driver holds this sweep; 130 interrupted, 143 terminated by SIGTERM (finished work is kept:
+rerun the same command, printed).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from inmind_exp import env
 env.apply(env.DRIVER)
 
 import logging  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -31,6 +32,7 @@ from omegaconf import DictConfig  # noqa: E402
 from inmind_exp.config import register_configs  # noqa: E402
 from inmind_exp.console import EXIT_TASK_ERRORS, error_line, printable, route_project_logs  # noqa: E402
 from inmind_exp.errors import InmindError  # noqa: E402
+from inmind_exp.launch.check_sweep import EXIT_BAD_INPUT  # noqa: E402
 from inmind_exp.run import run_plan  # noqa: E402
 from inmind_exp.run import stop  # noqa: E402
 from inmind_exp.run.session import Session, hydra_job_plan  # noqa: E402
@@ -122,10 +124,21 @@ def main() -> int:
     def task(cfg: DictConfig) -> float | None:
         return run_job(cfg, session)
 
+    from hydra.errors import CompactHydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    full_error = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra's errors reach us, not its sys.exit(1), which says "a crash"
     try:
         task()
     except KeyboardInterrupt:  # before a configuration started (composing, planning): nothing ran
         stop.stopped()
+    except (CompactHydraException, OmegaConfBaseException) as e:  # composition or override error: bad input
+        if full_error:
+            raise
+        cause = f"\n{e.__cause__}" if isinstance(e.__cause__, OmegaConfBaseException) else ""
+        print(f"error: {printable(str(e) + cause)}", file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT
     finally:
         session.resources.end()  # Ray's actors end quietly, before the session lets go of them
     session.print_total()  # a basic-launcher dry run of two or more configurations: their total
