@@ -75,3 +75,19 @@ def test_composition_and_override_errors_exit_2(tmp_path):
             p = run(launch_cmd(tmp_path, "http://127.0.0.1:9/v1", bad, multirun=multirun))
             assert p.returncode == 2, (bad, multirun, p.stderr[-2000:])
             assert said in p.stderr and "Traceback" not in p.stderr
+
+
+def test_more_local_workers_than_the_machine_takes_exit_2(tmp_path):
+    """``cluster.workers=1000`` on a local cluster declared 1000 CPUs (82 worker processes for 8 tasks): refused
+    before Ray starts, naming the key and the machine's cap."""
+    import os
+
+    from inmind_exp.run.settings import local_cpu_cap
+
+    assert local_cpu_cap() == max(2, 2 * (os.cpu_count() or 1))
+    write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)
+    for multirun in (False, True):
+        p = run(launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "cluster.workers=1000", multirun=multirun))
+        assert p.returncode == 2, p.stderr[-2000:]
+        assert f"cluster.workers=1000: a local cluster runs at most {local_cpu_cap()}" in p.stderr
+        assert "Traceback" not in p.stderr and "Started a local Ray" not in p.stdout + p.stderr

@@ -10,6 +10,7 @@ compose API, inside a running Hydra app (a callback) or outside one. The ``Check
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -84,6 +85,8 @@ def check_job(cfg: DictConfig) -> list[str]:
     workers = OmegaConf.select(cfg, "cluster.workers")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         problems.append(f"cluster.workers={workers!r}: must be an integer >= 1")
+    else:
+        problems += local_cpu_problems(cfg)
     try:
         d, t = cfg.dataset, cfg.trace
         _tasks(d.get("name"), d.path, d.limit, d.get("release_dir"))
@@ -97,6 +100,21 @@ def check_job(cfg: DictConfig) -> list[str]:
     except ValueError as e:
         problems.append(str(e))
     return problems
+
+
+def local_cpu_problems(cfg: DictConfig) -> list[str]:
+    """A local cluster (no ``cluster.address``) asking for more workers or CPUs than ``local_cpu_cap``."""
+    from inmind_exp.run.settings import local_cpu_cap
+
+    if OmegaConf.select(cfg, "cluster.address"):
+        return []
+    cap, out = local_cpu_cap(), []
+    for key in ("cluster.workers", "cluster.num_cpus"):
+        n = OmegaConf.select(cfg, key)
+        if isinstance(n, int) and not isinstance(n, bool) and n > cap:
+            out.append(f"{key}={n}: a local cluster runs at most {cap} on this machine (twice its "
+                       f"{os.cpu_count()} CPUs); join a larger cluster with cluster.address")
+    return out
 
 
 def check_sweep(configs: Sequence[DictConfig], jobs: Sequence[Sequence[str]],

@@ -29,7 +29,7 @@ from inmind_exp.run import snapshots
 from inmind_exp.run.interface import (ClusterError, Executor, Job, PoolWorker, Progress, Report, display_safely,
                                       feed_usage, retry_or_report)
 from inmind_exp.run.plan import Plan
-from inmind_exp.run.settings import ClusterSettings
+from inmind_exp.run.settings import ClusterSettings, local_cpu_cap
 from inmind_exp.run.progress import STARTING, PhaseBoard
 from inmind_exp.run.schedule import Schedule
 from inmind_exp.run.shipping import code_runtime_env
@@ -149,8 +149,8 @@ class RayExecutor:
                     ) from None
             else:
                 with env.overriding(env.WORKER if inherit else {}):
-                    ray.init(address="local", num_cpus=cluster.num_cpus or max(2, cluster.workers),
-                             object_store_memory=cluster.object_store_memory, **kwargs)
+                    cpus = min(cluster.num_cpus or max(2, cluster.workers), local_cpu_cap())
+                    ray.init(address="local", num_cpus=cpus, object_store_memory=cluster.object_store_memory, **kwargs)
         stop.install()  # ray.init replaced the SIGTERM handler with one that kills Ray under the driver
         # the limiter and the cache service live on the head node (Ray's "node:__internal_head__" resource; the
         # driver's node if a cluster has none): losing a worker node never takes them down. They hold no CPU, so

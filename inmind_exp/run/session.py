@@ -125,8 +125,12 @@ def hydra_job_plan(cfg: Any, label_keys: Sequence[str] | None = None) -> Plan:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from inmind_exp.errors import PlanError
+    from inmind_exp.launch.check_sweep import local_cpu_problems
     from inmind_exp.run.plan import plan_config
 
+    if problems := local_cpu_problems(cfg):  # a sweep's jobs were checked already (launch.check_sweep.check_job)
+        raise PlanError("; ".join(problems))
     hc = HydraConfig.get()
     root = Path(hc.sweep.dir if hc.mode == RunMode.MULTIRUN else hc.run.dir).resolve()
     return plan_config(cfg, root, Path(hc.runtime.output_dir), list(label_keys or []),
