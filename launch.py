@@ -9,8 +9,8 @@ all run as one schedule over one pool of workers.
 Exit codes (README.md, "Exit codes", has them in one table): 0 every task finished without error; 1 a crash (a bug:
 traceback); 2 bad input (config, override, data, missing key, unreachable endpoint), found before anything ran or was
 logged; 3 the launch ran but some task ended in error or a configuration failed while the others ran; 4 stopped at
-the spend cap; 75 another driver holds this sweep; 130 interrupted, 143 terminated by SIGTERM (finished work is kept:
-rerun the same command, printed).
+the spend cap; 75 nothing ran but a rerun may pass (another driver holds this sweep, Ray did not start); 130
+interrupted, 143 terminated by SIGTERM (finished work is kept: rerun the same command, printed).
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from inmind_exp.config import register_configs  # noqa: E402
-from inmind_exp.console import EXIT_TASK_ERRORS, error_line, printable, route_project_logs  # noqa: E402
-from inmind_exp.errors import InmindError  # noqa: E402
+from inmind_exp.console import (EXIT_TASK_ERRORS, error_line, printable, retry_later,  # noqa: E402
+                                route_project_logs)
+from inmind_exp.errors import ClusterStartError, InmindError  # noqa: E402
 from inmind_exp.launch.check_sweep import EXIT_BAD_INPUT  # noqa: E402
 from inmind_exp.run import run_plan  # noqa: E402
 from inmind_exp.run import stop  # noqa: E402
@@ -91,6 +92,8 @@ def run_job(cfg: DictConfig, session: Session) -> float | None:
                           resources=session.resources)
     except KeyboardInterrupt:
         stop.stopped()  # the driver has said what is saved; exit 130 (SIGINT) or 143 (SIGTERM)
+    except ClusterStartError as e:  # nothing ran, and a rerun may pass: exit 75 with the command
+        sys.exit(retry_later(e))
     except InmindError as e:
         msg = error_line(e)
         if not session.rows and not session.failed and not multirun:

@@ -10,6 +10,8 @@ from typing import Any, Iterable, Sequence
 from inmind_exp.safety.redact import scrub, visible
 
 EXIT_TASK_ERRORS = 3
+#: nothing ran for a reason that passes (sysexits' EX_TEMPFAIL): another driver holds the sweep, Ray did not start
+EXIT_RETRY_LATER = 75
 
 
 def _input_errors() -> tuple[type[BaseException], ...]:
@@ -42,6 +44,15 @@ def route_project_logs(*file_handlers: logging.Handler) -> None:
     ours.addHandler(console)
     for h in file_handlers:
         ours.addHandler(h)
+
+
+def retry_later(e: BaseException) -> int:
+    """Print a ``ClusterStartError`` (or another transient start failure) with the command to rerun; its code."""
+    from inmind_exp.run.stop import resume_command
+
+    print(f"error: {printable(str(e))}; nothing ran, and a rerun may pass (a loaded host often starts Ray on a later try):\n"
+          f"  {resume_command()}", file=sys.stderr, flush=True)
+    return EXIT_RETRY_LATER
 
 
 def printable(text: str) -> str:

@@ -91,3 +91,28 @@ def test_more_local_workers_than_the_machine_takes_exit_2(tmp_path):
         assert p.returncode == 2, p.stderr[-2000:]
         assert f"cluster.workers=1000: a local cluster runs at most {local_cpu_cap()}" in p.stderr
         assert "Traceback" not in p.stderr and "Started a local Ray" not in p.stdout + p.stderr
+
+
+def test_ray_that_does_not_start_is_tried_twice_then_exit_75_with_the_rerun_line(tmp_path):
+    """A local Ray that fails to start (here: its temporary directory cannot be made; on a loaded host, "node timed
+    out during startup") is tried once more, then the launch exits 75 (retry later) with the command, no traceback
+    and no FAILED MLflow run (it exited 2 in a sweep, 1 with a traceback in a single run)."""
+    import subprocess
+
+    from tests.launch_helpers import REPO, env
+
+    write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)
+    (tmp_path / "not-a-dir").write_text("")
+    e = env()
+    e["RAY_TMPDIR"] = str(tmp_path / "not-a-dir" / "ray")
+    with FakeOpenAI() as fake:
+        for multirun in (True, False):
+            p = subprocess.run(launch_cmd(tmp_path, fake.base_url, "system=backbone", "embedding=bm25",
+                                          multirun=multirun), cwd=REPO, env=e, capture_output=True, text=True,
+                               timeout=300)
+            assert p.returncode == 75, p.stdout[-2000:] + p.stderr[-2000:]
+            assert (p.stdout + p.stderr).count("a local Ray did not start") == 2  # the retry, then the error
+            assert "a rerun may pass" in p.stderr and "launch.py" in p.stderr.splitlines()[-1]
+            assert "Traceback" not in p.stderr
+        assert fake.chat_requests() == []
+    assert not (tmp_path / "mlflow.db").exists() or mlflow_runs(tmp_path) == []

@@ -14,11 +14,11 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from inmind_exp.console import printable
+from inmind_exp.console import EXIT_RETRY_LATER, printable
 from inmind_exp.safety.sweep_lock import SweepLock, SweepLockedError
 
 #: Exit code of a launch refused because another driver holds the sweep (sysexits' EX_TEMPFAIL: retry later).
-EXIT_LOCKED = 75
+EXIT_LOCKED = EXIT_RETRY_LATER
 
 
 class HoldSweepLock(Callback):

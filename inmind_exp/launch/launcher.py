@@ -26,7 +26,8 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
-from inmind_exp.console import error_line, printable, route_project_logs
+from inmind_exp.console import error_line, printable, retry_later, route_project_logs
+from inmind_exp.errors import ClusterStartError
 from inmind_exp.safety.redact import scrub
 
 log = logging.getLogger("hydra_plugins.inmind_launcher")  # a Hydra launcher's lines, as before the move
@@ -209,6 +210,8 @@ class InmindLauncher(Launcher):
         # nothing is written to MLflow before every check has passed, and never in a dry run: each configuration
         # opens its MLflow run while its first tasks run (run.driver.run_plan)
         cluster_error = self.cluster.result() if keep and self.cluster is not None else None
+        if isinstance(cluster_error, ClusterStartError):
+            sys.exit(retry_later(cluster_error))
         if cluster_error is not None:
             print(f"error: {printable(str(cluster_error))}", file=sys.stderr, flush=True)
             sys.exit(2)
@@ -219,6 +222,8 @@ class InmindLauncher(Launcher):
                                  parent_name=f"sweep {root.name}", resources=session.resources)
         except KeyboardInterrupt:
             stop.stopped()  # each driver has said what is saved; exit 130 (SIGINT) or 143 (SIGTERM)
+        except ClusterStartError as e:
+            sys.exit(retry_later(e))
         except InmindError as e:
             print(f"error: {printable(str(e))}", file=sys.stderr, flush=True)
             sys.exit(2)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from inmind_exp.console import FILE_ONLY, permanent_errors, retry_summary
+from inmind_exp.errors import ClusterStartError
 from inmind_exp.fidelity import Fidelity, fidelity
 from inmind_exp.metrics import RunMetrics, compute, cost_usd, results_table
 from inmind_exp.official_aggregate import official_line, official_metrics
@@ -65,6 +66,9 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
         if remaining:
             with live.display(plan.run.progress) if sweep is None else nullcontext():  # a sweep has its own
                 _execute(plan, remaining, records, progress, executor)
+    except ClusterStartError:
+        opening.cancel()  # Ray never started, no task ran: no MLflow run is opened just to be marked FAILED
+        raise
     except KeyboardInterrupt:
         status = "KILLED"
         log.info(f"\n[inmind] interrupted: {len(records)} results are in the ledger {plan.ledger_path}; "
@@ -81,12 +85,13 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
         metrics = compute(ordered)
         run_id, open_error = None, None
         try:
-            tracker, parent_id, run_id = opening.result()  # (waiting no longer for the first task)
+            if not opening.cancelled:
+                tracker, parent_id, run_id = opening.result()  # (waiting no longer for the first task)
         except Exception as e:  # noqa: BLE001 - raised below, after what ran is said to be saved
             open_error = e
             log.error(f"[inmind] {plan.name}: the MLflow run did not open ({type(e).__name__}: {e}); the ledger "
                       f"{plan.ledger_path} holds the finished results (a rerun logs them, paying for no call)")
-        if open_error is None:
+        if open_error is None and not opening.cancelled:
             try:
                 shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
             except OSError as e:  # a full disk must not hide why the run stopped, nor leave the MLflow run RUNNING
@@ -122,6 +127,9 @@ class _Opening:
     ``after``, then waits for ``fn``'s value or raises its error."""
 
     def __init__(self, fn: Any, after: threading.Event | None = None) -> None:
+        self.cancelled = False
+        self._started = False
+        self._lock = threading.Lock()
         self._value: Any = None
         self._error: BaseException | None = None
         self._go = threading.Event()
@@ -132,10 +140,20 @@ class _Opening:
     def _run(self, fn: Any) -> None:
         while self._after is not None and not self._after.is_set() and not self._go.wait(0.05):
             pass
+        with self._lock:
+            if self.cancelled:
+                return
+            self._started = True
         try:
             self._value = fn()
         except BaseException as e:  # noqa: BLE001 - raised again by result()
             self._error = e
+
+    def cancel(self) -> None:
+        """Never run ``fn`` unless it has started already (then ``cancelled`` stays False: ``result`` as usual)."""
+        with self._lock:
+            self.cancelled = not self._started
+        self._go.set()
 
     def result(self) -> Any:
         self._go.set()
