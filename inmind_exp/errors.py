@@ -28,6 +28,11 @@ class ClusterStartError(InmindError, RuntimeError):
     rerun may pass (``console.EXIT_RETRY_LATER``)."""
 
 
+class TrackingError(InmindError, RuntimeError):
+    """The MLflow store failed (full, damaged, locked): the finished results are in the ledger, and a rerun logs
+    them without paying for a call."""
+
+
 class LLMCallError(InmindError, RuntimeError):
     """A call that failed for good (permanent error, or retries exhausted); recorded as the task's error."""
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from inmind_exp.console import FILE_ONLY, permanent_errors, retry_summary
-from inmind_exp.errors import ClusterStartError
+from inmind_exp.errors import ClusterStartError, TrackingError
 from inmind_exp.fidelity import Fidelity, fidelity
 from inmind_exp.metrics import RunMetrics, compute, cost_usd, results_table
 from inmind_exp.official_aggregate import official_line, official_metrics
@@ -87,23 +87,23 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
         try:
             if not opening.cancelled:
                 tracker, parent_id, run_id = opening.result()  # (waiting no longer for the first task)
-        except Exception as e:  # noqa: BLE001 - raised below, after what ran is said to be saved
+                try:
+                    shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
+                except OSError as e:  # a full disk must not hide why the run stopped, nor leave the run RUNNING
+                    log.error(f"[inmind] {plan.name}: outputs not written ({type(e).__name__}: {e}); the ledger "
+                              f"{plan.ledger_path} holds the finished results")
+                    status, shown = ("FAILED" if status == "FINISHED" else status), {}
+                tracker.finish(run_id, status)
+                if parent_id:
+                    tracker.add_to_sweep(parent_id, run_id, shown)
+                    tracker.finish(parent_id, status)
+        except Exception as e:  # noqa: BLE001 - the store failed (full, damaged): raised below as one line
             open_error = e
-            log.error(f"[inmind] {plan.name}: the MLflow run did not open ({type(e).__name__}: {e}); the ledger "
-                      f"{plan.ledger_path} holds the finished results (a rerun logs them, paying for no call)")
-        if open_error is None and not opening.cancelled:
-            try:
-                shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
-            except OSError as e:  # a full disk must not hide why the run stopped, nor leave the MLflow run RUNNING
-                log.error(f"[inmind] {plan.name}: outputs not written ({type(e).__name__}: {e}); the ledger "
-                          f"{plan.ledger_path} holds the finished results")
-                status, shown = ("FAILED" if status == "FINISHED" else status), {}
-            tracker.finish(run_id, status)
-            if parent_id:
-                tracker.add_to_sweep(parent_id, run_id, shown)
-                tracker.finish(parent_id, status)
     if open_error is not None:
-        raise open_error
+        why = (str(open_error).strip().splitlines() or [""])[0][:200]
+        raise TrackingError(f"{plan.name}: the MLflow store {plan.tracking.uri} failed ({type(open_error).__name__}: "
+                            f"{why}); the ledger {plan.ledger_path} holds the finished results: a rerun logs "
+                            f"them, paying for no call") from None
     log.info(progress.summary())
     errored = (plan.name, progress.errors, progress.total, permanent_errors(progress.records.values()))
     hint = retry_summary([errored], [], retry_errors=plan.run.retry_errors) if sweep is None else None
