@@ -50,8 +50,8 @@ def retry_later(e: BaseException) -> int:
     """Print a ``ClusterStartError`` (or another transient start failure) with the command to rerun; its code."""
     from inmind_exp.run.stop import resume_command
 
-    print(f"error: {printable(str(e))}; nothing ran, and a rerun may pass (a loaded host often starts Ray on a later try):\n"
-          f"  {resume_command()}", file=sys.stderr, flush=True)
+    print(f"error: {printable(str(e))}; nothing ran, and a rerun may pass (a loaded host often starts Ray on a "
+          f"later try):\n  {resume_command()}", file=sys.stderr, flush=True)
     return EXIT_RETRY_LATER
 
 

@@ -87,7 +87,7 @@ def _file_code(path: str, mtime_ns: int, size: int) -> str:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if isinstance(first, ast.Expr) and isinstance(getattr(first.value, "value", None), str):
                 node.body = node.body[1:] or [ast.Pass()]
     return hashlib.sha256(ast.unparse(tree).encode()).hexdigest()[:16]
 

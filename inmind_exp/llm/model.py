@@ -95,7 +95,8 @@ class Model:
         self.meter.finished(self.role, hit.get("finish_reason"), _prompt_text(wire))
         return Completion.from_cache(hit, key)
 
-    def _paid_chat(self, wire: list[dict[str, Any]], params: dict[str, Any], key: str) -> tuple[Completion, dict[str, Any]]:
+    def _paid_chat(self, wire: list[dict[str, Any]], params: dict[str, Any],
+                   key: str) -> tuple[Completion, dict[str, Any]]:
         """One paid chat call: the completion (token counts made valid, ``_counts``) and the entry cached for it,
         redacted: an endpoint may echo the key it was sent inside a normal reply, and the cache is on disk."""
         completion = self._call(lambda: self.provider.chat(wire, params), self.provider.estimate_tokens(wire, params))

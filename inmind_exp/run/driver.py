@@ -20,7 +20,7 @@ from inmind_exp.metrics import RunMetrics, compute, cost_usd, results_table
 from inmind_exp.official_aggregate import official_line, official_metrics
 from inmind_exp.records import Task, TaskRecord, write_jsonl
 from inmind_exp.result_identity import identity_hash
-from inmind_exp.run import live
+from inmind_exp.run import live, stop
 from inmind_exp.run.ledger import Ledger
 from inmind_exp.run.plan import Plan
 from inmind_exp.run.progress import PlanProgress, SweepProgress
@@ -78,27 +78,29 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
         status = "FAILED"
         raise
     finally:
-        died = res.local_server_died() if plan.local is not None else None
-        if died:
-            log.error(f"[inmind] {plan.name}: {died}; {progress.errors} of its {progress.total} tasks ended in an error")
-        ordered = [records[t.id] for t in plan.tasks if t.id in records]
-        metrics = compute(ordered)
-        run_id, open_error = None, None
-        try:
-            if not opening.cancelled:
-                tracker, parent_id, run_id = opening.result()  # (waiting no longer for the first task)
-                try:
-                    shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
-                except OSError as e:  # a full disk must not hide why the run stopped, nor leave the run RUNNING
-                    log.error(f"[inmind] {plan.name}: outputs not written ({type(e).__name__}: {e}); the ledger "
-                              f"{plan.ledger_path} holds the finished results")
-                    status, shown = ("FAILED" if status == "FINISHED" else status), {}
-                tracker.finish(run_id, status)
-                if parent_id:
-                    tracker.add_to_sweep(parent_id, run_id, shown)
-                    tracker.finish(parent_id, status)
-        except Exception as e:  # noqa: BLE001 - the store failed (full, damaged): raised below as one line
-            open_error = e
+        with stop.shielded() if status == "KILLED" else nullcontext():  # a second Ctrl-C waits for this
+            died = res.local_server_died() if plan.local is not None else None
+            if died:
+                log.error(f"[inmind] {plan.name}: {died}; {progress.errors} of its {progress.total} tasks ended in "
+                          f"an error")
+            ordered = [records[t.id] for t in plan.tasks if t.id in records]
+            metrics = compute(ordered)
+            run_id, open_error = None, None
+            try:
+                if not opening.cancelled:
+                    tracker, parent_id, run_id = opening.result()  # (waiting no longer for the first task)
+                    try:
+                        shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
+                    except OSError as e:  # a full disk must not hide why the run stopped, nor leave it RUNNING
+                        log.error(f"[inmind] {plan.name}: outputs not written ({type(e).__name__}: {e}); the ledger "
+                                  f"{plan.ledger_path} holds the finished results")
+                        status, shown = ("FAILED" if status == "FINISHED" else status), {}
+                    tracker.finish(run_id, status)
+                    if parent_id:
+                        tracker.add_to_sweep(parent_id, run_id, shown)
+                        tracker.finish(parent_id, status)
+            except Exception as e:  # noqa: BLE001 - the store failed (full, damaged): raised below as one line
+                open_error = e
     if open_error is not None:
         why = (str(open_error).strip().splitlines() or [""])[0][:200]
         raise TrackingError(f"{plan.name}: the MLflow store {plan.tracking.uri} failed ({type(open_error).__name__}: "

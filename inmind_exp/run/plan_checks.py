@@ -1,6 +1,6 @@
 """The checks planning makes before any work starts, each a ``PlanError`` naming its key: every base URL is a
-plain URL (no query string), the tracking store is writable, every numeric setting and system parameter is in range, the system accepts its parameters, and the
-spend cap and display mode are valid."""
+plain URL (no query string), every output path is writable (a probe file), every numeric setting and system
+parameter is in range, the system accepts its parameters, and the spend cap and display mode are valid."""
 
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ def check_base_urls(cfg: DictConfig) -> None:
 
 
 def check_writable(key: str, path: Path) -> None:
-    """``path`` (the value of ``key``, named in the error) is a directory this process can write into, or can be made one: a probe file is created (and
-    removed) in it or in its nearest existing ancestor. ``os.access`` is not enough: root passes it on ``/proc`` and
-    on a read-only mount, and the run failed after its tasks were paid."""
+    """``path`` (of ``key``, named in the error) is a directory this process can write into, or can be made one: a
+    probe file is created (and removed) in it or in its nearest existing ancestor. ``os.access`` is not enough: root
+    passes it on ``/proc`` and on a read-only mount, and the run failed after its tasks were paid."""
     import os
 
     p = Path(path).expanduser()

@@ -227,17 +227,25 @@ def _wait(leader_ended: threading.Event, stopping: threading.Event) -> bool:
 def _drive_all(plans: list[Plan], threads: list[threading.Thread], ray_executor: Any, progress: SweepProgress,
                stopping: threading.Event | None = None) -> None:
     """Start every plan's driver thread and serve their jobs over one pool until all have ended."""
+    from inmind_exp.run import stop
+
+    def end() -> None:
+        if stopping is not None:
+            stopping.set()  # a configuration still waiting for its leader does not start on a stopped schedule
+        for t in threads:
+            t.join()
+
     for t in threads:
         t.start()
     try:
         if hasattr(ray_executor, "prewarm") and any(p.remaining() for p in plans) and not any(p.local for p in plans):
             ray_executor.prewarm(plans)
         ray_executor.run_jobs([], more=lambda: any(t.is_alive() for t in threads), tick=progress.tick)
-    finally:
-        if stopping is not None:
-            stopping.set()  # a configuration still waiting for its leader does not start on a stopped schedule
-        for t in threads:
-            t.join()
+    except BaseException:
+        with stop.shielded():  # each driver saves its work and closes its MLflow run: a second Ctrl-C waits
+            end()
+        raise
+    end()
     if progress.plans:  # a sweep whose every configuration stopped before its first task never started
         log.info(progress.summary())
 
