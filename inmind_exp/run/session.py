@@ -75,8 +75,8 @@ class Session:
         value = result.metrics.rates["application"].pct
         self.ran[same_results_key(result.plan)] = (result.plan, value)
         self.rows.append((result.plan.name, result.metrics))
-        self.errored.append((result.plan.name, result.metrics.n_errors, result.metrics.n_tasks,
-                             permanent_errors(result.records)))
+        errors = sum(1 for r in result.records if r.error or r.failed_verdicts)  # as the progress counts them
+        self.errored.append((result.plan.name, errors, result.metrics.n_tasks, permanent_errors(result.records)))
         self.notes.append(protocol_note(result))
         self.retry_errors = self.retry_errors and bool(result.plan.run.retry_errors)
         return value
