@@ -91,7 +91,7 @@ def ingest_task(
     else:
         start = 0
     system.take_faults()  # faults of the shared prefix belong to the prefix, not to this task
-    bad = _bad_usage(system)
+    noted = _notes(system)
     for i, s in enumerate(sessions[start:], start):
         phase(f"ingesting {i + 1}/{len(sessions)}")
         cut = len(_cut_prompts(system, "memory"))
@@ -103,7 +103,7 @@ def ingest_task(
                 t.id for t in s.turns if t.id and t.content.strip() and t.content.strip() in prompt]
             system.fault("truncated_reply", "memory", f"a memory-LLM reply was cut at the token limit while writing "
                          f"session {s.id}", turns or [t.id for t in s.turns if t.id])
-    _bad_usage(system, bad)
+    _notes(system, noted)
     if faults is not None:
         faults.extend(_phase(system.take_faults(), "ingest"))
     post = workdir / "post_ingest"
@@ -118,12 +118,12 @@ def ask(make_system: SystemFactory, state: Path, query: str, workdir: Path, faul
     system.restore(state)
     system.take_faults()
     cut = {role: len(_cut_prompts(system, role)) for role in ("memory", "answerer")}
-    bad = _bad_usage(system)
+    noted = _notes(system)
     answer = system.answer(query)
     for role, before in cut.items():
         if n := len(_cut_prompts(system, role, before)):
             system.fault("truncated_reply", role, f"{n} {role} repl(ies) cut at the token limit")
-    _bad_usage(system, bad)
+    _notes(system, noted)
     if faults is not None:
         faults.extend(_phase(system.take_faults(), phase))
     return answer
@@ -141,18 +141,19 @@ def _cut_calls(system: Any, role: str, since: int = 0) -> list[tuple[str, tuple[
     return meter.cut_calls(role, since) if meter is not None else []
 
 
-def _bad_usage(system: Any, since: dict[str, int] | None = None) -> dict[str, int]:
-    """How many replies per role had unusable token counts (``UsageMeter.bad_usage``); given the counts of an
-    earlier call, each reply since is recorded on the system as a ``bad_usage`` diagnostic."""
+def _notes(system: Any, since: dict[str, int] | None = None) -> dict[str, int]:
+    """How many notes per role the model wrapper made (``UsageMeter.note``: unusable token counts, an unusable
+    cache entry); given the counts of an earlier call, each note since is recorded on the system as a diagnostic
+    of its kind."""
     meter = getattr(getattr(system, "llm", None), "meter", None)
     if meter is None:
         return {}
     seen = {}
     for role in ("memory", "answerer"):
-        details = meter.bad_usages(role)
-        seen[role] = len(details)
-        for detail in details[(since or {}).get(role, len(details)):]:
-            system.fault("bad_usage", role, detail)
+        notes = meter.notes(role)
+        seen[role] = len(notes)
+        for kind, detail in notes[(since or {}).get(role, len(notes)):]:
+            system.fault(kind, role, detail)
     return seen
 
 

@@ -117,3 +117,26 @@ def test_a_corrupt_ledger_line_is_skipped_with_a_warning_not_a_blocked_configura
         assert sorted(t.id for t in again.remaining()) == broken
         result = run_plan(again, executor=InProcessExecutor(), resources=Resources())
         assert all(r.error is None for r in result.records) and len(result.records) == 3
+
+
+def test_unusable_cache_entries_are_counted_in_the_run_summary(tmp_path, caplog):
+    """Invalid cache entries were silent misses: each is now noted on its task's record (an ``invalid_cache_entry``
+    diagnostic) and counted on the configuration's closing line."""
+    import logging
+
+    with FakeOpenAI() as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "dataset.limit=2")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        run_plan(plan, executor=InProcessExecutor(), resources=Resources())
+        entries = sorted((tmp_path / "cache" / "chat").glob("*/*.json"))
+        for p in entries:
+            p.write_text('{"no": "text"}')
+        ledger = Ledger(plan.ledger_path)
+        ledger.path.unlink()  # the tasks run again, from the (now unusable) cache
+        again = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        with caplog.at_level(logging.INFO, logger="inmind_exp"):
+            result = run_plan(again, executor=InProcessExecutor(), resources=Resources())
+    noted = [f for r in result.records for f in r.faults if f.kind == "invalid_cache_entry"]
+    assert noted and all(f.diagnostic and f.where == "answerer" for f in noted)
+    assert f"{len(noted)} unusable cache entries asked again" in caplog.text
+    assert "is unusable (wrong shape); asked again and rewritten" in caplog.text

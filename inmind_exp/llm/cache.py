@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -66,11 +67,13 @@ class CallCache:
         self.invalid: dict[str, int] = {}
         #: the requests this process's callers of this cache have in flight (``inmind_exp.llm.inflight``)
         self.flights = SingleFlight()
+        self._last = threading.local()  # whether this thread's last ``get`` met an unusable entry
 
     def _path(self, kind: str, key: str) -> Path:
         return self.dir / kind / key[:2] / f"{key}.json"
 
     def get(self, kind: str, key: str) -> Any | None:
+        self._last.invalid = False
         path = self._path(kind, key)
         try:
             with open(path, encoding="utf-8") as f:
@@ -84,7 +87,12 @@ class CallCache:
             return self._miss(kind, path, "wrong shape")  # valid JSON of the wrong shape (older format): a miss too
         return value
 
+    def invalid_here(self) -> bool:
+        """Whether this thread's last ``get`` was a miss because the entry was unusable."""
+        return bool(getattr(self._last, "invalid", False))
+
     def _miss(self, kind: str, path: Path, why: str) -> None:
+        self._last.invalid = True
         self.invalid[kind] = self.invalid.get(kind, 0) + 1
         log.warning(f"[inmind] cache entry {path} is unusable ({why}); asked again and rewritten")
         return None

@@ -81,7 +81,7 @@ class Model:
         def usable(hit: Any) -> bool:
             return hit is not None and (accept is None or accept(hit["text"]))
 
-        hit = self.cache.get("chat", key)
+        hit = self._get("chat", key)
         if not usable(hit):
             with self.cache.flights.claim("chat", key) as flight:
                 if flight.leader:
@@ -116,7 +116,8 @@ class Model:
         bad = [c for c in counts if not is_count(c)]
         if not bad:
             return tuple(counts)
-        self.meter.bad_usage(self.role, f"token count(s) {', '.join(map(repr, bad))} from the endpoint, counted as 0")
+        self.meter.note(self.role, "bad_usage", f"token count(s) {', '.join(map(repr, bad))} from the endpoint, "
+                        f"counted as 0")
         return tuple(c if is_count(c) else 0 for c in counts)
 
     def chat_json(self, messages: Sequence[Message], *, attempts: int = 3,
@@ -173,7 +174,7 @@ class Model:
             if self._memo is not None and k in self._memo:
                 out[i] = self._memo[k]
                 continue
-            hit = self.cache.get("embed", k) if self.cache is not None else None
+            hit = self._get("embed", k) if self.cache is not None else None
             if hit is not None:
                 out[i] = self._remember(k, np.asarray(hit["vector"], dtype=np.float32))
                 self.meter.add(self.role, hit.get("tokens", 0), 0, cached=True)
@@ -191,6 +192,14 @@ class Model:
                 out[i] = self._remember(keys[i], v)
                 self._store("embed", keys[i], {"vector": v.tolist(), "tokens": per})
         return np.vstack(out).astype(np.float32) if texts else np.zeros((0, dimensions or 0), dtype=np.float32)
+
+    def _get(self, kind: str, key: str) -> Any | None:
+        """The cache's entry; one it found unusable (``CallCache.invalid_here``) is noted on the meter."""
+        assert self.cache is not None
+        hit = self.cache.get(kind, key)
+        if hit is None and getattr(self.cache, "invalid_here", None) and self.cache.invalid_here():
+            self.meter.note(self.role, "invalid_cache_entry", f"unusable {kind} cache entry {key[:12]}..., asked again")
+        return hit
 
     def _store(self, kind: str, key: str, value: Any) -> None:
         """Write a paid reply to the cache. A failed write (a full disk, a lost cache service) only costs a later

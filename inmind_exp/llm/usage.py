@@ -18,8 +18,9 @@ class UsageMeter:
         self._by_role: dict[str, Usage] = {}
         # per role, each reply cut at the token limit: its prompt's text and the trace turns its caller declared
         self._cut: dict[str, list[tuple[str, tuple[str, ...] | None]]] = {}
-        #: per role, the detail of each reply whose token counts were unusable (``Model._counts``)
-        self._bad_usage: dict[str, list[str]] = {}
+        #: per role, (kind, detail) of each call the wrapper noted: token counts it could not use (``bad_usage``),
+        #: an unusable cache entry asked again (``invalid_cache_entry``); the protocol records them as diagnostics
+        self._notes: dict[str, list[tuple[str, str]]] = {}
         self._about = threading.local()
         #: called with (role, Usage of one call) after each call is counted: the live spend (``progress.PhaseReporter``)
         self.listener: Callable[[str, Usage], None] | None = None
@@ -59,15 +60,15 @@ class UsageMeter:
             with self._lock:
                 self._cut.setdefault(role, []).append((prompt, getattr(self._about, "turns", None)))
 
-    def bad_usage(self, role: str, detail: str) -> None:
-        """Note a reply whose usage the endpoint reported unusable (clamped at 0 by the caller)."""
+    def note(self, role: str, kind: str, detail: str) -> None:
+        """Note something about one of ``role``'s calls that its task record should show (a diagnostic kind)."""
         with self._lock:
-            self._bad_usage.setdefault(role, []).append(detail)
+            self._notes.setdefault(role, []).append((kind, detail))
 
-    def bad_usages(self, role: str, since: int = 0) -> list[str]:
-        """The details of ``role``'s replies with unusable usage, from the ``since``-th on."""
+    def notes(self, role: str, since: int = 0) -> list[tuple[str, str]]:
+        """``role``'s notes (kind, detail), from the ``since``-th on."""
         with self._lock:
-            return list(self._bad_usage.get(role, ())[since:])
+            return list(self._notes.get(role, ())[since:])
 
     def cut_calls(self, role: str, since: int = 0) -> list[tuple[str, tuple[str, ...] | None]]:
         """The cut replies of ``role`` from the ``since``-th on, each as (prompt text, declared turns or None)."""

@@ -90,7 +90,7 @@ def test_negative_token_counts_are_clamped_noted_and_cached(fake, tmp_path):
     first = LLMClient(ep, cache=CallCache(tmp_path / "cache"))
     comp = first.chat(HELLO)
     assert (comp.prompt_tokens, comp.completion_tokens) == (0, 0) and comp.text == "fake answer"
-    assert len(first.meter.bad_usages("answerer")) == 1 and "-7" in first.meter.bad_usages("answerer")[0]
+    assert len(first.meter.notes("answerer")) == 1 and "-7" in first.meter.notes("answerer")[0][1]
     assert first.cache_write_failures == 0
     fake.reset_log()
     cache = CallCache(tmp_path / "cache")
