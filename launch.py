@@ -6,12 +6,13 @@ all run as one schedule over one pool of workers.
     python launch.py -m system=backbone,naive_rag embedding=minilm,bm25
     python launch.py -m dry_run=true system=a_mem,mem0  # estimated calls and tokens, nothing runs
 
-Exit codes: 0 every task finished without error; 1 a crash (a bug: traceback); 2 bad input (config, data, missing
-key, unreachable endpoint), found before anything ran or was logged; 3 the launch ran but some task ended in error or
-a configuration failed while the others ran (rerun the same command to retry them); 75 another driver holds this
-sweep; 4 stopped at the spend cap run.max_usd / run.max_tokens before every task ran (the closing lines print the
-command, with the cap, that finishes; nothing finished is paid again); 130 interrupted, 143 terminated by SIGTERM,
-129 by SIGHUP (finished work is kept: rerun the same command, printed). Every exit but kill -9 releases the lock.
+Exit codes (README.md, "Exit codes", has them in one table): 0 every task finished without error; 1 a crash (a bug:
+traceback); 2 bad input (config, override, data, missing key, unreachable endpoint), found before anything ran or was
+logged; 3 the launch ran but some task ended in error or a configuration failed while the others ran (rerun the same
+command to retry them); 4 stopped at the spend cap run.max_usd / run.max_tokens before every task ran (the closing
+lines print the command, with the cap, that finishes; nothing finished is paid again); 75 nothing ran but a rerun may
+pass (another driver holds this sweep, Ray did not start); 130 interrupted, 143 terminated by SIGTERM, 129 by SIGHUP
+(finished work is kept: rerun the same command, printed). Every exit but kill -9 releases the lock.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from inmind_exp import env
 env.apply(env.DRIVER)
 
 import logging  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -30,12 +32,13 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from inmind_exp.config import register_configs  # noqa: E402
-from inmind_exp.console import EXIT_TASK_ERRORS, error_line, route_project_logs  # noqa: E402
-from inmind_exp.errors import InmindError  # noqa: E402
+from inmind_exp.console import (EXIT_TASK_ERRORS, error_line, printable, retry_later,  # noqa: E402
+                                route_project_logs)
+from inmind_exp.errors import ClusterStartError, InmindError  # noqa: E402
+from inmind_exp.launch.check_sweep import EXIT_BAD_INPUT  # noqa: E402
 from inmind_exp.run import run_plan  # noqa: E402
 from inmind_exp.run import stop  # noqa: E402
 from inmind_exp.run.session import Session, hydra_job_plan  # noqa: E402
-from inmind_exp.safety.redact import scrub  # noqa: E402
 
 register_configs()
 stop.install()  # SIGTERM stops like Ctrl-C (installed again once Ray has started: inmind_exp.run.stop)
@@ -72,7 +75,7 @@ def run_job(cfg: DictConfig, session: Session) -> float | None:
     try:
         plan = hydra_job_plan(cfg, sweep_label_keys(root) if multirun else [])
     except InmindError as e:
-        print(f"error: {scrub(str(e))}", file=sys.stderr, flush=True)
+        print(f"error: {printable(str(e))}", file=sys.stderr, flush=True)
         sys.exit(2)
     # a job repeating one already run or estimated (e.g. backbone under another embedding): say so, run nothing
     if multirun and (seen := session.repeat_of(plan)) is not None:
@@ -91,6 +94,8 @@ def run_job(cfg: DictConfig, session: Session) -> float | None:
                           resources=session.resources)
     except KeyboardInterrupt:
         stop.stopped()  # the driver has said what is saved; exit 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP)
+    except ClusterStartError as e:  # nothing ran, and a rerun may pass: exit 75 with the command
+        sys.exit(retry_later(e))
     except InmindError as e:
         msg = error_line(e)
         if not session.rows and not session.failed and not multirun:
@@ -124,10 +129,21 @@ def main() -> int:
     def task(cfg: DictConfig) -> float | None:
         return run_job(cfg, session)
 
+    from hydra.errors import CompactHydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    full_error = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra's errors reach us, not its sys.exit(1), which says "a crash"
     try:
         task()
     except KeyboardInterrupt:  # before a configuration started (composing, planning): nothing ran
         stop.stopped()
+    except (CompactHydraException, OmegaConfBaseException) as e:  # composition or override error: bad input
+        if full_error:
+            raise
+        cause = f"\n{e.__cause__}" if isinstance(e.__cause__, OmegaConfBaseException) else ""
+        print(f"error: {printable(str(e) + cause)}", file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT
     finally:
         session.resources.end()  # Ray's actors end quietly, before the session lets go of them
     session.print_total()  # a basic-launcher dry run of two or more configurations: their total

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Sequence
+from typing import Any, Iterable, Sequence
+
+from inmind_exp.safety.redact import scrub, visible
 
 EXIT_TASK_ERRORS = 3
+#: nothing ran for a reason that passes (sysexits' EX_TEMPFAIL): another driver holds the sweep, Ray did not start
+EXIT_RETRY_LATER = 75
 
 
 def _input_errors() -> tuple[type[BaseException], ...]:
@@ -42,12 +46,25 @@ def route_project_logs(*file_handlers: logging.Handler) -> None:
         ours.addHandler(h)
 
 
+def retry_later(e: BaseException) -> int:
+    """Print a ``ClusterStartError`` (or another transient start failure) with the command to rerun; its code."""
+    from inmind_exp.run.stop import resume_command
+
+    print(f"error: {printable(str(e))}; nothing ran, and a rerun may pass (a loaded host often starts Ray on a "
+          f"later try):\n  {resume_command()}", file=sys.stderr, flush=True)
+    return EXIT_RETRY_LATER
+
+
+def printable(text: str) -> str:
+    """Text from outside (an error's message, an endpoint's body) as printed: secrets redacted, control characters
+    as escapes."""
+    return visible(scrub(text))
+
+
 def error_line(e: BaseException) -> str:
     """The first line of what went wrong; a Ray task error carries the worker's exception as ``cause``."""
-    from inmind_exp.safety.redact import scrub
-
     cause = getattr(e, "cause", None) or e
-    text = scrub(str(cause)).strip()
+    text = printable(str(cause)).strip()
     return text.splitlines()[0] if text else type(cause).__name__
 
 
@@ -56,34 +73,41 @@ def error_line(e: BaseException) -> str:
 FILE_ONLY = {"file_only": True}
 
 
-def retry_summary(errored: list[tuple[str, int, int]], failed: list[str], retry_errors: bool = True,
+def retry_summary(errored: list[tuple[str, int, int, int]], failed: list[str], retry_errors: bool = True,
                   messages: Sequence[str] = ()) -> str | None:
-    """The closing line when ``errored`` (configuration, tasks errored, tasks) holds errors or configurations
-    ``failed`` (with their error ``messages``); None when every task finished. It says to rerun, with the exact
-    command, only when a rerun can help: errored tasks while ``run.retry_errors`` is on, or a configuration that
-    failed for a reason that can pass (not a non-retryable endpoint error such as an HTTP 400)."""
+    """The closing line when ``errored`` (configuration, tasks errored, tasks, of the errored those a rerun cannot
+    fix: ``permanent_errors``) holds errors or configurations ``failed`` (with their error ``messages``); None when
+    every task finished. It says to rerun, with the exact command, only when a rerun can help: errored tasks other
+    than permanent ones while ``run.retry_errors`` is on, or a configuration that failed for a reason that can pass
+    (not a non-retryable endpoint error such as an HTTP 400 or 401)."""
     from inmind_exp.run.stop import resume_command
 
-    n_err = sum(e for _, e, _ in errored)
+    n_err = sum(e for _, e, _, _ in errored)
     if not n_err and not failed:
         return None
     parts = []
     if n_err:
-        parts.append(f"{n_err} of {sum(n for _, _, n in errored)} tasks ended in an error (of the task or of a "
-                     f"verdict) in {sum(1 for _, e, _ in errored if e)} configuration(s)")
+        parts.append(f"{n_err} of {sum(n for _, _, n, _ in errored)} tasks ended in an error (of the task or of a "
+                     f"verdict) in {sum(1 for _, e, _, _ in errored if e)} configuration(s)")
     if failed:
         parts.append(f"{len(failed)} configuration(s) failed: {', '.join(failed)}")
     transient = len(messages) < len(failed) or any(not permanent(m) for m in messages)
-    if (n_err and retry_errors) or transient:
+    fixable = n_err - sum(p for _, _, _, p in errored)
+    if (fixable and retry_errors) or transient:
         return (f"[inmind] {'; '.join(parts)}. Rerun the same command to retry them (finished tasks are kept; errored "
                 f"ones are retried while run.retry_errors=true, a failed verdict by asking the judge only):"
                 f"\n  {resume_command()}")
-    if n_err:
+    if fixable:
         return (f"[inmind] {'; '.join(parts)}. run.retry_errors=false keeps errored tasks as they are; to retry them:"
                 f"\n  {resume_command()} run.retry_errors=true")
     return f"[inmind] {'; '.join(parts)}. A rerun fails the same way: fix the cause named above first."
 
 
 def permanent(message: str) -> bool:
-    """Whether a configuration's error cannot pass by itself (the provider names a non-retryable error)."""
+    """Whether an error cannot pass by itself (the provider names a non-retryable error: HTTP 400, 401, ...)."""
     return "non-retryable" in message
+
+
+def permanent_errors(records: Iterable[Any]) -> int:
+    """How many task records ended in an error a rerun cannot fix (``permanent``; a failed verdict can pass)."""
+    return sum(1 for r in records if r.error and permanent(r.error))

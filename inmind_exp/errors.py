@@ -23,6 +23,16 @@ class LocalModelError(InmindError, RuntimeError):
     """The local model file is missing, incomplete or does not match its published hash, or its server failed."""
 
 
+class ClusterStartError(InmindError, RuntimeError):
+    """A local Ray that did not start, twice (a loaded host: "node timed out during startup"): nothing ran, and a
+    rerun may pass (``console.EXIT_RETRY_LATER``)."""
+
+
+class TrackingError(InmindError, RuntimeError):
+    """The MLflow store failed (full, damaged, locked): the finished results are in the ledger, and a rerun logs
+    them without paying for a call."""
+
+
 class LLMCallError(InmindError, RuntimeError):
     """A call that failed for good (permanent error, or retries exhausted); recorded as the task's error."""
 

@@ -82,8 +82,8 @@ class MemorySystem(abc.ABC):
     #: runs by it, read from the records and MLflow params (``inmind_exp.traits``), never by a system's name
     control: ClassVar[str] = ""
     cost: ClassVar[CallProfile] = CallProfile()
-    #: the implementation's version, part of every result identity (``inmind_exp.identity``): bump it when a code
-    #: change can change results (tests/systems/test_system_versions.py fails until you decide)
+    #: the implementation's readable version, in every result identity (``inmind_exp.identity``) beside the hash
+    #: of the system's code, which changes the identity by itself
     version: ClassVar[str] = "1"
     #: allowed ranges of the numeric parameters (``inmind_exp.ranges``), checked when a configuration is planned
     param_ranges: ClassVar[Mapping[str, Range]] = {}

@@ -93,6 +93,7 @@ def ingest_task(
     else:
         start = 0
     system.take_faults()  # faults of the shared prefix belong to the prefix, not to this task
+    noted = _notes(system)
     for i, s in enumerate(sessions[start:], start):
         phase(f"ingesting {i + 1}/{len(sessions)}")
         cut = len(_cut_prompts(system, "memory"))
@@ -104,6 +105,7 @@ def ingest_task(
                 t.id for t in s.turns if t.id and t.content.strip() and t.content.strip() in prompt]
             system.fault("truncated_reply", "memory", f"a memory-LLM reply was cut at the token limit while writing "
                          f"session {s.id}", turns or [t.id for t in s.turns if t.id])
+    _notes(system, noted)
     if faults is not None:
         faults.extend(_phase(system.take_faults(), "ingest"))
     post = workdir / "post_ingest"
@@ -120,6 +122,7 @@ def ask(make_system: SystemFactory, state: Path, query: str, workdir: Path, faul
     cut = {role: len(_cut_prompts(system, role)) for role in ("memory", "answerer")}
     meter = _meter(system)
     served = len(meter.served_calls("answerer")) if meter is not None else 0
+    noted = _notes(system)
     answer = system.answer(query)
     if meter is not None:  # what ran: the model the endpoint reported for the answer's calls, and its host
         model, host = served_of(meter.served_calls("answerer", served))
@@ -127,6 +130,7 @@ def ask(make_system: SystemFactory, state: Path, query: str, workdir: Path, faul
     for role, before in cut.items():
         if n := len(_cut_prompts(system, role, before)):
             system.fault("truncated_reply", role, f"{n} {role} repl(ies) cut at the token limit")
+    _notes(system, noted)
     if faults is not None:
         faults.extend(_phase(system.take_faults(), phase))
     return answer
@@ -161,6 +165,22 @@ def _served_since(models: Models, before: Mapping[str, int]) -> dict[str, tuple[
 
 def _served_counts(models: Models) -> dict[str, int]:
     return {role: len(models.meter.served_calls(role)) for role in ROLES}
+
+
+def _notes(system: Any, since: dict[str, int] | None = None) -> dict[str, int]:
+    """How many notes per role the model wrapper made (``UsageMeter.note``: unusable token counts, an unusable
+    cache entry); given the counts of an earlier call, each note since is recorded on the system as a diagnostic
+    of its kind."""
+    meter = _meter(system)
+    if meter is None:
+        return {}
+    seen = {}
+    for role in ("memory", "answerer"):
+        notes = meter.notes(role)
+        seen[role] = len(notes)
+        for kind, detail in notes[(since or {}).get(role, len(notes)):]:
+            system.fault(kind, role, detail)
+    return seen
 
 
 def _phase(faults: list[Fault], phase: str) -> list[Fault]:

@@ -58,7 +58,7 @@ def test_an_unwritable_tracking_uri_is_a_plan_error(tmp_path):
     with FakeOpenAI() as fake:
         cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25",
                       f"tracking.uri=sqlite:///{tmp_path / 'afile' / 'mlflow.db'}")
-        with pytest.raises(PlanError, match=r"tracking.uri=.*afile/mlflow.db.*not a writable directory"):
+        with pytest.raises(PlanError, match=r"tracking.uri=.*afile/mlflow.db: .*afile is not a directory"):
             plan_config(cfg, tmp_path / "root", tmp_path / "job")
 
 
@@ -69,3 +69,43 @@ def test_an_unwritable_tracking_uri_exits_2(tmp_path):
                        f"tracking.uri=sqlite:///{tmp_path / 'afile' / 'mlflow.db'}", multirun=False), timeout=300)
     assert p.returncode == 2, p.stderr[-3000:]
     assert "afile/mlflow.db" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_failing_mlflow_store_is_one_tracking_error_and_the_results_are_kept(tmp_path):
+    """A store MLflow cannot use (here a damaged database file; a full one fails the same way) ended a run with a
+    129-line traceback and exit 1: it is one ``TrackingError`` naming the store and the ledger (exit 3), and the
+    finished results are in the ledger, for a rerun to log without a call."""
+    from inmind_exp.errors import TrackingError
+
+    with FakeOpenAI() as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "dataset.limit=2")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        (tmp_path / "mlflow.db").write_bytes(b"this is no sqlite database" * 100)
+        with pytest.raises(TrackingError) as e:
+            run_plan(plan, executor=InProcessExecutor(), resources=Resources())
+    msg = str(e.value)
+    assert "\n" not in msg and f"the MLflow store sqlite:///{tmp_path / 'mlflow.db'} failed" in msg
+    assert str(plan.ledger_path) in msg and "a rerun logs them" in msg
+    assert len(Ledger(plan.ledger_path).load()) == 2
+
+
+def test_a_new_store_that_cannot_be_made_leaves_no_store_behind(tmp_path, monkeypatch):
+    """MLflow creating a store on a full disk left a database without its tables (every later open failed): the
+    store is made under a temporary name and renamed into place, so a failure leaves nothing."""
+    from inmind_exp.tracking import store
+
+    monkeypatch.setenv("INMIND_CACHE_HOME", str(tmp_path / "no-template"))  # the slow path: MLflow makes it
+    real = store._touch
+
+    def full_disk(db):
+        real(db)  # the tables are made in the temporary file...
+        raise OSError(28, "No space left on device")  # ...then the disk is full
+
+    monkeypatch.setattr(store, "_touch", full_disk)
+    db = tmp_path / "mlflow.db"
+    with pytest.raises(OSError):
+        store.new_store(db)
+    assert not db.exists() and [p.name for p in tmp_path.iterdir() if "mlflow" in p.name] == []
+    monkeypatch.setattr(store, "_touch", real)
+    store.new_store(db)
+    assert db.is_file()

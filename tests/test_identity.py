@@ -88,3 +88,61 @@ def test_provenance_is_recorded_but_no_identity():
 
     tags = provenance_tags()
     assert tags[T.VERSION] and len(tags[T.GIT_COMMIT]) == 40 and tags[T.GIT_DIRTY] in ("true", "false")
+
+
+def test_a_code_edit_to_a_system_module_is_a_new_identity_and_a_docstring_edit_is_not(tmp_path):
+    """Changing naive_rag's search (not its prompts, nor its ``version``) kept the config hash and reused "2 already
+    done". The identity now holds the code of the system's modules: a copy of ``systems/naive_rag.py`` is loaded,
+    then edited on disk; a changed line of code gives a new identity, a changed docstring or comment does not."""
+    import importlib.util
+    import os
+    import sys
+
+    from inmind_exp.identity import system_identity, system_modules
+
+    source = (REPO / "systems" / "naive_rag.py").read_text(encoding="utf-8")
+    search = "self.index.search(query, self.top_k)"
+    assert search in source and '@SYSTEMS.register("naive_rag")' in source
+    pkg = tmp_path / "edited_systems"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    module_file = pkg / "naive_rag_copy.py"
+    module_file.write_text(source.replace('@SYSTEMS.register("naive_rag")', '@SYSTEMS.register("naive_rag_copy")'))
+    spec = importlib.util.spec_from_file_location("edited_systems.naive_rag_copy", module_file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        cls = module.NaiveRAG
+        assert system_modules(cls) == ["edited_systems.naive_rag_copy"]
+        before = system_identity(cls)
+
+        def edit(old: str, new: str) -> dict:
+            text = module_file.read_text(encoding="utf-8")
+            module_file.write_text(text.replace(old, new, 1))
+            st = os.stat(module_file)
+            os.utime(module_file, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a new mtime, whatever the clock
+            return system_identity(cls)
+
+        changed = edit(search, "self.index.search(query, self.top_k + 1)")
+        assert changed["code"] != before["code"] and changed["version"] == before["version"]
+        assert edit("self.index.search(query, self.top_k + 1)", search) == before  # back as it was
+        assert edit('"""', '"""Edited docstring. ') == before  # the module docstring: no code
+        assert edit("    def recall(", "    # a comment\n    def recall(") == before
+    finally:
+        sys.modules.pop(spec.name, None)
+        from inmind_exp.memory import SYSTEMS
+
+        SYSTEMS._items.pop("naive_rag_copy", None)
+
+
+def test_the_core_code_that_makes_a_result_is_in_the_identity():
+    """Inverting the judge's score in ``inmind_exp/judges.py`` kept the hash: the judges', answering's, the
+    protocol's, the memory interface's and the encoders' code are in it (the last three in the prefix's too)."""
+    from inmind_exp.identity import INGEST_CODE, RESULT_CODE, code_identity, digest, module_code
+
+    assert {"inmind_exp.judges", "inmind_exp.answering"} <= set(RESULT_CODE)
+    assert {"inmind_exp.protocol", "inmind_exp.memory", "inmind_exp.embed"} <= set(INGEST_CODE)
+    ident = code_identity(SYSTEMS.get("naive_rag"))
+    assert ident["code"] == digest({m: module_code(m) for m in RESULT_CODE})
+    assert ident["system"]["code"] == digest({m: module_code(m) for m in ("systems.naive_rag", *INGEST_CODE)})

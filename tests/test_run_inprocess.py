@@ -70,3 +70,73 @@ def test_local_llm_roles_are_bound_once_the_server_is_up(tmp_path):
     assert spec.endpoints["answerer"].identity == f"{plan.local.cache_id}|{cfg.llm.model}"  # the port is not in it
     assert spec.endpoints["judge"] == plan.endpoints["judge"]
     assert estimate(plan)["tasks_to_run"] == 2  # dataset.limit=2 by default; the dry run needs no server
+
+
+def test_a_401_is_not_retried_at_task_level_and_gets_no_rerun_hint(tmp_path, caplog):
+    """HTTP 400/401 are not retried by the client; the task level retried them once more anyway, and the closing
+    line said a rerun may help. Now each task asks once, and the closing line says to fix the cause."""
+    import logging
+
+    from tests.fake_openai import Fault
+
+    refused = Fault(status=401, body={"error": {"message": "bad key", "type": "invalid_request_error"}})
+    with FakeOpenAI(validator=lambda body: refused) as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "run.max_task_attempts=3",
+                      "dataset.limit=2")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        with caplog.at_level(logging.INFO, logger="inmind_exp"):
+            result = run_plan(plan, executor=InProcessExecutor(), resources=Resources())
+    assert all(r.error and "HTTP 401" in r.error for r in result.records) and len(result.records) == 2
+    assert len(fake.chat_requests()) == 2  # one call per task: no retry by the client nor by the task level
+    assert "fix the cause" in caplog.text and "Rerun the same command" not in caplog.text
+
+
+def test_a_corrupt_ledger_line_is_skipped_with_a_warning_not_a_blocked_configuration(tmp_path, caplog):
+    """Two invalid bytes in a reason (UnicodeDecodeError) or ``"verdicts": []`` (AttributeError) made every launch
+    of the configuration exit 1. Now each bad line is skipped with a warning naming ``file:line``, and its task runs
+    again."""
+    import json
+    import logging
+
+    with FakeOpenAI() as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "dataset.limit=3")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        run_plan(plan, executor=InProcessExecutor(), resources=Resources())
+        path = plan.ledger_path
+        lines = path.read_bytes().splitlines(keepends=True)
+        assert len(lines) == 3
+        broken = sorted(json.loads(line)["task_id"] for line in lines[:2])
+        lines[0] = lines[0].replace(b'"reason": "', b'"reason": "\xff\xfe', 1)
+        bad = json.loads(lines[1])
+        lines[1] = (json.dumps({**bad, "verdicts": []}) + "\n").encode()
+        path.write_bytes(b"".join(lines))
+        with caplog.at_level(logging.WARNING, logger="inmind_exp.run.ledger"):
+            again = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        assert f"{path}:1: not a task record (UnicodeDecodeError" in caplog.text
+        assert f"{path}:2: not a task record (AttributeError" in caplog.text
+        assert sorted(t.id for t in again.remaining()) == broken
+        result = run_plan(again, executor=InProcessExecutor(), resources=Resources())
+        assert all(r.error is None for r in result.records) and len(result.records) == 3
+
+
+def test_unusable_cache_entries_are_counted_in_the_run_summary(tmp_path, caplog):
+    """Invalid cache entries were silent misses: each is now noted on its task's record (an ``invalid_cache_entry``
+    diagnostic) and counted on the configuration's closing line."""
+    import logging
+
+    with FakeOpenAI() as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "dataset.limit=2")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        run_plan(plan, executor=InProcessExecutor(), resources=Resources())
+        entries = sorted((tmp_path / "cache" / "chat").glob("*/*.json"))
+        for p in entries:
+            p.write_text('{"no": "text"}')
+        ledger = Ledger(plan.ledger_path)
+        ledger.path.unlink()  # the tasks run again, from the (now unusable) cache
+        again = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        with caplog.at_level(logging.INFO, logger="inmind_exp"):
+            result = run_plan(again, executor=InProcessExecutor(), resources=Resources())
+    noted = [f for r in result.records for f in r.faults if f.kind == "invalid_cache_entry"]
+    assert noted and all(f.diagnostic and f.where == "answerer" for f in noted)
+    assert f"{len(noted)} unusable cache entries asked again" in caplog.text
+    assert "is unusable (wrong shape); asked again and rewritten" in caplog.text

@@ -23,10 +23,13 @@ def _ray_processes(ray_tmp: Path) -> list[str]:
     return [line for line in out.splitlines() if str(ray_tmp) in line and "ps -eo" not in line]
 
 
-@pytest.mark.parametrize("sig,code,said", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
-                                           (signal.SIGHUP, 129, "terminated (SIGHUP)"),
-                                           (signal.SIGINT, 130, "interrupted")], ids=["SIGTERM", "SIGHUP", "SIGINT"])
-def test_a_signal_stops_cleanly(tmp_path, sig, code, said):
+@pytest.mark.parametrize("sig,code,said,twice", [(signal.SIGTERM, 143, "terminated (SIGTERM)", False),
+                                                 (signal.SIGHUP, 129, "terminated (SIGHUP)", False),
+                                                 (signal.SIGINT, 130, "interrupted", False),
+                                                 (signal.SIGINT, 130, "interrupted", True)],
+                         ids=["SIGTERM", "SIGHUP", "SIGINT", "SIGINT-twice"])
+def test_a_signal_stops_cleanly(tmp_path, sig, code, said, twice):
+    """``twice``: a second Ctrl-C during the clean-up (it left the MLflow run RUNNING) only says to wait."""
     ray_tmp = Path(tempfile.mkdtemp(prefix="rs", dir="/tmp"))
     write_small_data(tmp_path / "data", n_tasks=6, n_sessions=3)
     try:
@@ -44,6 +47,9 @@ def test_a_signal_stops_cleanly(tmp_path, sig, code, said):
                 time.sleep(0.5)
             assert proc.poll() is None, "the launch ended before it could be stopped"
             proc.send_signal(sig)
+            if twice:
+                time.sleep(0.3)
+                proc.send_signal(sig)
             out, err = proc.communicate(timeout=180)
         assert proc.returncode == code, out[-2000:] + err[-3000:]
         assert said in err and "resume with:" in err and "launch.py" in err
@@ -60,3 +66,22 @@ def test_a_signal_stops_cleanly(tmp_path, sig, code, said):
         assert _ray_processes(ray_tmp) == []
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_a_second_interrupt_during_clean_up_only_says_to_wait(capsys):
+    """A second Ctrl-C while the first one's clean-up ran left the MLflow run RUNNING. ``stop.shielded`` (around a
+    driver's closing of its run after an interrupt, and the sweep's wait for its drivers) turns it into one line;
+    the handlers are back afterwards."""
+    import os
+    import signal
+
+    from inmind_exp.run import stop
+
+    before = signal.getsignal(signal.SIGINT)
+    with stop.shielded():
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)
+        saved = "clean-up finished"  # not cut short
+    assert saved and signal.getsignal(signal.SIGINT) is before
+    err = capsys.readouterr().err
+    assert err.count("one moment") == 1 and "saving what finished" in err

@@ -88,16 +88,20 @@ def test_the_retry_hint_says_the_command_and_only_when_a_rerun_helps():
     from inmind_exp.console import retry_summary
     from inmind_exp.run.stop import resume_command
 
-    hint = retry_summary([("a", 2, 4)], [])
+    hint = retry_summary([("a", 2, 4, 0)], [])
     assert "Rerun the same command to retry them" in hint and hint.endswith("\n  " + resume_command())
-    off = retry_summary([("a", 2, 4)], [], retry_errors=False)
+    off = retry_summary([("a", 2, 4, 0)], [], retry_errors=False)
     assert "Rerun the same command" not in off and off.endswith(resume_command() + " run.retry_errors=true")
     permanent = ("role 'memory' (http://x/v1, model m): HTTP 400 after a non-retryable error: unsupported parameter")
-    fixed = retry_summary([("b", 0, 4)], ["a"], messages=[permanent])
+    fixed = retry_summary([("b", 0, 4, 0)], ["a"], messages=[permanent])
     assert "Rerun" not in fixed and "fix the cause" in fixed and "1 configuration(s) failed: a" in fixed
-    passing = retry_summary([("b", 0, 4)], ["a"], messages=["role 'memory' (...): HTTP 503 after retries: busy"])
+    passing = retry_summary([("b", 0, 4, 0)], ["a"], messages=["role 'memory' (...): HTTP 503 after retries: busy"])
     assert "Rerun the same command" in passing
-    assert retry_summary([("a", 0, 4)], []) is None
+    assert retry_summary([("a", 0, 4, 0)], []) is None
+    # tasks that all failed with a 400/401 (non-retryable): no rerun hint; one transient error among them: the hint
+    refused = retry_summary([("a", 2, 4, 2)], [])
+    assert "Rerun" not in refused and "fix the cause" in refused and "2 of 4 tasks" in refused
+    assert "Rerun the same command" in retry_summary([("a", 3, 4, 2)], [])
 
 
 def _parents(tmp_path):

@@ -10,6 +10,7 @@ compose API, inside a running Hydra app (a callback) or outside one. The ``Check
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -68,16 +69,25 @@ def _trace(name: str | None, path: str | None, index: int, release_dir: str | No
 
 
 def check_job(cfg: DictConfig) -> list[str]:
-    """Problems of one composed job that need no endpoint: worker count, data files, injection point."""
+    """Problems of one composed job that need no endpoint: base URLs, worker count, data files, injection point."""
     from inmind_exp.run.settings import injection_spec
     from inmind_exp.data import DataError
     from inmind_exp.data.release import ReleaseError
     from inmind_exp.protocol import injection_session_index
 
+    from inmind_exp.errors import PlanError
+    from inmind_exp.run.plan_checks import check_base_urls
+
     problems = []
+    try:
+        check_base_urls(cfg)
+    except PlanError as e:
+        problems.append(str(e))
     workers = OmegaConf.select(cfg, "cluster.workers")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         problems.append(f"cluster.workers={workers!r}: must be an integer >= 1")
+    else:
+        problems += local_cpu_problems(cfg)
     try:
         d, t = cfg.dataset, cfg.trace
         _tasks(d.get("name"), d.path, d.limit, d.get("sample"), d.get("sample_seed"), d.get("release_dir"))
@@ -91,6 +101,21 @@ def check_job(cfg: DictConfig) -> list[str]:
     except ValueError as e:
         problems.append(str(e))
     return problems
+
+
+def local_cpu_problems(cfg: DictConfig) -> list[str]:
+    """A local cluster (no ``cluster.address``) asking for more workers or CPUs than ``local_cpu_cap``."""
+    from inmind_exp.run.settings import local_cpu_cap
+
+    if OmegaConf.select(cfg, "cluster.address"):
+        return []
+    cap, out = local_cpu_cap(), []
+    for key in ("cluster.workers", "cluster.num_cpus"):
+        n = OmegaConf.select(cfg, key)
+        if isinstance(n, int) and not isinstance(n, bool) and n > cap:
+            out.append(f"{key}={n}: a local cluster runs at most {cap} on this machine (twice its "
+                       f"{os.cpu_count()} CPUs); join a larger cluster with cluster.address")
+    return out
 
 
 def check_sweep(configs: Sequence[DictConfig], jobs: Sequence[Sequence[str]],
@@ -112,12 +137,13 @@ def stop_on_problems(configs: Sequence[DictConfig], jobs: Sequence[Sequence[str]
                      extra: Callable[[DictConfig], Any] | None = None) -> None:
     """``check_sweep`` of every job (named by its redacted, swept overrides); on any problem print them all and
     exit 2 (``SystemExit``, which passes through Hydra's callback wrapper where an ``Exception`` would not)."""
+    from inmind_exp.console import printable
     from inmind_exp.safety.redact import redact_overrides
 
     problems = check_sweep(configs, [redact_overrides(j) for j in swept(jobs)], extra)
     if problems:
         print(f"error: {len(problems)} problem(s) in {len(jobs)} job(s) of the sweep; nothing was run:\n"
-              + "\n".join(f"  - {p}" for p in problems), file=sys.stderr, flush=True)
+              + "\n".join(f"  - {printable(p)}" for p in problems), file=sys.stderr, flush=True)
         raise SystemExit(EXIT_BAD_INPUT)
 
 

@@ -18,10 +18,11 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from inmind_exp.console import EXIT_RETRY_LATER, printable
 from inmind_exp.safety.sweep_lock import SweepLock, SweepLockedError
 
 #: Exit code of a launch refused because another driver holds the sweep (sysexits' EX_TEMPFAIL: retry later).
-EXIT_LOCKED = 75
+EXIT_LOCKED = EXIT_RETRY_LATER
 
 
 class HoldSweepLock(Callback):
@@ -38,7 +39,7 @@ class HoldSweepLock(Callback):
         try:
             self.lock = SweepLock(directory).acquire(wait=wait, timeout_s=timeout, poll_s=self.poll_s)
         except SweepLockedError as e:
-            print(f"error: {e}", file=sys.stderr, flush=True)
+            print(f"error: {printable(str(e))}", file=sys.stderr, flush=True)  # the holder's command, as it wrote it
             raise SystemExit(EXIT_LOCKED) from None
         atexit.register(self.lock.release)  # (release is idempotent: the end callbacks may have run it)
         if self.lock.stale is not None:  # every exit releases it: only a killed or crashed driver leaves a record

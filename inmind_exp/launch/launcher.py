@@ -26,7 +26,8 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
-from inmind_exp.console import error_line, route_project_logs
+from inmind_exp.console import error_line, printable, retry_later, route_project_logs
+from inmind_exp.errors import ClusterStartError
 from inmind_exp.safety.redact import scrub
 
 log = logging.getLogger("hydra_plugins.inmind_launcher")  # a Hydra launcher's lines, as before the move
@@ -65,6 +66,7 @@ class InmindLauncher(Launcher):
         ledger: its work may all be done, which costs nothing) and anything this cannot read leave the start to
         ``_launch``, after the first job is planned."""
         from inmind_exp.launch.check_sweep import expand_overrides
+        from inmind_exp.run.plan_checks import check_base_urls
         from inmind_exp.run.session import Session
         from inmind_exp.run.settings import embedding_spec, local_server, role_endpoints
         from inmind_exp.run.sweep import ClusterStart
@@ -80,6 +82,7 @@ class InmindLauncher(Launcher):
             params = self.config.hydra.sweeper.get("params")
             first = expand_overrides(overrides, dict(params) if params else None)[0]
             cfg = self.hydra_context.config_loader.load_sweep_config(self.config, first)
+            check_base_urls(cfg)  # a token in a URL's query: not sent anywhere (reported by _check_jobs)
             if local_server(cfg) is None:  # the embedded server's driver checks it once it has started it
                 self.session.resources.preflight(role_endpoints(cfg.llm).values(),
                                                  embedding_spec(cfg.embedding, cfg.llm))
@@ -111,8 +114,14 @@ class InmindLauncher(Launcher):
 
         assert self.hydra_context is not None and self.config is not None
         loader = self.hydra_context.config_loader
-        stop_on_problems([loader.load_sweep_config(self.config, list(o)) for o in job_overrides],
-                         [list(o) for o in job_overrides])
+        try:
+            stop_on_problems([loader.load_sweep_config(self.config, list(o)) for o in job_overrides],
+                             [list(o) for o in job_overrides])
+        except SystemExit:  # no job starts, so RedactSecrets never cleans the multirun.yaml Hydra wrote: here
+            from inmind_exp.launch.redact_output import config_secrets, redact_yaml_file
+
+            redact_yaml_file(Path(str(self.config.hydra.sweep.dir)) / "multirun.yaml", config_secrets(self.config))
+            raise
 
     def prepare_report(self, config: DictConfig, after: Any = None) -> None:
         """Called before the sweep runs: the plug-in class gets the end-of-sweep report ready (imports its modules
@@ -175,7 +184,8 @@ class InmindLauncher(Launcher):
         if planning.errors:
             self._cancel_cluster()
             for idx, overrides, message in planning.errors:
-                print(f"error: job #{idx} ({overrides or 'defaults'}): {message}", file=sys.stderr, flush=True)
+                print(f"error: job #{idx} ({overrides or 'defaults'}): {printable(message)}", file=sys.stderr,
+                      flush=True)
             print(f"error: {len(planning.errors)} of {len(job_overrides)} configuration(s) cannot run; nothing was "
                   f"run", file=sys.stderr, flush=True)
             sys.exit(2)
@@ -193,15 +203,17 @@ class InmindLauncher(Launcher):
             self._cancel_cluster()
         if bad:
             for plan, e in bad:
-                print(f"error: {plan.name}: {scrub(str(e))}", file=sys.stderr, flush=True)
+                print(f"error: {plan.name}: {printable(str(e))}", file=sys.stderr, flush=True)
             print(f"error: {len(bad)} of {len(keep)} configuration(s) cannot run; nothing was run", file=sys.stderr,
                   flush=True)
             sys.exit(2)
         # nothing is written to MLflow before every check has passed, and never in a dry run: each configuration
         # opens its MLflow run while its first tasks run (run.driver.run_plan)
         cluster_error = self.cluster.result() if keep and self.cluster is not None else None
+        if isinstance(cluster_error, ClusterStartError):
+            sys.exit(retry_later(cluster_error))
         if cluster_error is not None:
-            print(f"error: {scrub(str(cluster_error))}", file=sys.stderr, flush=True)
+            print(f"error: {printable(str(cluster_error))}", file=sys.stderr, flush=True)
             sys.exit(2)
         root = plans[0].root
         self.prepare_report(self.config, getattr(session.resources.executor, "working", None))
@@ -210,8 +222,10 @@ class InmindLauncher(Launcher):
                                  parent_name=f"sweep {root.name}", resources=session.resources)
         except KeyboardInterrupt:
             stop.stopped()  # each driver has said what is saved; exit 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP)
+        except ClusterStartError as e:
+            sys.exit(retry_later(e))
         except InmindError as e:
-            print(f"error: {scrub(str(e))}", file=sys.stderr, flush=True)
+            print(f"error: {printable(str(e))}", file=sys.stderr, flush=True)
             sys.exit(2)
         # every task has run: Ray and its actors end in the background while the table and the report are written
         ending = self.cluster.end() if self.cluster is not None else None

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
 from inmind_exp.llm.inflight import SingleFlight
 
 CACHE_FORMAT_VERSION = 1
+log = logging.getLogger(__name__)
 
 
-def _is_count(v: Any) -> bool:
+def is_count(v: Any) -> bool:
+    """A token count as the cache accepts it (on write as on read): an int ≥ 0."""
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
@@ -31,7 +35,7 @@ def _valid_chat(v: Any) -> bool:
         return False
     if not isinstance(v.get("tool_calls") or [], list):
         return False
-    return all(_is_count(v.get(k, 0)) for k in ("prompt_tokens", "completion_tokens"))
+    return all(is_count(v.get(k, 0)) for k in ("prompt_tokens", "completion_tokens"))
 
 
 def _valid_embed(v: Any) -> bool:
@@ -40,7 +44,7 @@ def _valid_embed(v: Any) -> bool:
         return False
     if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v["vector"]):
         return False
-    return _is_count(v.get("tokens", 0))
+    return is_count(v.get("tokens", 0))
 
 
 #: Shape checks per kind; a kind without one accepts any JSON value.
@@ -63,26 +67,34 @@ class CallCache:
         self.invalid: dict[str, int] = {}
         #: the requests this process's callers of this cache have in flight (``inmind_exp.llm.inflight``)
         self.flights = SingleFlight()
+        self._last = threading.local()  # whether this thread's last ``get`` met an unusable entry
 
     def _path(self, kind: str, key: str) -> Path:
         return self.dir / kind / key[:2] / f"{key}.json"
 
     def get(self, kind: str, key: str) -> Any | None:
+        self._last.invalid = False
         path = self._path(kind, key)
         try:
             with open(path, encoding="utf-8") as f:
                 value = json.load(f)
         except FileNotFoundError:
             return None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return self._miss(kind)  # a corrupt entry (disk full, foreign writer) is a miss, not a crash
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            return self._miss(kind, path, type(e).__name__)  # a corrupt entry (disk full, foreign writer): a miss
         check = VALIDATORS.get(kind)
         if check is not None and not check(value):
-            return self._miss(kind)  # valid JSON of the wrong shape (older format, foreign writer): a miss too
+            return self._miss(kind, path, "wrong shape")  # valid JSON of the wrong shape (older format): a miss too
         return value
 
-    def _miss(self, kind: str) -> None:
+    def invalid_here(self) -> bool:
+        """Whether this thread's last ``get`` was a miss because the entry was unusable."""
+        return bool(getattr(self._last, "invalid", False))
+
+    def _miss(self, kind: str, path: Path, why: str) -> None:
+        self._last.invalid = True
         self.invalid[kind] = self.invalid.get(kind, 0) + 1
+        log.warning(f"[inmind] cache entry {path} is unusable ({why}); asked again and rewritten")
         return None
 
     @property
@@ -91,6 +103,10 @@ class CallCache:
         return sum(self.invalid.values())
 
     def put(self, kind: str, key: str, value: Any) -> None:
+        """Store ``value``; ValueError for one ``get`` would refuse (checked the same way on write as on read)."""
+        check = VALIDATORS.get(kind)
+        if check is not None and not check(value):
+            raise ValueError(f"a {kind} entry of the wrong shape is not cached")
         path = self._path(kind, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")

@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import tenacity
 
 from inmind_exp.errors import JSONReplyError, LLMCallError
-from inmind_exp.llm.cache import CallCache, cache_key
+from inmind_exp.llm.cache import CallCache, cache_key, is_count
 from inmind_exp.llm.endpoint import Endpoint
 from inmind_exp.llm.limits import Limiter, limited
 from inmind_exp.llm.provider import Completion, OpenAIProvider
 from inmind_exp.llm.retry import backoff_seconds
 from inmind_exp.llm.usage import UsageMeter
 from inmind_exp.records import Message
+from inmind_exp.safety.redact import scrub_obj
 
 log = logging.getLogger(__name__)
 
@@ -75,38 +76,56 @@ class Model:
         wire = [m.to_openai() for m in messages]
         key = cache_key(self.provider.chat_key(wire, params, sample))
         if self.cache is None:
-            return self._paid_chat(wire, params, key)
+            return self._paid_chat(wire, params, key)[0]
 
         def usable(hit: Any) -> bool:
             return hit is not None and (accept is None or accept(hit["text"]))
 
-        hit = self.cache.get("chat", key)
+        hit = self._get("chat", key)
         if not usable(hit):
             with self.cache.flights.claim("chat", key) as flight:
                 if flight.leader:
-                    completion = self._paid_chat(wire, params, key)
-                    flight.publish(completion.to_cache())
+                    completion, stored = self._paid_chat(wire, params, key)
+                    flight.publish(stored)
                     return completion
                 hit = flight.value  # the same request, sent by a task running at the same time: its reply
                 if not usable(hit):  # its call failed (or outlasted the wait, or was refused): this caller asks
-                    return self._paid_chat(wire, params, key)
+                    return self._paid_chat(wire, params, key)[0]
         self.meter.add(self.role, hit["prompt_tokens"], hit["completion_tokens"], cached=True)
         self.meter.finished(self.role, hit.get("finish_reason"), _prompt_text(wire))
         return self._served(Completion.from_cache(hit, key))
 
-    def _paid_chat(self, wire: list[dict[str, Any]], params: dict[str, Any], key: str) -> Completion:
+    def _paid_chat(self, wire: list[dict[str, Any]], params: dict[str, Any],
+                   key: str) -> tuple[Completion, dict[str, Any]]:
+        """One paid chat call: the completion (token counts made valid, ``_counts``) and the entry cached for it,
+        redacted: an endpoint may echo the key it was sent inside a normal reply, and the cache is on disk."""
         completion = self._call(lambda: self.provider.chat(wire, params), self.provider.estimate_tokens(wire, params))
-        self.meter.add(self.role, completion.prompt_tokens, completion.completion_tokens, cached=False,  # paid: counted
+        prompt_tokens, completion_tokens = self._counts(completion.prompt_tokens, completion.completion_tokens)
+        if (prompt_tokens, completion_tokens) != (completion.prompt_tokens, completion.completion_tokens):
+            completion = replace(completion, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+        self.meter.add(self.role, prompt_tokens, completion_tokens, cached=False,  # paid: counted
                        provider_cached=completion.provider_cached_tokens)
         self.meter.finished(self.role, completion.finish_reason, _prompt_text(wire))
-        self._store("chat", key, completion.to_cache())
-        return self._served(completion)
+        stored = scrub_obj(completion.to_cache())
+        self._store("chat", key, stored)
+        return self._served(completion), stored
 
     def _served(self, completion: Completion) -> Completion:
         """Note the model the endpoint reported for ``completion`` and the endpoint's host (``UsageMeter.served``)."""
         ep = getattr(self.provider, "endpoint", None)
         self.meter.served(self.role, completion.model, ep.host if ep is not None else "")
         return completion
+
+    def _counts(self, *counts: Any) -> tuple[int, ...]:
+        """Token counts as the cache accepts them (``is_count``): one the endpoint sent negative or not an integer is
+        0, noted on the meter as a ``bad_usage`` fault (cached as it came, the entry was refused on every read and the
+        call paid again on every rerun)."""
+        bad = [c for c in counts if not is_count(c)]
+        if not bad:
+            return tuple(counts)
+        self.meter.note(self.role, "bad_usage", f"token count(s) {', '.join(map(repr, bad))} from the endpoint, "
+                        f"counted as 0")
+        return tuple(c if is_count(c) else 0 for c in counts)
 
     def chat_json(self, messages: Sequence[Message], *, attempts: int = 3,
                   validate: Callable[[dict[str, Any]], str | None] | None = None, json_mode: bool = True,
@@ -168,7 +187,7 @@ class Model:
             if self._memo is not None and k in self._memo:
                 out[i] = self._memo[k]
                 continue
-            hit = self.cache.get("embed", k) if self.cache is not None else None
+            hit = self._get("embed", k) if self.cache is not None else None
             if hit is not None:
                 out[i] = self._remember(k, np.asarray(hit["vector"], dtype=np.float32))
                 self.meter.add(self.role, hit.get("tokens", 0), 0, cached=True)
@@ -179,12 +198,21 @@ class Model:
             idx = missing[start : start + step]
             batch = [texts[i] for i in idx]
             vectors, tokens = self._call(lambda: self.provider.embed(batch, dimensions), sum(len(t) // 4 for t in batch))
+            (tokens,) = self._counts(tokens)
             per = tokens // max(1, len(batch))
             self.meter.add(self.role, tokens, 0, cached=False)
             for i, v in zip(idx, vectors):
                 out[i] = self._remember(keys[i], v)
                 self._store("embed", keys[i], {"vector": v.tolist(), "tokens": per})
         return np.vstack(out).astype(np.float32) if texts else np.zeros((0, dimensions or 0), dtype=np.float32)
+
+    def _get(self, kind: str, key: str) -> Any | None:
+        """The cache's entry; one it found unusable (``CallCache.invalid_here``) is noted on the meter."""
+        assert self.cache is not None
+        hit = self.cache.get(kind, key)
+        if hit is None and getattr(self.cache, "invalid_here", None) and self.cache.invalid_here():
+            self.meter.note(self.role, "invalid_cache_entry", f"unusable {kind} cache entry {key[:12]}..., asked again")
+        return hit
 
     def _store(self, kind: str, key: str, value: Any) -> None:
         """Write a paid reply to the cache. A failed write (a full disk, a lost cache service) only costs a later

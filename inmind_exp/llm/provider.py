@@ -6,6 +6,7 @@ OpenAI-compatible endpoint, with the client's own retries off (``max_retries=0``
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -75,6 +76,8 @@ def _short(e: BaseException, n: int = 300) -> str:
     s = scrub(str(e))
     return s if len(s) <= n else s[:n] + "…"
 
+for _name in ("httpx", "httpx2"):  # their INFO line per request prints the URL, in every process that calls out
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 #: one ``openai`` client per (base URL, key, timeout) in this process, shared by every role client of every task
 _CLIENTS: dict[tuple[str, str, float], openai.OpenAI] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import openai
@@ -26,23 +27,19 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:
-    """Seconds the server asked us to wait (Retry-After or retry-after-ms), if it said."""
+    """Seconds the server asked us to wait (Retry-After or retry-after-ms), if it said so in a finite number ≥ 0;
+    anything else (``nan``, ``inf``, a negative number, an HTTP date) is ignored: the usual backoff applies."""
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None)
     if not headers:
         return None
-    ms = headers.get("retry-after-ms")
-    if ms:
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         try:
-            return float(ms) / 1000.0
+            seconds = float(headers.get(name) or "") / scale
         except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value:
-        try:
-            return float(value)
-        except ValueError:
-            return None
+            continue
+        if math.isfinite(seconds) and seconds >= 0:
+            return seconds
     return None
 
 
@@ -50,6 +47,6 @@ def backoff_seconds(attempt: int, exc: BaseException | None, initial: float, max
     """Wait before attempt ``attempt + 1``: the server's Retry-After when given, else full-jitter exponential."""
     asked = retry_after_seconds(exc) if exc is not None else None
     if asked is not None:
-        return min(max(asked, 0.0), maximum)
+        return min(asked, maximum)
     cap = min(maximum, initial * (2 ** (attempt - 1)))
     return random.uniform(cap / 2, cap)

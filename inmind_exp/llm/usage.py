@@ -18,6 +18,9 @@ class UsageMeter:
         self._by_role: dict[str, Usage] = {}
         # per role, each reply cut at the token limit: its prompt's text and the trace turns its caller declared
         self._cut: dict[str, list[tuple[str, tuple[str, ...] | None]]] = {}
+        #: per role, (kind, detail) of each call the wrapper noted: token counts it could not use (``bad_usage``),
+        #: an unusable cache entry asked again (``invalid_cache_entry``); the protocol records them as diagnostics
+        self._notes: dict[str, list[tuple[str, str]]] = {}
         self._about = threading.local()
         # per role, each chat reply's (model the endpoint reported, endpoint host), in call order
         self._served: dict[str, list[tuple[str, str]]] = {}
@@ -60,6 +63,16 @@ class UsageMeter:
         if finish_reason == "length":
             with self._lock:
                 self._cut.setdefault(role, []).append((prompt, getattr(self._about, "turns", None)))
+
+    def note(self, role: str, kind: str, detail: str) -> None:
+        """Note something about one of ``role``'s calls that its task record should show (a diagnostic kind)."""
+        with self._lock:
+            self._notes.setdefault(role, []).append((kind, detail))
+
+    def notes(self, role: str, since: int = 0) -> list[tuple[str, str]]:
+        """``role``'s notes (kind, detail), from the ``since``-th on."""
+        with self._lock:
+            return list(self._notes.get(role, ())[since:])
 
     def cut_calls(self, role: str, since: int = 0) -> list[tuple[str, tuple[str, ...] | None]]:
         """The cut replies of ``role`` from the ``since``-th on, each as (prompt text, declared turns or None)."""

@@ -46,7 +46,8 @@ class ContextItem:
 #: kinds that are diagnostics, not faults: no reply went unused, and upstream's own outcome is kept (an extraction
 #: legitimately empty, e.g. an acknowledgement with no entity; xMemory's gate not run for want of logprobs, which the
 #: run reports as ``gate_ran_rate``); on the record and counted by kind, never a memory fault nor a fact-write fault
-DIAGNOSTIC_KINDS: frozenset[str] = frozenset({"empty_extraction", "logprobs_unavailable"})
+DIAGNOSTIC_KINDS: frozenset[str] = frozenset({"empty_extraction", "logprobs_unavailable", "bad_usage",
+                                              "invalid_cache_entry"})
 
 
 @dataclass(frozen=True)
@@ -57,9 +58,10 @@ class Fault:
 
     Kinds in use: ``malformed_reply``, ``empty_reply``, ``truncated_reply``, ``tool_call_as_text``,
     ``bad_tool_call``, ``fallback``; and the diagnostics (``DIAGNOSTIC_KINDS``, no fault) ``empty_extraction`` (a
-    well-formed extraction with nothing in it) and ``logprobs_unavailable`` (a logprob gate that could not run). ``turns`` are the turn ids
-    being written when it happened (empty when reading); ``phase`` is set by the protocol (``ingest``, ``naive``,
-    ``indirect``).
+    well-formed extraction with nothing in it), ``logprobs_unavailable`` (a logprob gate that could not run),
+    ``bad_usage`` (an endpoint's reply whose token counts were no count, taken as 0) and ``invalid_cache_entry`` (an
+    unusable call cache entry, asked again and rewritten). ``turns`` are the turn ids being written when it happened
+    (empty when reading); ``phase`` is set by the protocol (``ingest``, ``naive``, ``indirect``).
     """
 
     kind: str

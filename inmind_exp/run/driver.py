@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from inmind_exp import tags as T
-from inmind_exp.console import FILE_ONLY, retry_summary
+from inmind_exp.console import FILE_ONLY, permanent_errors, retry_summary
+from inmind_exp.errors import ClusterStartError, TrackingError
 from inmind_exp.fidelity import FILE_NAME as FIDELITY_FILE
 from inmind_exp.fidelity import Fidelity, fidelity, top_k_note
 from inmind_exp.metrics import RunMetrics, compute, cost_usd, results_table
 from inmind_exp.official_aggregate import official_line, official_metrics
 from inmind_exp.records import Task, TaskRecord, write_jsonl
 from inmind_exp.result_identity import identity_hash
-from inmind_exp.run import live
+from inmind_exp.run import live, stop
 from inmind_exp.run.ledger import Ledger
 from inmind_exp.run.plan import Plan
 from inmind_exp.run.progress import PlanProgress, SweepProgress
@@ -70,6 +71,9 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
         if remaining:
             with live.display(plan.run.progress) if sweep is None else nullcontext():  # a sweep has its own
                 _execute(plan, remaining, records, progress, executor)
+    except ClusterStartError:
+        opening.cancel()  # Ray never started, no task ran: no MLflow run is opened just to be marked FAILED
+        raise
     except KeyboardInterrupt:
         status = "KILLED"
         log.info(f"\n[inmind] interrupted: {len(records)} results are in the ledger {plan.ledger_path}; "
@@ -79,37 +83,40 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
         status = "FAILED"
         raise
     finally:
-        died = res.local_server_died() if plan.local is not None else None
-        if died:
-            log.error(f"[inmind] {plan.name}: {died}; {progress.errors} of its {progress.total} tasks ended in an error")
-        ordered = [records[t.id] for t in plan.tasks if t.id in records]
-        metrics = replace(compute(ordered), n_planned=len(plan.tasks))
-        incomplete = _incomplete(plan, status, metrics, executor)
-        progress.incomplete = incomplete
-        run_id, open_error = None, None
-        try:
-            tracker, parent_id, run_id = opening.result()  # (waiting no longer for the first task)
-        except Exception as e:  # noqa: BLE001 - raised below, after what ran is said to be saved
-            open_error = e
-            log.error(f"[inmind] {plan.name}: the MLflow run did not open ({type(e).__name__}: {e}); the ledger "
-                      f"{plan.ledger_path} holds the finished results (a rerun logs them, paying for no call)")
-        if open_error is None:
+        with stop.shielded() if status == "KILLED" else nullcontext():  # a second Ctrl-C waits for this
+            died = res.local_server_died() if plan.local is not None else None
+            if died:
+                log.error(f"[inmind] {plan.name}: {died}; {progress.errors} of its {progress.total} tasks ended in "
+                          f"an error")
+            ordered = [records[t.id] for t in plan.tasks if t.id in records]
+            metrics = replace(compute(ordered), n_planned=len(plan.tasks))
+            incomplete = _incomplete(plan, status, metrics, executor)
+            progress.incomplete = incomplete
+            run_id, open_error = None, None
             try:
-                shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
-            except OSError as e:  # a full disk must not hide why the run stopped, nor leave the MLflow run RUNNING
-                log.error(f"[inmind] {plan.name}: outputs not written ({type(e).__name__}: {e}); the ledger "
-                          f"{plan.ledger_path} holds the finished results")
-                status, shown = ("FAILED" if status == "FINISHED" else status), {}
-            tracker.mark_incomplete(run_id, incomplete)
-            tracker.finish(run_id, status)
-            if parent_id:
-                tracker.add_to_sweep(parent_id, run_id, shown)
-                tracker.finish(parent_id, status)
+                if not opening.cancelled:
+                    tracker, parent_id, run_id = opening.result()  # (waiting no longer for the first task)
+                    try:
+                        shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
+                    except OSError as e:  # a full disk must not hide why the run stopped, nor leave it RUNNING
+                        log.error(f"[inmind] {plan.name}: outputs not written ({type(e).__name__}: {e}); the ledger "
+                                  f"{plan.ledger_path} holds the finished results")
+                        status, shown = ("FAILED" if status == "FINISHED" else status), {}
+                    tracker.mark_incomplete(run_id, incomplete)
+                    tracker.finish(run_id, status)
+                    if parent_id:
+                        tracker.add_to_sweep(parent_id, run_id, shown)
+                        tracker.finish(parent_id, status)
+            except Exception as e:  # noqa: BLE001 - the store failed (full, damaged): raised below as one line
+                open_error = e
     if open_error is not None:
-        raise open_error
+        why = (str(open_error).strip().splitlines() or [""])[0][:200]
+        raise TrackingError(f"{plan.name}: the MLflow store {plan.tracking.uri} failed ({type(open_error).__name__}: "
+                            f"{why}); the ledger {plan.ledger_path} holds the finished results: a rerun logs "
+                            f"them, paying for no call") from None
     log.info(progress.summary())
-    hint = (retry_summary([(plan.name, progress.errors, progress.total)], [], retry_errors=plan.run.retry_errors)
-            if sweep is None else None)
+    errored = (plan.name, progress.errors, progress.total, permanent_errors(progress.records.values()))
+    hint = retry_summary([errored], [], retry_errors=plan.run.retry_errors) if sweep is None else None
     if hint:
         log.info(hint, extra=FILE_ONLY)  # the terminal gets it as launch.py's closing line
     return RunResult(plan, ordered, metrics, run_id, time.perf_counter() - t0, incomplete)
@@ -142,6 +149,9 @@ class _Opening:
     ``after``, then waits for ``fn``'s value or raises its error."""
 
     def __init__(self, fn: Any, after: threading.Event | None = None) -> None:
+        self.cancelled = False
+        self._started = False
+        self._lock = threading.Lock()
         self._value: Any = None
         self._error: BaseException | None = None
         self._go = threading.Event()
@@ -152,10 +162,20 @@ class _Opening:
     def _run(self, fn: Any) -> None:
         while self._after is not None and not self._after.is_set() and not self._go.wait(0.05):
             pass
+        with self._lock:
+            if self.cancelled:
+                return
+            self._started = True
         try:
             self._value = fn()
         except BaseException as e:  # noqa: BLE001 - raised again by result()
             self._error = e
+
+    def cancel(self) -> None:
+        """Never run ``fn`` unless it has started already (then ``cancelled`` stays False: ``result`` as usual)."""
+        with self._lock:
+            self.cancelled = not self._started
+        self._go.set()
 
     def result(self) -> Any:
         self._go.set()

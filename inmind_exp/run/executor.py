@@ -22,14 +22,14 @@ from collections import deque
 from typing import Any, Callable
 
 from inmind_exp import env
-from inmind_exp.errors import PlanError
+from inmind_exp.errors import ClusterStartError, PlanError
 from inmind_exp.llm.services import RayLimiterClient
 from inmind_exp.records import Task
 from inmind_exp.run import snapshots
 from inmind_exp.run.interface import (ClusterError, Executor, Job, PoolWorker, Progress, Report, display_safely,
                                       feed_usage, retry_or_report)
 from inmind_exp.run.plan import Plan
-from inmind_exp.run.settings import ClusterSettings
+from inmind_exp.run.settings import ClusterSettings, local_cpu_cap
 from inmind_exp.run.progress import STARTING, PhaseBoard
 from inmind_exp.run.schedule import Schedule
 from inmind_exp.run.shipping import code_runtime_env
@@ -148,9 +148,19 @@ class RayExecutor:
                         f"`ray start --head` or use cluster=local"
                     ) from None
             else:
-                with env.overriding(env.WORKER if inherit else {}):
-                    ray.init(address="local", num_cpus=cluster.num_cpus or max(2, cluster.workers),
-                             object_store_memory=cluster.object_store_memory, **kwargs)
+                cpus = min(cluster.num_cpus or max(2, cluster.workers), local_cpu_cap())
+                for attempt in (1, 2):  # a loaded host: "the current node timed out during startup" (7 in 64)
+                    try:
+                        with env.overriding(env.WORKER if inherit else {}):
+                            ray.init(address="local", num_cpus=cpus,
+                                     object_store_memory=cluster.object_store_memory, **kwargs)
+                        break
+                    except Exception as e:  # noqa: BLE001 - any failure to start is tried once more, then said
+                        _quiet_shutdown(ray)
+                        why = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
+                        if attempt == 2:
+                            raise ClusterStartError(f"a local Ray did not start, twice ({why})") from None
+                        log.warning(f"[inmind] a local Ray did not start ({why}); trying once more")
         stop.install()  # ray.init replaced the SIGTERM handler with one that kills Ray under the driver
         # the limiter and the cache service live on the head node (Ray's "node:__internal_head__" resource; the
         # driver's node if a cluster has none): losing a worker node never takes them down. They hold no CPU, so
@@ -297,3 +307,11 @@ class RayExecutor:
         for j in jobs:
             self.submit(j)
         Schedule(self, more, tick).loop()
+
+
+def _quiet_shutdown(ray: Any) -> None:
+    """Shut down what a failed ``ray.init`` left, if anything; its own failure is no news."""
+    try:
+        ray.shutdown()
+    except Exception as e:  # noqa: BLE001
+        log.debug(f"ray.shutdown after a failed start: {type(e).__name__}: {e}")

@@ -11,6 +11,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from inmind_exp.console import permanent
 from inmind_exp.errors import InmindError
 from inmind_exp.records import Task, TaskRecord, Usage
 from inmind_exp.run.plan import Plan
@@ -69,8 +70,9 @@ def first_line(error: str) -> str:
 
 
 def retry_or_report(plan: Plan, task: Task, rec: TaskRecord, attempt: int, report: Report) -> bool:
-    """True when an errored result should be retried; otherwise report it (logging a final error)."""
-    if rec.error and attempt < plan.run.max_task_attempts:
+    """True when an errored result should be retried (not one a retry cannot fix, ``console.permanent``: an HTTP
+    400 or 401 gets the same answer again); otherwise report it (logging a final error)."""
+    if rec.error and attempt < plan.run.max_task_attempts and not permanent(rec.error):
         log.info(f"[inmind] {plan.name}: task {task.id} failed (attempt {attempt}/{plan.run.max_task_attempts}), "
                  f"retrying: {first_line(rec.error)}")
         return True

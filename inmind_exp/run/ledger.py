@@ -1,17 +1,21 @@
 """The durable per-configuration ledger: an append-only, fsynced JSONL of task records, ``<root>/ledger/<hash>.jsonl``.
 
-Resume reads it back: the last record of a task wins, and a line cut short by a killed writer is skipped (its task
-simply runs again).
+Resume reads it back: the last record of a task wins, and a line that is no record (cut short by a killed writer,
+invalid UTF-8, a field of the wrong shape) is skipped with a warning naming ``file:line`` (its task simply runs
+again): one bad line never blocks its configuration.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
 from inmind_exp.errors import InmindError
 from inmind_exp.records import TaskRecord
+
+log = logging.getLogger(__name__)
 
 
 class LedgerWriteError(InmindError, OSError):
@@ -38,14 +42,20 @@ def free_space(path: Path) -> str:
 
 def read_records(path: Path) -> dict[str, TaskRecord]:
     """Task records of a JSONL file (a ledger, or a job's ``records.jsonl``) by task id, the last record of a task
-    winning and ordered by when it was written. A line cut short by a killed writer (and ended by the next append,
-    so it may sit mid-file) is skipped: its task simply runs again."""
+    winning and ordered by when it was written. A line that is no record is skipped with one warning naming
+    ``file:line``: cut short by a killed writer (and ended by the next append, so it may sit mid-file), invalid
+    UTF-8, or JSON of the wrong shape (``"verdicts": []``); its task simply runs again."""
     out: dict[str, TaskRecord] = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
             try:
-                rec = TaskRecord.from_dict(json.loads(line))
-            except (json.JSONDecodeError, KeyError, TypeError):
+                rec = TaskRecord.from_dict(json.loads(raw.decode("utf-8")))
+                if not isinstance(rec.task_id, str):
+                    raise TypeError(f"task_id {rec.task_id!r} is not a string")
+            except Exception as e:  # noqa: BLE001 - any bad line: a record that runs again, never a blocked run
+                if raw.strip():
+                    log.warning(f"[inmind] {path}:{n}: not a task record ({type(e).__name__}: "
+                                f"{str(e)[:120]}); skipped, its task runs again")
                 continue
             out.pop(rec.task_id, None)
             out[rec.task_id] = rec

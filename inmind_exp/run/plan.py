@@ -30,8 +30,8 @@ from inmind_exp.records import Task, TaskRecord, Trace
 from inmind_exp.result_identity import identity_hash, result_identity
 from inmind_exp.run.labels import injection_label, label_suffix, run_label, swept_values
 from inmind_exp.run.ledger import Ledger
-from inmind_exp.run.plan_checks import (check_latency, check_params, check_prices, check_ranges,
-                                        check_run_extras, check_tracking_uri)
+from inmind_exp.run.plan_checks import (check_base_urls, check_latency, check_params, check_prices, check_ranges,
+                                        check_run_extras, check_tracking_uri, check_writable)
 from inmind_exp.run.settings import (ClusterSettings, LocalServerSpec, RunSettings, TrackingSettings,
                                      cluster_settings, container, embedding_spec, flatten_params, injection_spec,
                                      local_server, role_endpoints, run_settings, tracking_settings)
@@ -193,6 +193,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
         session_index = injection_session_index(trace, injection_spec(cfg.injection))
     except ValueError as e:
         raise PlanError(str(e)) from None
+    check_base_urls(cfg)
     local = local_server(cfg)
     endpoints = role_endpoints(cfg.llm)
     if local is not None:  # the served roles' identity is the model, not the port the server gets
@@ -217,6 +218,9 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
     check_run_extras(cfg.run)
     prices = check_prices(cfg.llm.get("prices"))
     check_tracking_uri(str(cfg.tracking.uri))
+    for key, where in ((f"run.cache_dir={cfg.run.cache_dir}", Path(str(cfg.run.cache_dir))),
+                       (f"hydra.sweep.dir / hydra.run.dir ({root})", root), (f"the job directory {job_dir}", job_dir)):
+        check_writable(key, where)  # every output path, before anything is paid
     judges, answer_prompt = _release_prompts(cfg)
     identity = result_identity(cfg, endpoints, dataset.digest, background.digest, system_cls.uses_embedding,
                                judges=judges, answer_prompt=answer_prompt, system_cls=system_cls)

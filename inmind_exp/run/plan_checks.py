@@ -1,6 +1,7 @@
-"""The checks planning makes before any work starts, each a ``PlanError`` naming its key: the tracking store is
-writable, every numeric setting and system parameter is in range, the system accepts its parameters, and the
-spend cap, the prices and the display mode are valid."""
+"""The checks planning makes before any work starts, each a ``PlanError`` naming its key: every base URL is a
+plain URL (no query string), every output path is writable (a probe file), the tracking store is writable, every
+numeric setting and system parameter is in range, the system accepts its parameters, and the spend cap, the prices
+and the display mode are valid."""
 
 from __future__ import annotations
 
@@ -15,29 +16,59 @@ from inmind_exp.errors import PlanError
 from inmind_exp.memory import MemorySystem
 
 
-def check_tracking_uri(uri: str) -> None:
-    """A local MLflow store (``sqlite:///path``, ``file:`` or a plain path) must be writable: else a ``PlanError``
-    naming the path now, not a traceback after Ray started. Remote stores are the server's business."""
+def check_base_urls(cfg: DictConfig) -> None:
+    """Each configured base URL (``llm``, each role's, ``embedding``'s) without a query string or fragment: a token
+    there (``http://host/v1?token=...``) would reach MLflow params, the saved config and the request log, and the
+    client joins each request's path after it. One ``PlanError`` naming the keys; the value is not repeated."""
+    from urllib.parse import urlsplit
+
+    from inmind_exp.llm import ROLES
+
+    keys = ["llm.base_url", *(f"llm.roles.{r}.base_url" for r in ROLES), "embedding.base_url"]
+    bad = []
+    for key in keys:
+        url = OmegaConf.select(cfg, key, default=None)
+        if isinstance(url, str) and ("?" in url or "#" in url):
+            parts = urlsplit(url)
+            host = parts.hostname or ""
+            bad.append(f"{key}={parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}?***")
+    if bad:
+        raise PlanError(f"{', '.join(bad)}: a base URL takes no query string or fragment; a key goes in the "
+                        f"environment variable named by llm.api_key_env")
+
+
+def check_writable(key: str, path: Path) -> None:
+    """``path`` (of ``key``, named in the error) is a directory this process can write into, or can be made one: a
+    probe file is created (and removed) in it or in its nearest existing ancestor. ``os.access`` is not enough: root
+    passes it on ``/proc`` and on a read-only mount, and the run failed after its tasks were paid."""
     import os
 
+    p = Path(path).expanduser()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if not p.is_dir():
+        raise PlanError(f"{key}: {p} is not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(dir=p, prefix=".inmind-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise PlanError(f"{key}: cannot write in {p} ({e.strerror or e})") from None
+
+
+def check_tracking_uri(uri: str) -> None:
+    """A local MLflow store (``sqlite:///path``, ``file:`` or a plain path) must be writable (``check_writable``: the
+    database's directory, or the store's): else a ``PlanError`` naming the path now, not a traceback after the tasks
+    ran. Remote stores are the server's business."""
     if uri.startswith("sqlite:///"):
         path = Path(uri[len("sqlite:///"):]).expanduser()
-    elif uri.startswith("file:"):
-        path = Path(uri[len("file:"):].lstrip("/") and "/" + uri[len("file:"):].lstrip("/")).expanduser()
-    elif "://" not in uri:
-        path = Path(uri).expanduser()
-    else:
-        return
-    if path.exists():
-        target = path if path.is_dir() else path
-        if not os.access(target, os.W_OK):
-            raise PlanError(f"tracking.uri={uri}: {path} is not writable")
-        return
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise PlanError(f"tracking.uri={uri}: cannot create {path} ({parent} is not a writable directory)")
+        if path.is_dir():
+            raise PlanError(f"tracking.uri={uri}: {path} is a directory, not a database file")
+        check_writable(f"tracking.uri={uri}", path.parent)
+    elif uri.startswith("file:") or "://" not in uri:
+        rest = uri[len("file:"):] if uri.startswith("file:") else uri
+        path = Path("/" + rest.lstrip("/") if uri.startswith("file:") else rest).expanduser()
+        check_writable(f"tracking.uri={uri}", path)
 
 
 def check_ranges(cfg: DictConfig, system_cls: type[MemorySystem], params: dict[str, Any]) -> None:

@@ -286,9 +286,12 @@ class PlanProgress:
         """The closing line of a configuration: totals of this run and the tasks an earlier run had finished."""
         earlier = f", {self.earlier} from an earlier run" if self.earlier else ""
         how = "stopped at the spend cap" if self.incomplete == "capped" else "finished"
+        with self._lock:
+            invalid = sum(1 for r in self.new for f in r.faults if f.kind == "invalid_cache_entry")
+        invalid_text = f", {invalid} unusable cache entries asked again" if invalid else ""
         return (f"[inmind] {self.plan.name} {how}: {self.done}/{self.total} tasks, {self.errors} errors"
                 f"{self.retried()}{earlier}; "
-                f"this run: {self.spend().text()}, {duration(time.perf_counter() - self.started)}")
+                f"this run: {self.spend().text()}{invalid_text}, {duration(time.perf_counter() - self.started)}")
 
 
 class SweepProgress:

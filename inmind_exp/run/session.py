@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Hashable, Sequence, TextIO
 
-from inmind_exp.console import EXIT_TASK_ERRORS, retry_summary
+from inmind_exp.console import EXIT_TASK_ERRORS, permanent_errors, retry_summary
 from inmind_exp.run.dedupe import same_results_key, skip_message, split_duplicates
 from inmind_exp.run.estimate import SweepTotal, print_estimate, print_sweep_total
 from inmind_exp.run.plan import Plan
@@ -33,8 +33,8 @@ class Session:
     in_context: set[str] = field(default_factory=set)
     #: each configuration's protocol-fidelity lines, printed under the table (``run.driver.protocol_note``)
     notes: list[str] = field(default_factory=list)
-    #: (configuration, tasks errored, tasks) of every configuration run
-    errored: list[tuple[str, int, int]] = field(default_factory=list)
+    #: (configuration, tasks errored, tasks, of those a rerun cannot fix) of every configuration run
+    errored: list[tuple[str, int, int, int]] = field(default_factory=list)
     #: (configuration, message) of configurations that failed while running
     failed: list[tuple[str, str]] = field(default_factory=list)
     #: plans run or estimated, by what makes results equal, with the job's value (its application rate)
@@ -82,7 +82,8 @@ class Session:
         self.rows.append((result.plan.name, result.metrics))
         if getattr(result.plan.system_cls, "control", "") == headline.IN_CONTEXT:
             self.in_context.add(result.plan.name)
-        self.errored.append((result.plan.name, result.metrics.n_errors, result.metrics.n_tasks))
+        errors = sum(1 for r in result.records if r.error or r.failed_verdicts)  # as the progress counts them
+        self.errored.append((result.plan.name, errors, result.metrics.n_tasks, permanent_errors(result.records)))
         self.notes.append(protocol_note(result))
         self.retry_errors = self.retry_errors and bool(result.plan.run.retry_errors)
         if getattr(result, "incomplete", None):
@@ -134,8 +135,12 @@ def hydra_job_plan(cfg: Any, label_keys: Sequence[str] | None = None) -> Plan:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from inmind_exp.errors import PlanError
+    from inmind_exp.launch.check_sweep import local_cpu_problems
     from inmind_exp.run.plan import plan_config
 
+    if problems := local_cpu_problems(cfg):  # a sweep's jobs were checked already (launch.check_sweep.check_job)
+        raise PlanError("; ".join(problems))
     hc = HydraConfig.get()
     root = Path(hc.sweep.dir if hc.mode == RunMode.MULTIRUN else hc.run.dir).resolve()
     return plan_config(cfg, root, Path(hc.runtime.output_dir), list(label_keys or []),

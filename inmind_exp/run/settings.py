@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import typing
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -50,6 +51,13 @@ def frozen_settings(schema: type, name: str) -> type:
 RunSettings = frozen_settings(RunConf, "RunSettings")
 #: ``cluster.*``: join ``address`` or start a local Ray; ``workers`` task actors
 ClusterSettings = frozen_settings(ClusterConf, "ClusterSettings")
+
+
+def local_cpu_cap() -> int:
+    """The most CPUs (so task actors) a local Ray declares on this machine: twice its CPUs, at least 2 (a worker
+    waits on endpoints with its threads; ``cluster.workers=1000`` declared 1000 CPUs on 2 cores and started 82
+    worker processes for 8 tasks)."""
+    return max(2, 2 * (os.cpu_count() or 1))
 #: ``tracking.*``: the MLflow store and experiment
 TrackingSettings = frozen_settings(TrackingConf, "TrackingSettings")
 #: ``llm.server.*``: the embedded llama.cpp server's own settings

@@ -13,7 +13,8 @@ import shlex
 import signal
 import sys
 import threading
-from typing import Any, Mapping
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping
 
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
@@ -39,6 +40,30 @@ def install() -> None:
         signal.signal(signal.SIGTERM, _handler)
         if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
             signal.signal(signal.SIGHUP, _handler)
+
+
+@contextmanager
+def shielded() -> Iterator[None]:
+    """Inside the block, Ctrl-C and SIGTERM only say to wait (main thread; elsewhere a no-op): the clean-up after a
+    first interrupt (finished results logged, MLflow runs marked KILLED, drivers joined) is not cut short by a second
+    one, which left MLflow runs RUNNING."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    said: list[int] = []
+
+    def wait(signum: int, frame: Any) -> None:
+        if not said:
+            said.append(signum)
+            print("[inmind] stopping: saving what finished and closing the MLflow runs, one moment (kill -9 ends at "
+                  "once and leaves them RUNNING)", file=sys.stderr, flush=True)
+
+    previous = {s: signal.signal(s, wait) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def terminated() -> bool:

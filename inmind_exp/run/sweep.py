@@ -14,7 +14,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from inmind_exp.console import FILE_ONLY, retry_summary
+from inmind_exp.console import FILE_ONLY, permanent_errors, retry_summary
 from inmind_exp.records import Task
 from inmind_exp.run import live
 from inmind_exp.run.driver import RunResult, run_plan
@@ -208,7 +208,8 @@ def run_plans(plans: list[Plan], parent_key: str | None, parent_name: str, resou
     with job_logs(plans), live.display(plans[0].run.progress if plans else "auto"):
         _drive_all(plans, threads, ray_executor, progress, stopping)
     failed = [p.name for p, r in zip(plans, results) if isinstance(r, BaseException)]
-    hint = retry_summary([(p.plan.name, p.errors, p.total) for p in progress.plans], failed,
+    hint = retry_summary([(p.plan.name, p.errors, p.total, permanent_errors(p.records.values()))
+                         for p in progress.plans], failed,
                          retry_errors=all(p.run.retry_errors for p in plans),
                          messages=[_message(r) for r in results if isinstance(r, BaseException)])
     if hint:
@@ -227,17 +228,25 @@ def _wait(leader_ended: threading.Event, stopping: threading.Event) -> bool:
 def _drive_all(plans: list[Plan], threads: list[threading.Thread], ray_executor: Any, progress: SweepProgress,
                stopping: threading.Event | None = None) -> None:
     """Start every plan's driver thread and serve their jobs over one pool until all have ended."""
+    from inmind_exp.run import stop
+
+    def end() -> None:
+        if stopping is not None:
+            stopping.set()  # a configuration still waiting for its leader does not start on a stopped schedule
+        for t in threads:
+            t.join()
+
     for t in threads:
         t.start()
     try:
         if hasattr(ray_executor, "prewarm") and any(p.remaining() for p in plans) and not any(p.local for p in plans):
             ray_executor.prewarm(plans)
         ray_executor.run_jobs([], more=lambda: any(t.is_alive() for t in threads), tick=progress.tick)
-    finally:
-        if stopping is not None:
-            stopping.set()  # a configuration still waiting for its leader does not start on a stopped schedule
-        for t in threads:
-            t.join()
+    except BaseException:
+        with stop.shielded():  # each driver saves its work and closes its MLflow run: a second Ctrl-C waits
+            end()
+        raise
+    end()
     if progress.plans:  # a sweep whose every configuration stopped before its first task never started
         log.info(progress.summary())
 

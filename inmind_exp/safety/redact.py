@@ -5,11 +5,13 @@ name, ``api_key``, ``OPENAI_API_KEY``, ``access_token``; but ``*_env`` keys hold
 holds a count) or when it contains the value of a key variable: one named by an ``api_key_env`` / ``*_api_key_env``
 key of the config, one of the common provider variables present in the environment (``KEY_VARIABLES``), or a key
 this process has used (``remember``, called wherever a key is read). Whatever the source, the user-info of a URL
-(``http://user:password@host/v1``) and text shaped like a provider key (``sk-...``, ``Bearer ...``) are redacted too:
+(``http://user:password@host/v1``), the value of a secret-looking query parameter (``?token=...``) and text shaped
+like a provider key (``sk-...``, ``Bearer ...``) are redacted too:
 an endpoint that echoes a key in its error body ("Incorrect API key provided: sk-...") cannot put it on disk.
 
 ``scrub`` (text) and ``scrub_obj`` (a JSON-like value) are the one entry point for everything else the tool stores
-or prints: error messages, records, ledgers, MLflow params, tags and artifacts, and log lines.
+or prints: error messages, records, ledgers, MLflow params, tags and artifacts, and log lines. ``visible`` shows the
+control characters of what is printed or logged as escapes.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*\\?:(?:\\?/){2})[^\s/@?#'\"]+@")  # Hydra writes \: too
 #: text shaped like a key, whether or not this process knows it: OpenAI-style ``sk-...`` keys and bearer tokens
 _KEY_SHAPES = (re.compile(r"\bsk-[A-Za-z0-9_\-*]{12,}"), re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{12,}"))
+#: a query parameter (``?token=...``, ``&X-Amz-Signature=...``): its value is redacted when its name looks secret
+_QUERY_PARAM = re.compile(r"([?&;])([A-Za-z0-9_.\-]+)=([^&#\s'\"]+)")
+#: words that make a query parameter's name secret beyond ``SECRET_WORDS`` (signed URLs)
+QUERY_WORDS = frozenset({"sig", "signature", "code"})
 #: keys this process has read (``Endpoint.api_key``, the workers' ``ApiKeys``): redacted wherever they appear
 _KNOWN: set[str] = set()
 
@@ -102,6 +108,20 @@ def strip_userinfo(text: str) -> str:
     return _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text) if "@" in text else text
 
 
+def strip_secret_query(text: str) -> str:
+    """``text`` with the value of every URL query parameter whose name looks secret replaced: ``?token=abc`` ->
+    ``?token=***`` (``is_secret_key``, or a name of ``QUERY_WORDS``)."""
+    if "=" not in text or ("?" not in text and "&" not in text):
+        return text
+
+    def one(m: re.Match[str]) -> str:
+        name = m.group(2)
+        secret = is_secret_key(name) or bool({w.lower() for w in re.split(r"[_\-.]+", name)} & QUERY_WORDS)
+        return f"{m.group(1)}{name}={REDACTED}" if secret and m.group(3) != REDACTED else m.group(0)
+
+    return _QUERY_PARAM.sub(one, text)
+
+
 def without_userinfo(url: str) -> str:
     """A URL with no user-info at all (``http://u:p@host/v1`` -> ``http://host/v1``): what names the server."""
     return _URL_USERINFO.sub(lambda m: m.group(1), url) if "@" in url else url
@@ -109,13 +129,13 @@ def without_userinfo(url: str) -> str:
 
 def redact_text(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every secret (of at least ``MIN_SUBSTRING_LEN`` characters) replaced by ``***``; a shorter
-    secret only when it is the whole text. URL user-info and key-shaped text are replaced too."""
+    secret only when it is the whole text. URL user-info, secret query values and key-shaped text are replaced too."""
     for s in sorted(set(secrets), key=len, reverse=True):
         if text == s:
             return REDACTED
         if len(s) >= MIN_SUBSTRING_LEN and s in text:
             text = text.replace(s, REDACTED)
-    text = strip_userinfo(text)
+    text = strip_secret_query(strip_userinfo(text))
     for shape in _KEY_SHAPES:
         if shape.search(text):
             text = shape.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, text)
@@ -144,6 +164,17 @@ def scrub_obj(node: Any, extra: Iterable[str] = ()) -> Any:
         return n
 
     return walk(node)
+
+
+#: control characters a terminal acts on (all but newline and tab; C1 controls; bidirectional overrides)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character but newline and tab shown as its escape (``\\x1b``, ``\\r``): what
+    an endpoint's error body or a data file holds is shown, never acted on by the terminal (clear screen, retitle,
+    fake colours). Applied to every log line (the record factory below) and every error printed."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text) if text else text
 
 
 def redact(container: Any, environ: Mapping[str, str] | None = None, extra: Iterable[str] = ()) -> Any:
@@ -188,7 +219,8 @@ def redact_overrides(overrides: Iterable[str], environ: Mapping[str, str] | None
 
 
 class _RedactingRecords:
-    """A LogRecord factory that redacts secrets in every record's message (Hydra logs each job's overrides)."""
+    """A LogRecord factory that redacts secrets in every record's message (Hydra logs each job's overrides) and
+    shows its control characters as escapes (``visible``: an endpoint's error text reaches log lines)."""
 
     def __init__(self, previous: Any, secrets: set[str]):
         self.previous, self.secrets = previous, secrets
@@ -199,7 +231,7 @@ class _RedactingRecords:
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - a malformed record is the logging module's business
             return record
-        cleaned = scrub(message, self.secrets)  # also keys this process read since, URL user-info, key shapes
+        cleaned = visible(scrub(message, self.secrets))  # keys read since, URL user-info, key shapes; escapes
         if cleaned != message:
             record.msg, record.args = cleaned, ()
         return record

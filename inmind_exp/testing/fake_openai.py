@@ -105,6 +105,8 @@ class FakeOpenAI:
         self.served_model: str | None = None
         #: the share of each prompt the fake reports as the provider's cached input (usage.prompt_tokens_details)
         self.cached_prompt_share = 0.0
+        #: the ``usage`` every chat reply reports instead of the counted one (an endpoint's odd counts), if set
+        self.usage: dict[str, Any] | None = None
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -276,10 +278,11 @@ class FakeOpenAI:
             "created": 0,
             "model": self.served_model or body.get("model", "fake-model"),
             "choices": [choice],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens,
-                      **({"prompt_tokens_details": {"cached_tokens": int(prompt_tokens * self.cached_prompt_share)}}
-                         if self.cached_prompt_share else {})},
+            "usage": self.usage if self.usage is not None else {
+                "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+                **({"prompt_tokens_details": {"cached_tokens": int(prompt_tokens * self.cached_prompt_share)}}
+                   if self.cached_prompt_share else {})},
         }
 
     def _embeddings(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -105,7 +105,14 @@ def new_store(db: Path) -> None:
             log.debug("MLflow store template %s unusable (%s: %s); creating the store", template, type(e).__name__, e)
         finally:
             part.unlink(missing_ok=True)
-    _touch(db)
+    # made aside, then renamed: never a store without tables; a fresh name each time (MLflow caches a store by URI)
+    part = db.with_name(f".{db.name}.new-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        _touch(part)
+        os.replace(part, db)
+    finally:
+        for leftover in (part, part.with_name(part.name + "-journal")):
+            leftover.unlink(missing_ok=True)
     with contextlib.suppress(OSError, sqlite3.Error):
         _save_template(db, template)
 
@@ -143,8 +150,7 @@ def open_tracking_store(uri: str) -> MlflowClient:
     with store_lock(uri):
         db = sqlite_path(uri)
         if db is not None and not db.exists() and db.parent.is_dir():
-            with contextlib.suppress(Exception):  # then MLflow creates it, below
-                new_store(db)
+            new_store(db)  # a failure (a full disk) leaves no store behind: MLflow would leave one without tables
         return with_retries(touch)
 
 

@@ -3,6 +3,8 @@ rewritten and the bad entry is counted; a truncated entry is a miss as before.""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from inmind_exp.llm import CallCache, LLMClient
@@ -59,7 +61,9 @@ def test_wrong_types_are_invalid_and_good_entries_are_not(tmp_path):
     for kind, values in bad.items():
         for v in values:
             n += 1
-            cache.put(kind, f"{n:064x}", v)
+            path = cache._path(kind, f"{n:064x}")  # written as a foreign writer would: put refuses these
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(v))
             assert cache.get(kind, f"{n:064x}") is None, (kind, v)
     assert cache.invalid == {"chat": 6, "embed": 5}
     cache.put("chat", "a" * 64, good_chat)
@@ -76,3 +80,40 @@ def test_truncated_entry_is_a_miss_and_counted(tmp_path):
     path = _only_entry(cache, "chat")
     path.write_text(path.read_text()[:5])
     assert cache.get("chat", "d" * 64) is None and cache.invalid == {"chat": 1}
+
+
+def test_negative_token_counts_are_clamped_noted_and_cached(fake, tmp_path):
+    """An endpoint reporting negative usage: the counts are taken as 0 with a ``bad_usage`` note, and the entry is
+    cached in a shape the reader accepts (it was cached as sent, refused on read, and every rerun paid again)."""
+    ep = fake_endpoints(fake.base_url)["answerer"]
+    fake.usage = {"prompt_tokens": -7, "completion_tokens": -1, "total_tokens": -8}
+    first = LLMClient(ep, cache=CallCache(tmp_path / "cache"))
+    comp = first.chat(HELLO)
+    assert (comp.prompt_tokens, comp.completion_tokens) == (0, 0) and comp.text == "fake answer"
+    assert len(first.meter.notes("answerer")) == 1 and "-7" in first.meter.notes("answerer")[0][1]
+    assert first.cache_write_failures == 0
+    fake.reset_log()
+    cache = CallCache(tmp_path / "cache")
+    again = LLMClient(ep, cache=cache).chat(HELLO)
+    assert again.cached and fake.chat_requests() == [] and cache.invalid_entries == 0
+
+
+def test_put_refuses_what_get_would_refuse(tmp_path):
+    import pytest
+
+    cache = CallCache(tmp_path)
+    with pytest.raises(ValueError):
+        cache.put("chat", "e" * 64, {"text": "x", "prompt_tokens": -1})
+    assert cache.count("chat") == 0
+
+
+def test_an_unusable_entry_is_warned_about_by_its_file(tmp_path, caplog):
+    import logging
+
+    cache = CallCache(tmp_path)
+    cache.put("chat", "f" * 64, {"text": "hello"})
+    path = _only_entry(cache, "chat")
+    path.write_bytes(b'{"text": "\xff')
+    with caplog.at_level(logging.WARNING, logger="inmind_exp.llm.cache"):
+        assert cache.get("chat", "f" * 64) is None
+    assert f"cache entry {path} is unusable (UnicodeDecodeError)" in caplog.text

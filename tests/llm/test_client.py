@@ -34,6 +34,16 @@ def test_retries_429_honouring_retry_after(fake, tmp_path):
     assert 0.25 <= waited < 3.0
 
 
+@pytest.mark.parametrize("asked", ["nan", "inf", "-5", "-inf", "soon"])
+def test_retry_after_not_finite_or_negative_is_ignored(fake, tmp_path, asked):
+    """A 429 whose Retry-After is nan/inf/negative takes the usual backoff (it raised inside tenacity's sleep)."""
+    c = client(fake, tmp_path, backoff_initial_s=0.01, backoff_max_s=0.05)
+    fake.fail_next(Fault(status=429, headers={"Retry-After": asked, "retry-after-ms": asked}))
+    t0 = time.perf_counter()
+    assert c.chat(HELLO).text == "fake answer"
+    assert len(fake.chat_requests()) == 2 and time.perf_counter() - t0 < 3.0
+
+
 def test_retries_500_then_succeeds(fake, tmp_path):
     c = client(fake, tmp_path)
     fake.fail_next(Fault(status=500), Fault(status=503))

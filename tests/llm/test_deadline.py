@@ -149,3 +149,19 @@ def test_an_html_200_is_an_endpoint_error_naming_it_and_retried(server):
 def test_invalid_json_200_is_retried_too(server):
     s = server(lambda n, conn: reply(conn, b'{"choices": [') if n == 1 else reply(conn, COMPLETION))
     assert client(s.base_url).chat(HELLO).text == "fine" and s.requests == 2
+
+
+def test_the_startup_check_ends_at_the_deadline_too(server):
+    """``/models`` dripping a byte a second held the launch 300 s with ``llm.deadline_s=20``: the check used a
+    plain client, whose timeout is per read. It now fails at the deadline with one line naming both settings."""
+    from inmind_exp.errors import EndpointError
+    from inmind_exp.llm.preflight import check_endpoints
+
+    models = b'{"object": "list", "data": [{"id": "fake-model", "object": "model"}]}'
+    s = server(lambda n, conn: drip(conn, b"HTTP/1.1 200 OK\r\nContent-Length: " + str(len(models)).encode()
+                                    + b"\r\n\r\n" + models))
+    ep = fake_endpoints(s.base_url, deadline_s=2.0)["answerer"]
+    t0 = time.monotonic()
+    with pytest.raises(EndpointError, match=r"did not answer /models in time .*llm.deadline_s=2.0"):
+        check_endpoints([ep], timeout_s=5.0)
+    assert time.monotonic() - t0 < 4.5 and s.requests == 1

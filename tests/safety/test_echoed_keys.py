@@ -37,6 +37,9 @@ def test_scrub_redacts_url_userinfo_echoed_keys_and_known_values():
     assert KEY not in scrub(f"Error code: 401 - Incorrect API key provided: {KEY}")
     assert scrub("Authorization: Bearer abcdefghijklmnop1234") == f"Authorization: Bearer {REDACTED}"
     assert scrub_obj({"error": [f"x {KEY}"], "n": 1}) == {"error": [f"x {REDACTED}"], "n": 1}
+    assert scrub("GET http://h/v1/models?token=abc123&model=m&X-Amz-Signature=ff") == \
+        f"GET http://h/v1/models?token={REDACTED}&model=m&X-Amz-Signature={REDACTED}"
+    assert scrub("a=1&max_tokens=5") == "a=1&max_tokens=5"
     plain = "task-0001: the user's allergy, 5 sessions, risk-averse"
     assert scrub(plain) == plain
 
@@ -108,3 +111,24 @@ def test_task_errors_echoing_the_key_leave_it_nowhere(tmp_path, ray_tmp):
     assert any(ray_tmp.rglob("session_*/logs")), "the launch's Ray session directory was not where searched"
     leaks = _leaks([tmp_path, ray_tmp], p.stdout + p.stderr)
     assert leaks == [], "\n".join(leaks)
+
+
+def test_key_echoed_in_a_200_reply_never_reaches_the_call_cache(tmp_path, monkeypatch):
+    """An endpoint that echoes the key inside a normal answer: the cached completion holds ``***`` instead (the
+    key is known to the process that read it; the cache used to store the reply as received)."""
+    from inmind_exp.llm import CallCache, LLMClient
+    from inmind_exp.records import msgs
+    from tests.conftest import fake_endpoints
+
+    key = "plantedKeyNotShapedLikeOne0123456789"  # redacted because this process read it, not by its shape
+    monkeypatch.setenv(KEY_VAR, key)
+    with FakeOpenAI(rules=[("echo", f"your key is {key}, thanks"), ("json", {"key": key})]) as fake:
+        ep = fake_endpoints(fake.base_url, api_key_env=KEY_VAR)["answerer"]
+        cache = CallCache(tmp_path / "cache")
+        c = LLMClient(ep, cache=cache)
+        c.chat(msgs(("user", "please echo")))
+        c.chat_json(msgs(("user", "json please")))
+        assert cache.count("chat") == 2
+        files = [p for p in (tmp_path / "cache").rglob("*.json")]
+        assert files and not [p for p in files if key.encode() in p.read_bytes()]
+        assert any(REDACTED.encode() in p.read_bytes() for p in files)

@@ -63,3 +63,36 @@ def test_under_the_inmind_launcher_each_job_is_composed_once():
     assert list(loader.load_sweep_config(master, ["a=1"]).job) == ["a=1"]
     loader.load_sweep_config(master, ["a=2"])
     assert calls == [("a=1",), ("a=2",)] and loader.other == "passed through"
+
+
+def test_a_query_string_in_a_base_url_is_refused_before_anything(tmp_path):
+    """``llm.base_url=http://host/v1?token=...``: exit 2 naming the key, before any job directory or request, and
+    the token nowhere in the output or on disk (it reached MLflow params, config.yaml and an httpx INFO line)."""
+    from tests.fake_openai import FakeOpenAI
+
+    token = "plantedQueryToken0123456789"
+    write_small_data(tmp_path / "data")
+    with FakeOpenAI() as fake:
+        p = run(launch_cmd(tmp_path, f"'{fake.base_url}?token={token}'", "system=backbone", "embedding=bm25"))
+    assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "llm.base_url=http://127.0.0.1:" in p.stderr and "takes no query string" in p.stderr
+    assert token not in p.stdout + p.stderr and fake.requests == []
+    assert not any(token.encode() in f.read_bytes() for f in tmp_path.rglob("*") if f.is_file())
+
+
+def test_check_base_urls_names_every_key_with_a_query():
+    import pytest
+    from omegaconf import OmegaConf
+
+    from inmind_exp.errors import PlanError
+    from inmind_exp.run.plan_checks import check_base_urls
+
+    cfg = OmegaConf.create({"llm": {"base_url": "http://u:pw@h:8000/v1", "roles": {
+        "answerer": {"base_url": None}, "judge": {"base_url": "https://j/v1?sig=abc"}, "memory": {}}},
+        "embedding": {"base_url": "http://e/v1#xyzzy"}})
+    with pytest.raises(PlanError) as e:
+        check_base_urls(cfg)
+    msg = str(e.value)
+    assert "llm.roles.judge.base_url=https://j/v1?***" in msg and "embedding.base_url=http://e/v1?***" in msg
+    assert "abc" not in msg and "xyzzy" not in msg and not msg.startswith("llm.base_url")
+    check_base_urls(OmegaConf.create({"llm": {"base_url": "http://u:pw@h:8000/v1"}}))  # user-info is allowed
