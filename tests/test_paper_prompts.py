@@ -74,11 +74,18 @@ def official_trace(release: Release) -> Trace:
 OFFICIAL_SESSION = 8
 
 
+def is_judge(body) -> bool:
+    """A judge request: the strict set's asks for JSON mode; the paper set's sends the release's messages only, whose
+    user message starts with the release's first field."""
+    return ((body.get("response_format") or {}).get("type") == "json_object"
+            or body["messages"][-1]["content"].startswith("user_message: "))
+
+
 def replies(body):
     """Answers with braces, quotes and non-ASCII text (so byte-exactness is tested); verdicts that say 1 exactly
     when the context line holds the fact (the judge self-audit then finds nothing)."""
     msgs = body["messages"]
-    if (body.get("response_format") or {}).get("type") == "json_object":
+    if is_judge(body):
         user = msgs[-1]["content"]
         fact = user.split("\n", 1)[0].removeprefix("user_message: ")
         context = next((ln for ln in user.split("\ncontext: ", 1)[1:]), "")
@@ -124,7 +131,7 @@ def test_judge_requests_match_the_release_script_byte_for_byte(tmp_path):
             assert all(set(r.verdicts) == set(JUDGES) for r in records)
             sent: dict[str, list] = {name: [] for name in SCRIPT_METRIC}  # in the order sent: task by task
             for body in fake.chat_requests():
-                if (body.get("response_format") or {}).get("type") == "json_object":
+                if is_judge(body):
                     sent[by_system[body["messages"][0]["content"]]].append(body["messages"])
             results = tmp_path / f"{system}.jsonl"
             results.write_text("".join(json.dumps(submission_row(r, {"system": system}), ensure_ascii=False) + "\n"
