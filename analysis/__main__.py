@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -30,6 +31,9 @@ from analysis.rejudge import RejudgeError  # noqa: E402
 from inmind_exp.data.errors import DataError  # noqa: E402
 from inmind_exp.data.release import ReleaseError  # noqa: E402
 from inmind_exp.errors import EndpointError  # noqa: E402
+
+if TYPE_CHECKING:
+    from analysis.compare import Comparison
 
 DEFAULT_URI = os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")
 
@@ -118,13 +122,31 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(text)
             return 0
         args.json.write_text(text + "\n", encoding="utf-8")
-    print(f"A = {a.label} ({a.source})\nB = {b.label} ({b.source})\n")
+    index = {id(r): k for k, r in enumerate(runset.runs)}
+    print(verdict_lines(comps, (index[id(a)], index[id(b)])))
+    print(f"\nA = {a.label} ({a.source})\nB = {b.label} ({b.source})\n")
     for c in comps:
         print(c.summary())
     print(f"\n{EXCLUSION_NOTE}")
     if args.json:
         print(f"[analysis] wrote {args.json}")
     return 0
+
+
+def verdict_lines(comps: Sequence[Comparison], link: tuple[int, int]) -> str:
+    """``compare``'s first lines: the verdict on each metric, application first, each with its discordant task ids
+    (application's viewer links index the run set's order, as ``python -m analysis view`` over the same source
+    does)."""
+    from analysis.tables import METRIC_TITLES, _ids, verdict_line
+
+    out = []
+    for c in sorted(comps, key=lambda c: c.metric != "application"):
+        shown = link if c.metric == "application" else None  # the viewer's A/B filter is on application
+        out.append(f"{METRIC_TITLES.get(c.metric, c.metric)}: {verdict_line(c, link=shown)}")
+        for who, ids in (("A only", c.a_only_tasks), ("B only", c.b_only_tasks)):
+            if ids:
+                out.append(f"    {who}: {_ids(ids, where='compare --json')}")
+    return "\n".join(out)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:

@@ -252,24 +252,30 @@ def forest(runs: Sequence[Run]) -> Figure:
 def delta_forest(runs: Sequence[Run]) -> Figure | None:
     """The paired Δ of every configuration against the best retrieval configuration (``tables.best_retrieval``), on
     application and target recall: the difference over shared valid tasks with its 95% Bonett–Price interval and
-    the exact McNemar p. None when there is no reference or nothing to compare it with."""
-    from analysis.tables import best_retrieval
+    the exact McNemar p, Holm-adjusted over all pairs as in the pairwise matrix (``tables.holm_by_pair``). None when
+    there is no reference or nothing to compare it with."""
+    from analysis.tables import best_retrieval, holm_by_pair
 
     ref = best_retrieval(runs)
     others = [r for r in runs if ref is not None and r is not ref]
     if not others:
         return None
+    runs = list(runs)
+    j = next(k for k, r in enumerate(runs) if r is ref)
+    index = [next(k for k, r in enumerate(runs) if r is run) for run in others]
+    adjusted = len(runs) > 2
     fig, axes = plt.subplots(1, 2, sharey=True, figsize=(9.0, 0.32 * len(others) + 1.6))
     ys = np.arange(len(others))[::-1]
     for ax, metric, colour in zip(axes, ("application", "target_recall"), ("tab:red", "tab:blue")):
-        for y, run in zip(ys, others):
+        holm_p = holm_by_pair(runs, metric)
+        for y, run, i in zip(ys, others, index):
             c = compare(run, ref, metric)
             if not c.n:
                 ax.text(-95, y, "no shared valid task", va="center", fontsize=6, color="grey")
                 continue
             ax.errorbar(c.diff, y, xerr=[[c.diff - c.ci_low], [c.ci_high - c.diff]], fmt="o", color=colour,
                         capsize=2, ms=5, lw=1)
-            ax.annotate(f"p={fmt_p(c.p_exact)}", (c.diff, y), xytext=(0, 5), textcoords="offset points",
+            ax.annotate(f"p={fmt_p(holm_p[i, j])}", (c.diff, y), xytext=(0, 5), textcoords="offset points",
                         ha="center", va="bottom", fontsize=6)  # above the point: inside the panel at any Δ
         ax.axvline(0, color="grey", lw=1, ls=":")
         ax.set(xlim=(-105, 105), xlabel=f"Δ {METRIC_TITLES[metric]}, points")
@@ -280,7 +286,7 @@ def delta_forest(runs: Sequence[Run]) -> Figure | None:
 
     axes[0].set_yticks(ys, [f"{r.label} {FAULT_FLAG}" if flagged(r) else r.label for r in others], fontsize=7)
     axes[0].set_ylim(-0.7, len(others) - 0.2)
-    fig.suptitle(f"Paired Δ against {ref.label} (best retrieval), 95% Bonett–Price intervals, exact McNemar p",
-                 fontsize=9)
+    test = "exact McNemar p, Holm-adjusted over all pairs (as in the matrix)" if adjusted else "exact McNemar p"
+    fig.suptitle(f"Paired Δ against {ref.label} (best retrieval), 95% Bonett–Price intervals, {test}", fontsize=9)
     fig.tight_layout()
     return fig

@@ -24,7 +24,8 @@ from analysis.official import paper_table, protocol_table, run_fidelity
 from analysis.stats import MIN_CLUSTERS
 from analysis.viewer import VIEWER_FILE
 from analysis.tables import (Table, by_domain, by_embedding, by_injection, embedding_free_repeats,
-                             judge_self_audit, pairwise, retrieval_leaders, table1, table2)
+                             judge_self_audit, pairwise, retrieval_leaders, table1, table2, Verdict,
+                             verdict_line, verdicts, viewer_link)
 
 PAIRED_METRICS: tuple[str, ...] = ("application", "target_recall")
 ARTIFACT_DIR = "analysis"
@@ -274,8 +275,7 @@ def _headline(runset: RunSet) -> list[str]:
                          f"({a.pct:.1f}%).")
         else:
             lines.append(f"Highest application among retrieval configurations: {names} ({a.pct:.1f}%, "
-                         f"Wilson [{a.ci[0]:.1f}, {a.ci[1]:.1f}], n={a.n}); whether it beats the others is in the "
-                         "paired comparisons.")
+                         f"Wilson [{a.ci[0]:.1f}, {a.ci[1]:.1f}], n={a.n}).")
     for r in runs:
         if r.config.control in ("in_context", "always_in_state"):
             a = r.metrics.rates["application"]
@@ -283,6 +283,19 @@ def _headline(runset: RunSet) -> list[str]:
                 lines.append(f"{r.label}: application {a.pct:.1f}% ({a.successes}/{a.n}).")
     lines += [f"Skipped: {s}" for s in runset.skipped]
     return lines
+
+
+VERDICT_TITLE = ("Verdict (application, paired over the tasks both ran; Bonett–Price 95% interval; the links open "
+                 "the per-task viewer on the tasks only A, then only B, applied)")
+
+
+def _verdict_html(v: Verdict, viewer: bool) -> str:
+    """A verdict line, its viewer links clickable when the viewer was written beside the report."""
+    text = html.escape(verdict_line(v.comparison, v.p, v.pairs))
+    if not viewer or not v.comparison.a_only + v.comparison.b_only:
+        return text
+    links = [(viewer_link(v.a, v.b, VIEWER_FILE), "A only"), (viewer_link(v.b, v.a, VIEWER_FILE), "B only")]
+    return text + " (" + ", ".join(f"<a href='{html.escape(u)}'>{w}</a>" for u, w in links) + ")"
 
 
 def _shown(paths: list[Path]) -> Path:
@@ -293,6 +306,8 @@ def _shown(paths: list[Path]) -> Path:
 def _markdown(runset: RunSet, sections: list[Section], rep: Report) -> str:
     parts = ["# InMind analysis report", ""]
     parts += [f"> **Warning.** {w}\n" for w in warnings(runset)]
+    if lines := verdicts(list(runset.runs)):
+        parts += [f"**{VERDICT_TITLE}**", "", *[f"- {v.line()}" for v in lines], ""]
     parts += [*[f"- {x}" for x in _headline(runset)], ""]
     for sec in sections:
         parts += [f"## {sec.title}", ""]
@@ -340,9 +355,14 @@ def _html(runset: RunSet, sections: list[Section], rep: Report) -> str:
              f"<style>{_CSS}</style></head><body>", "<h1>InMind analysis report</h1>",
              f"<p class='note'>Generated {now} from {html.escape(runset.origin)}.</p>"]
     parts += [f"<div class='warn'><b>Warning.</b> {html.escape(w)}</div>" for w in warnings(runset)]
+    viewer = (rep.out / VIEWER_FILE).is_file()
+    if lines := verdicts(list(runset.runs)):
+        parts.append(f"<p class='cap'>{html.escape(VERDICT_TITLE)}</p><ul class='verdict'>")
+        parts += [f"<li>{_verdict_html(v, viewer)}</li>" for v in lines]
+        parts.append("</ul>")
     parts.append("<ul>")
     parts += [f"<li>{html.escape(x)}</li>" for x in _headline(runset)] + ["</ul>"]
-    if (rep.out / VIEWER_FILE).is_file():
+    if viewer:
         parts.append(f"<p><a href='{VIEWER_FILE}'>Per-task viewer: each task across the configurations</a></p>")
     for sec in sections:
         parts.append(f"<h2>{html.escape(sec.title)}</h2>")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
@@ -54,8 +54,22 @@ def report_sweep(tracking_uri: str, experiment: str, root: Path, parent_key: str
         log.warning(f"[inmind] WARNING: the per-task viewer failed ({type(e).__name__}: {e}); run `python -m "
                     f"analysis view --experiment {experiment} --out {out}`")
     rep = build(runset, out, formats=formats)
+    if text := verdict_text(runset.runs):
+        log.info(text)
     publish(runset, rep.out)
     return rep.html
+
+
+def verdict_text(runs: Sequence[Any]) -> str:
+    """The verdict lines under the sweep's end table (``tables.verdicts``: each configuration against the best
+    retrieval one and the backbone, Holm-adjusted as in the report's matrix), or "" with nothing to compare."""
+    from analysis.tables import verdicts
+
+    lines = verdicts(list(runs))
+    if not lines:
+        return ""
+    return ("[inmind] verdict (application, paired; the links open the per-task viewer on the tasks only A, then "
+            "only B, applied):\n" + "\n".join(f"  {v.line()}" for v in lines))
 
 
 def wanted(config: DictConfig) -> bool:

@@ -320,11 +320,11 @@ def table1(runs: Sequence[Run]) -> Table:
 
 # -- the judge audited against the judge-free bounds ----------------------------------------------------------------
 
-def _ids(ids: Sequence[str], limit: int = 20) -> str:
+def _ids(ids: Sequence[str], limit: int = 20, where: str = "the CSV") -> str:
     if not ids:
         return ""
     shown = ", ".join(ids[:limit])
-    return shown + (f", … (+{len(ids) - limit}; all in the CSV)" if len(ids) > limit else "")
+    return shown + (f", … (+{len(ids) - limit}; all in {where})" if len(ids) > limit else "")
 
 
 def judge_self_audit(runs: Sequence[Run]) -> Table:
@@ -474,10 +474,25 @@ def _comparison_row(c: Comparison, **extra: str) -> dict[str, object]:
     }
 
 
+def _pairs(runs: Sequence[Run], metric: str) -> list[tuple[int, int, Comparison]]:
+    """Every pair of runs (by index in ``runs``, the matrix's and the viewer's order) compared on ``metric``."""
+    return [(i, j, compare(runs[i], runs[j], metric)) for i, j in itertools.combinations(range(len(runs)), 2)]
+
+
+def holm_by_pair(runs: Sequence[Run], metric: str = "application") -> dict[tuple[int, int], float]:
+    """The Holm-adjusted exact McNemar p of every pair of runs (by index, both orders), over all pairs: the one p
+    that the matrix, the Δ forest plot and the verdict lines show."""
+    pairs = _pairs(runs, metric)
+    out: dict[tuple[int, int], float] = {}
+    for (i, j, _), h in zip(pairs, holm([c.p_exact for _, _, c in pairs])):
+        out[i, j] = out[j, i] = h
+    return out
+
+
 def pairwise(runs: Sequence[Run], metric: str = "application") -> list[Table]:
     """Every pair of runs on ``metric``: paired difference, Bonett–Price CI, exact McNemar, Holm and BH adjustment.
     Returns the long table and the matrix (row − column, Holm-adjusted p)."""
-    comps = [compare(a, b, metric) for a, b in itertools.combinations(runs, 2)]
+    comps = [c for _, _, c in _pairs(runs, metric)]
     raw = [c.p_exact for c in comps]
     p_holm, p_bh = holm(raw), benjamini_hochberg(raw)
     data = pd.DataFrame([{**_comparison_row(c), "p_holm": h, "p_bh": q} for c, h, q in zip(comps, p_holm, p_bh)])
@@ -515,6 +530,67 @@ def pairwise(runs: Sequence[Run], metric: str = "application") -> list[Table]:
                 f"{title}: row − column difference in points (Holm-adjusted exact McNemar p; * p<{ALPHA})",
                 numeric, matrix, note=note + f" The CSV holds the differences; p-values are in pairwise_{metric}.csv.")
     return [long, mat]
+
+
+# -- the verdict ---------------------------------------------------------------------------------------------------
+
+def viewer_link(a: int, b: int, viewer: str = "viewer.html") -> str:
+    """The per-task viewer filtered to the tasks run ``a`` applied and run ``b`` did not (indices in the run set)."""
+    return f"{viewer}?a={a}&b={b}"
+
+
+def verdict_line(c: Comparison, p: float | None = None, pairs: int = 1, link: tuple[int, int] | None = None,
+                 viewer: str = "viewer.html") -> str:
+    """The verdict on one comparison in one line: "A − B: +Δ points [low, high], McNemar p, k/j discordant tasks";
+    ``p`` is the Holm-adjusted p when ``pairs`` (the family's size) is above one, else the exact p; ``link`` (the
+    indices of A and B in the run set) adds the viewer's links to the k tasks only A applied and the j only B did."""
+    if not c.n:
+        return f"{c.a} − {c.b}: no shared task with a valid {METRIC_TITLES.get(c.metric, c.metric)}"
+    test = f"McNemar p = {fmt_p(c.p_exact if p is None else p)}" + (f" (Holm-adjusted, {pairs} pairs)" if pairs > 1 else "")
+    line = (f"{c.a} − {c.b}: {fmt_delta(c.diff)} points [{fmt_delta(c.ci_low)}, {fmt_delta(c.ci_high)}]"
+            f"{' ' + FLAG if c.degenerate else ''}, {test}, {c.a_only}/{c.b_only} discordant tasks")
+    if link is not None and c.a_only + c.b_only:
+        line += f" ({viewer_link(*link, viewer)}, {viewer_link(link[1], link[0], viewer)})"
+    return line
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One comparison that matters, with the p the matrix shows for it and the runs' indices (the viewer's order)."""
+
+    comparison: Comparison
+    a: int
+    b: int
+    p: float
+    pairs: int
+
+    def line(self, viewer: str = "viewer.html") -> str:
+        return verdict_line(self.comparison, self.p, self.pairs, (self.a, self.b), viewer)
+
+
+def verdicts(runs: Sequence[Run], metric: str = "application") -> list[Verdict]:
+    """The comparisons that matter on ``metric``: each configuration against the best retrieval configuration
+    (``best_retrieval``) and against the backbone (the in-context control), each pair once, the reference as B; in a
+    run set of two with neither, the pair. Their p is Holm-adjusted over all pairs, as in the matrix."""
+    runs = list(runs)
+    best = best_retrieval(runs)
+    refs = ([best] if best is not None else []) + [r for r in runs if r.config.control == IN_CONTEXT and r is not best]
+    if not refs and len(runs) == 2:
+        refs = [runs[1]]
+    if not refs:
+        return []
+    index = {id(r): k for k, r in enumerate(runs)}
+    holm_p = holm_by_pair(runs, metric)
+    seen: set[frozenset[int]] = set()
+    out = []
+    for ref in refs:
+        j = index[id(ref)]
+        for i, run in enumerate(runs):
+            if i == j or frozenset((i, j)) in seen:
+                continue
+            seen.add(frozenset((i, j)))
+            out.append(Verdict(compare(run, ref, metric), i, j, holm_p[i, j], len(runs) * (len(runs) - 1) // 2))
+    return out
 
 
 # -- breakdowns ---------------------------------------------------------------------------------------------------
