@@ -4,6 +4,7 @@ off with ``tracking.report_at_end=false``, and a failure is a warning that never
 from __future__ import annotations
 
 import logging
+import re
 
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
@@ -51,6 +52,20 @@ def test_report_of_one_sweep_is_logged_to_its_parent(tmp_path, caplog):
     # the end-of-sweep report states the paired intervals `python -m analysis report` uses (analytic: no resampling)
     md = (root / "analysis" / "report.md").read_text()
     assert "Bonett–Price adjusted Wald interval" in md and "Bell–McCaffrey" in md
+    # the verdict under the end table: each configuration against the best retrieval one and the backbone, in the
+    # report's words and with the matrix's Holm-adjusted p
+    verdict = caplog.text.split("[inmind] verdict (application, paired")[1].split("\n")[1:]
+    lines = [x.strip() for x in verdict if x.startswith("  ")]
+    assert len(lines) == 5 and all(f"- {x}" in md for x in lines)
+    line = re.compile(r"\S+ − \S+: [+−]\d+\.\d points \[[+−]\d+\.\d, [+−]\d+\.\d\], McNemar p = \S+ "
+                      r"\(Holm-adjusted, 6 pairs\), (\d+)/(\d+) discordant tasks "
+                      r"\(viewer\.html\?a=(\d)&b=(\d), viewer\.html\?a=(\d)&b=(\d)\)")
+    for x in lines:
+        m = line.fullmatch(x)
+        assert m is not None, x
+        g = m.groups()
+        assert g[2:4] == (g[5], g[4])  # the tasks only A applied, then those only B did
+    assert caplog.text.index("verdict (application") < caplog.text.index("analysis report:")
 
     # once per sweep: the inmind launcher reports itself, so Hydra's end callback does not report again; under
     # Hydra's basic launcher the callback is what reports

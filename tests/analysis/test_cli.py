@@ -54,6 +54,20 @@ def test_report_from_an_mlflow_experiment(store, tmp_path):
 
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 6 and "src='plots/" not in html  # self-contained
+    # the verdict at the top, before any table: the backbone against the best retrieval configuration with the
+    # matrix's Holm-adjusted p, its discordant tasks one click away in the viewer
+    from analysis.load import load_experiment
+    from analysis.tables import fmt_p, holm_by_pair, verdicts
+
+    runs = list(load_experiment("fixture", uri).runs)
+    top = html.split("<ul class='verdict'>")[1].split("</ul>")[0]
+    assert html.index("<ul class='verdict'>") < html.index("<h2>")
+    assert top.count("<li>") == len(verdicts(runs)) == 5
+    v = verdicts(runs)[0]
+    assert (f"<li>{v.comparison.a} − {v.comparison.b}: " in top and
+            f"McNemar p = {fmt_p(holm_by_pair(runs)[v.a, v.b])} (Holm-adjusted, 6 pairs)" in top)
+    assert f"<a href='viewer.html?a={v.a}&amp;b={v.b}'>A only</a>" in top
+    assert "whether it beats the others is in the paired comparisons" not in html
     assert ("<li>mem0/minilm/middle/openai: left out of the Application rate only (its verdict failed): t003"
             in html)
     for needle in ("Table 1", "Table 2", "McNemar", "Holm", "by domain", "by injection position", "never scored as 0",
@@ -77,6 +91,15 @@ def test_compare_and_audit_commands(store, tmp_path, capsys):
                  "--b", "22222222", "--metric", "application"]) == 0
     out = capsys.readouterr().out
     assert "on 39 paired tasks" in out and "exact McNemar p" in out and "excluded: 1 error in A" in out
+    # the first lines: the verdict in one line, then the discordant tasks by id
+    first, a_only, b_only = out.splitlines()[:3]
+    assert main(["compare", "--experiment", "fixture", "--tracking-uri", uri, "--a", "mem0/minilm", "--b", "22222222",
+                 "--metric", "application", "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)["metrics"]["application"]
+    assert first.startswith(f"Application: mem0/minilm/middle/openai − mem0/emb3/middle/openai: "
+                            f"{doc['diff']:+.1f}".replace("-", "−"))
+    assert f"McNemar p = {doc['p_exact']:.3f}, {doc['a_only']}/{doc['b_only']} discordant tasks (viewer.html?a=" in first
+    assert a_only == f"    A only: {', '.join(doc['a_only_tasks'])}" and b_only.startswith("    B only: t")
     assert "95% Bonett–Price [" in out and "mid-p = " in out and "minimum detectable difference" in out
     assert main(["compare", "--experiment", "fixture", "--tracking-uri", uri, "--a", "mem0/minilm/middle/openai",
                  "--b", "22222222", "--metric", "application", "--json", str(tmp_path / "cmp.json")]) == 0
@@ -97,7 +120,11 @@ def test_compare_and_audit_commands(store, tmp_path, capsys):
     sweep = write_sweep(tmp_path / "sweep")
     assert main(["compare", "--sweep-dir", str(sweep), "--a", "always_in_state/minilm/middle/openai", "--b",
                  "mem0/emb3/middle/openai"]) == 0
-    assert capsys.readouterr().out.count("exact McNemar p") == len(METRICS)  # every metric, judge-free bounds included
+    out = capsys.readouterr().out
+    assert out.count("exact McNemar p") == len(METRICS)  # every metric, judge-free bounds included
+    verdict = [line for line in out.split("\n\nA = ")[0].splitlines() if not line.startswith("    ")]
+    assert len(verdict) == len(METRICS) and verdict[0].startswith("Application: always_in_state/minilm/middle/openai")
+    assert sum("viewer.html" in line for line in verdict) == 1  # the viewer's A/B filter is on application only
     assert main(["report", "--experiment", "nope", "--tracking-uri", uri, "--out", str(tmp_path / "x")]) == 2
     assert "no experiment 'nope'" in capsys.readouterr().err
 

@@ -17,7 +17,7 @@ from analysis.compare import compare, not_applicable, outcome
 from analysis.stats import BONETT_PRICE
 from analysis.load import find_run, load_sweep_dir
 from analysis.tables import (best_retrieval, by_domain, by_embedding, by_injection, embedding_groups,
-                             judge_self_audit, pairwise, table1, table2)
+                             fmt_delta, fmt_p, judge_self_audit, pairwise, table1, table2)
 from tests.analysis.conftest import build_runs
 from tests.analysis.fixtures import OLD_SPEC, SPECS, fixture_records, make_records, write_sweep
 
@@ -259,3 +259,48 @@ def test_analysis_never_imports_systems_ray_or_mlflow_directly():
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             for name in names:
                 assert name.split(".")[0] not in {"systems", "ray", "mlflow"}, f"{path.name} imports {name}"
+
+
+def test_verdicts_each_configuration_against_the_best_retrieval_and_the_backbone(runs):
+    from analysis.tables import holm_by_pair, verdict_line, verdicts
+
+    best = best_retrieval(runs)
+    backbone = next(r for r in runs if r.config.control == "in_context")
+    out = verdicts(runs)
+    pairs = [(v.comparison.a, v.comparison.b) for v in out]
+    # every other configuration against the best retrieval one, then against the backbone; each pair once, the
+    # reference as B
+    assert pairs[:3] == [(r.label, best.label) for r in runs if r is not best]
+    assert pairs[3:] == [(r.label, backbone.label) for r in runs if r not in (best, backbone)]
+    long = pairwise(runs, "application")[0].data
+    for v in out:
+        c = v.comparison
+        assert (runs[v.a].label, runs[v.b].label) == (c.a, c.b)  # indices in the run set: the viewer's order
+        row = long[((long.a == c.a) & (long.b == c.b)) | ((long.a == c.b) & (long.b == c.a))]
+        assert v.p == pytest.approx(float(row.p_holm.iloc[0])) == holm_by_pair(runs)[v.a, v.b]  # the matrix's p
+        assert c.a_only == len(c.a_only_tasks) and c.b_only == len(c.b_only_tasks)
+    v = out[-1]  # always_in_state − backbone
+    c = v.comparison
+    assert v.line() == (
+        f"{c.a} − {c.b}: {fmt_delta(c.diff)} points [{fmt_delta(c.ci_low)}, {fmt_delta(c.ci_high)}], McNemar p = "
+        f"{fmt_p(v.p)} (Holm-adjusted, 6 pairs), {c.a_only}/{c.b_only} discordant tasks "
+        f"(viewer.html?a={v.a}&b={v.b}, viewer.html?a={v.b}&b={v.a})")
+    # a run set of two: the one pair, its exact p (no family to adjust over)
+    two = verdicts([runs[1], runs[3]])
+    assert len(two) == 1 and two[0].comparison.a == runs[3].label and two[0].p == two[0].comparison.p_exact
+    assert "Holm" not in two[0].line() and two[0].line().endswith("(viewer.html?a=1&b=0, viewer.html?a=0&b=1)")
+    assert verdicts(runs[:1]) == []
+    empty = dataclasses.replace(compare(runs[0], runs[1]), n=0)
+    assert verdict_line(empty) == f"{runs[0].label} − {runs[1].label}: no shared task with a valid Application"
+
+
+def test_the_delta_forest_prints_the_matrix_holm_p(runs):
+    from analysis.tables import holm_by_pair
+
+    fig = plots.delta_forest(runs)
+    shown = [t.get_text() for t in fig.axes[0].texts]
+    best = best_retrieval(runs)
+    j = runs.index(best)
+    assert shown == [f"p={fmt_p(holm_by_pair(runs)[i, j])}" for i, r in enumerate(runs) if r is not best]
+    assert "Holm-adjusted over all pairs" in fig._suptitle.get_text()
+    plots.plt.close(fig)
