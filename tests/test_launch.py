@@ -59,6 +59,13 @@ def test_sweep_end_to_end_then_rerun_is_free(small):
         # the sweep ends with the analysis report, logged to the parent run (tracking.report_at_end)
         assert parents[0].data.tags.get("inmind.report") == "analysis/report.html"
         assert (small / "sweep" / "analysis" / "report.html").is_file() and "analysis report: " in p.stdout
+        # under the end table, the verdict: each configuration against the best retrieval one (a tie at 0%
+        # application, named first) and the backbone, Holm-adjusted over the 3 pairs
+        out = p.stdout
+        assert out.index("| naive_rag/minilm/turn5/vllm ") < out.index("verdict (application, paired") < out.index(
+            "analysis report: ")
+        assert ("  naive_rag/minilm/turn5/vllm − naive_rag/bm25/turn5/vllm: +0.0 points [" in out
+                and "McNemar p = 1.000 (Holm-adjusted, 3 pairs), 0/0 discordant tasks\n" in out)
 
         fake.reset_log()
         p2 = run(cmd)
