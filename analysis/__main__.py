@@ -1,10 +1,11 @@
-"""Command line: ``python -m analysis {report,view,export,compare,audit}`` over an MLflow experiment or a sweep directory.
+"""Command line: ``python -m analysis {report,view,export,compare,runs,audit}`` over an MLflow experiment or a sweep directory.
 
     python -m analysis report --experiment inmind --out reports/inmind [--tracking-uri sqlite:///mlflow.db]
     python -m analysis report --sweep-dir multirun/inmind --out reports/inmind
     python -m analysis view --experiment inmind --out reports/inmind [--tasks tasks.jsonl]
     python -m analysis export --experiment inmind --out reports/inmind
     python -m analysis compare --experiment inmind --a always_in_state/minilm/middle/openai --b <run id or hash> [--json FILE]
+    python -m analysis runs [--experiment inmind] [--tracking-uri sqlite:///mlflow.db]
     python -m analysis audit --experiment inmind --labels labels.jsonl [--out DIR]
     python -m analysis audit --experiment inmind --judges RUN_A RUN_B
     python -m analysis rejudge --experiment inmind [--run REF] [--judges strict] [--judge-model M] [--samples N]
@@ -147,6 +148,23 @@ def verdict_lines(comps: Sequence[Comparison], link: tuple[int, int]) -> str:
             if ids:
                 out.append(f"    {who}: {_ids(ids, where='compare --json')}")
     return "\n".join(out)
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from analysis.load import list_runs
+    from analysis.tables import to_markdown
+
+    import pandas as pd
+
+    names, rows = list_runs(args.tracking_uri, args.experiment)
+    for name in names:
+        mine = [r for r in rows if r.experiment == name]
+        print(f"experiment {name!r}: {len(mine)} configuration run(s)")
+        if mine:
+            print(to_markdown(pd.DataFrame([{"sweep": r.sweep, "configuration": r.name, "n/planned":
+                                             f"{r.done}/{r.planned}", "status": r.status, "fidelity": r.fidelity}
+                                            for r in mine])) + "\n")
+    return 0
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -298,6 +316,10 @@ def parser() -> argparse.ArgumentParser:
                     "ci_low, ci_high (points), ci_method, p_exact, p_midp, the discordant counts and task ids "
                     "('-': the JSON alone on stdout)")
     cp.set_defaults(func=cmd_compare)
+    ls = sub.add_parser("runs", help="list experiments and their configuration runs: n/planned, status, fidelity")
+    ls.add_argument("--experiment", help="only this MLflow experiment (default: every experiment of the store)")
+    ls.add_argument("--tracking-uri", default=DEFAULT_URI, help=f"MLflow tracking URI (default {DEFAULT_URI})")
+    ls.set_defaults(func=cmd_runs)
     au = sub.add_parser("audit", help="judge audit: human labels, or agreement of two judge models")
     _source_args(au)
     au.add_argument("--labels", type=Path, help="human-label JSONL (format: analysis/audit.py)")

@@ -371,3 +371,56 @@ def load_experiment(experiment: str, tracking_uri: str, parent_run_id: str | Non
     parents = tuple(sorted({r.parent_run_id for r in built if r.parent_run_id}))
     return RunSet(runs=built, origin=f"MLflow experiment {experiment!r} at {tracking_uri}", tracking_uri=tracking_uri,
                   experiment=experiment, parent_run_ids=parents, skipped=tuple(skipped), incomplete=tuple(incomplete))
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One configuration run as ``python -m analysis runs`` lists it: read from MLflow's run metadata only."""
+
+    experiment: str
+    sweep: str
+    name: str
+    done: int
+    planned: int
+    status: str
+    fidelity: str
+
+
+def list_runs(tracking_uri: str, experiment: str | None = None) -> tuple[list[str], list[Listed]]:
+    """Every experiment of the store (or the one named) and its configuration runs, oldest first: tasks done of
+    planned, the status (why it is incomplete, from ``inmind.incomplete``, else MLflow's), the fidelity tag and
+    the sweep it belongs to. Reads tags and metrics only (no artifact), so it is quick on a large store."""
+    check_store(tracking_uri)
+    from inmind_exp import tracking
+
+    client = tracking.MlflowClient(tracking_uri=tracking_uri)
+    exps = client.search_experiments()
+    if experiment is not None:
+        exps = [e for e in exps if e.name == experiment]
+        if not exps:
+            names = ", ".join(e.name for e in client.search_experiments())
+            raise LoadError(f"no experiment {experiment!r} in {tracking_uri} (experiments: {names or 'none'})")
+    names, rows = [], []
+    for exp in sorted(exps, key=lambda e: e.name):
+        names.append(exp.name)
+        runs, token = [], None
+        while True:
+            page = client.search_runs([exp.experiment_id], filter_string=T.kind_filter(T.CONFIG), max_results=1000,
+                                      order_by=["start_time ASC"], page_token=token)
+            runs.extend(page)
+            token = page.token
+            if not token:
+                break
+        if not runs and experiment is None:
+            names.pop()  # an experiment with no configuration run (MLflow's Default) is not listed
+            continue
+        sweeps = {r.info.run_id: r.info.run_name for r in client.search_runs(
+            [exp.experiment_id], filter_string=T.kind_filter(T.SWEEP), max_results=5000)}
+        for run in runs:
+            tags, m = run.data.tags, run.data.metrics
+            done = int(m.get("n_tasks", 0))
+            sweep = tags.get(T.SWEEP_NAME) or sweeps.get(tags.get(T.PARENT_RUN, ""), "–")
+            rows.append(Listed(exp.name, sweep, run.info.run_name or run.info.run_id,
+                               done, int(m.get("n_planned", done)), tags.get(T.INCOMPLETE) or run.info.status.lower(),
+                               tags.get(T.FIDELITY, "") or "not recorded"))
+    return names, rows

@@ -166,3 +166,26 @@ def test_report_figure_formats_on_the_command_line(capsys):
     with pytest.raises(SystemExit) as e:
         parser().parse_args([*args, "--formats", "png,pdf"])
     assert e.value.code == 2 and "'png,pdf': choose from png,svg" in capsys.readouterr().err
+
+
+def test_runs_lists_experiments_and_configurations_with_n_planned_status_and_fidelity(tmp_path, capsys):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    parent = log_to_mlflow(uri, "fixture", tmp_path / "artifacts", tmp_path / "work")
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    client.set_tag(parent, "mlflow.runName", "sweep demo")
+    exp = client.get_experiment_by_name("fixture").experiment_id
+    runs = {r.info.run_name: r.info.run_id for r in client.search_runs([exp], "tags.`inmind.kind` = 'config'")}
+    capped = runs["mem0/emb3/middle/openai"]
+    client.log_metric(capped, "n_tasks", 2)
+    client.log_metric(capped, "n_planned", 10)
+    client.set_tag(capped, "inmind.incomplete", "capped")
+    client.set_tag(capped, "inmind.fidelity", "leaderboard")
+    assert main(["runs", "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    assert "experiment 'fixture': 4 configuration run(s)" in out and "'Default'" not in out  # empty: not listed
+    assert "| sweep demo | mem0/emb3/middle/openai | 2/10 | capped | leaderboard |" in out
+    assert "| sweep demo | backbone/minilm/middle/openai | 0/0 | finished | not recorded |" in out
+    assert main(["runs", "--tracking-uri", uri, "--experiment", "nope"]) == 2
+    assert "no experiment 'nope'" in capsys.readouterr().err
