@@ -308,6 +308,8 @@ def _markdown(runset: RunSet, sections: list[Section], rep: Report) -> str:
     parts += [f"> **Warning.** {w}\n" for w in warnings(runset)]
     if lines := verdicts(list(runset.runs)):
         parts += [f"**{VERDICT_TITLE}**", "", *[f"- {v.line()}" for v in lines], ""]
+        if any(v.comparison.degenerate for v in lines):
+            parts += [FLAG_NOTE, ""]
     parts += [*[f"- {x}" for x in _headline(runset)], ""]
     for sec in sections:
         parts += [f"## {sec.title}", ""]
@@ -360,6 +362,8 @@ def _html(runset: RunSet, sections: list[Section], rep: Report) -> str:
         parts.append(f"<p class='cap'>{html.escape(VERDICT_TITLE)}</p><ul class='verdict'>")
         parts += [f"<li>{_verdict_html(v, viewer)}</li>" for v in lines]
         parts.append("</ul>")
+        if any(v.comparison.degenerate for v in lines):
+            parts.append(f"<p class='note'>{html.escape(FLAG_NOTE)}</p>")
     parts.append("<ul>")
     parts += [f"<li>{html.escape(x)}</li>" for x in _headline(runset)] + ["</ul>"]
     if viewer:

@@ -63,13 +63,15 @@ def report_sweep(tracking_uri: str, experiment: str, root: Path, parent_key: str
 def verdict_text(runs: Sequence[Any]) -> str:
     """The verdict lines under the sweep's end table (``tables.verdicts``: each configuration against the best
     retrieval one and the backbone, Holm-adjusted as in the report's matrix), or "" with nothing to compare."""
+    from analysis.caveats import FLAG_NOTE
     from analysis.tables import verdicts
 
     lines = verdicts(list(runs))
     if not lines:
         return ""
+    flagged = any(v.comparison.degenerate for v in lines)
     return ("[inmind] verdict (application, paired; the links open the per-task viewer on the tasks only A, then "
-            "only B, applied):\n" + "\n".join(f"  {v.line()}" for v in lines))
+            "only B, applied):\n" + "\n".join(f"  {v.line()}" for v in lines) + (f"\n  {FLAG_NOTE}" if flagged else ""))
 
 
 def wanted(config: DictConfig) -> bool:

@@ -66,6 +66,7 @@ def test_sweep_end_to_end_then_rerun_is_free(small):
             "analysis report: ")
         assert ("  naive_rag/minilm/turn5/vllm − naive_rag/bm25/turn5/vllm: +0.0 points [" in out
                 and "McNemar p = 1.000 (Holm-adjusted, 3 pairs), 0/0 discordant tasks\n" in out)
+        assert "  †: degenerate interval" in out  # 4 tasks: the flag on the line is explained under it
 
         fake.reset_log()
         p2 = run(cmd)
