@@ -265,3 +265,36 @@ def test_paired_bootstrap_degenerate_case_matches_scipy():
     # every pair differs by +1: both give the zero-width interval [1, 1] (which the report flags as degenerate)
     slo, shi, _ = _scipy_paired_percentile([1, 1], [0, 0], 2000, seed=0)
     assert paired_bootstrap_ci([1, 1], [0, 0], n_boot=2000) == (1.0, 1.0) == (slo, shi)
+
+
+def test_fleiss_kappa_matches_statsmodels():
+    from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
+
+    from analysis.stats import fleiss_kappa
+
+    rng = np.random.default_rng(41)
+    for raters in (2, 3, 5):
+        for _ in range(50):
+            n = int(rng.integers(2, 60))
+            ones = rng.binomial(raters, rng.uniform(0.02, 0.98), size=n)
+            table = np.column_stack([raters - ones, ones])
+            if table[:, 0].sum() and table[:, 1].sum():  # (one category only: both are NaN)
+                assert fleiss_kappa(table) == pytest.approx(sm_fleiss(table, method="fleiss"), abs=1e-12)
+    # the published example (Fleiss 1971 as in statsmodels' tests: 10 items, 14 raters, 5 categories): 0.2099
+    table = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+             [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]
+    assert fleiss_kappa(table) == pytest.approx(0.20993070442195522, abs=1e-12)
+    assert math.isnan(fleiss_kappa([[3, 0], [3, 0]]))  # everyone always 0: chance agreement 1
+    with pytest.raises(ValueError, match="same number"):
+        fleiss_kappa([[2, 1], [1, 1]])
+
+
+def test_specific_agreement_by_hand():
+    from analysis.stats import specific_agreement
+
+    # both 1 on 2, both 0 on 5, discordant on 3: PA = 4/7, NA = 10/13
+    a = [1, 1, 0, 0, 0, 0, 0, 1, 0, 1]
+    b = [1, 1, 0, 0, 0, 0, 0, 0, 1, 0]
+    assert specific_agreement(a, b) == pytest.approx((4 / 7, 10 / 13))
+    pos, neg = specific_agreement([0, 0, 0], [0, 0, 0])  # no 1 anywhere: PA undefined, NA perfect
+    assert math.isnan(pos) and neg == 1.0
