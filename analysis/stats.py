@@ -31,7 +31,7 @@ __all__ = [
     "wilson_interval", "mcnemar_exact", "mcnemar_midp", "bonett_price_ci", "newcombe_paired_ci", "mcnemar_power",
     "min_detectable_diff", "stratified_bonett_price_ci", "cr2_bm_ci", "leave_one_out", "MIN_CLUSTERS", "discordant",
     "paired_bootstrap_ci", "holm", "benjamini_hochberg", "cohen_kappa", "confusion", "fleiss_kappa",
-    "specific_agreement",
+    "specific_agreement", "rogan_gladen",
 ]
 
 #: Below this many domains no between-domain interval is given (``cr2_bm_ci``): a handful of clusters cannot
@@ -324,3 +324,28 @@ def specific_agreement(a: Sequence[int], b: Sequence[int]) -> tuple[float, float
     pos = 2 * both1 + disc
     neg = 2 * both0 + disc
     return (2 * both1 / pos if pos else float("nan"), 2 * both0 / neg if neg else float("nan"))
+
+
+def rogan_gladen(positives: int, n: int, tp: int, fn: int, tn: int, fp: int, z: float = Z95
+                 ) -> tuple[float, float, float]:
+    """A judge's rate corrected for its misclassification (Rogan & Gladen 1978): (p + Sp − 1) / (Se + Sp − 1), with
+    ``positives`` of ``n`` the judge's observed 1s and Se = tp / (tp + fn), Sp = tn / (tn + fp) from an audit against
+    human labels. The delta-method interval carries both sampling errors, the run's and the audit's
+    (Var = [p(1−p)/n + π²·Se(1−Se)/n₁ + (1−π)²·Sp(1−Sp)/n₀] / (Se + Sp − 1)², Greenland 1996), so a small audit
+    widens it. (corrected, low, high) as fractions, the estimate and the bounds clipped to [0, 1]; NaN when the
+    audit has no labelled 1 or no labelled 0, or Se + Sp ≤ 1 (a judge no better than chance cannot be inverted)."""
+    n1, n0 = tp + fn, tn + fp
+    if n <= 0 or n1 <= 0 or n0 <= 0:
+        return (math.nan,) * 3
+    p, se, sp = positives / n, tp / n1, tn / n0
+    j = se + sp - 1.0
+    if j <= 0:
+        return (math.nan,) * 3
+    pi = (p + sp - 1.0) / j
+    var = (p * (1 - p) / n + pi * pi * se * (1 - se) / n1 + (1 - pi) ** 2 * sp * (1 - sp) / n0) / (j * j)
+    half = z * math.sqrt(var)
+
+    def clip(x: float) -> float:
+        return min(1.0, max(0.0, x))
+
+    return clip(pi), clip(pi - half), clip(pi + half)
