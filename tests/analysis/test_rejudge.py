@@ -107,6 +107,12 @@ def test_each_extra_sample_is_a_new_request_and_the_panel_reports_it(finished, c
     mr = client.get_run(rejudged[0].run_id)
     assert mr.data.metrics["rejudge_samples"] == 3 and mr.data.metrics["application_sd"] == 0.0
     assert mr.data.metrics["application_flip_rate"] == 0.0
+    # three identical samples: the majority is the original rate, Fleiss' κ is 1 (or undefined if constant)
+    orig = runset.runs[0].metrics.rates["application"]
+    assert mr.data.metrics["application_majority"] == pytest.approx(orig.pct)
+    assert mr.data.metrics["application_majority_n"] == orig.n and "application_majority_ci_low" in mr.data.metrics
+    assert mr.data.metrics.get("application_fleiss_kappa", 1.0) == pytest.approx(1.0)
+    assert mr.data.metrics["application_flip_rate_ci_high"] > 0.0  # 0 flips of n still has an upper bound
     steps = [m.step for m in client.get_metric_history(mr.info.run_id, "application")]
     assert sorted(set(steps)) == [0, 1, 2]  # each sample's metrics at its own step
     table = panel(runset.runs, rejudged)
