@@ -168,12 +168,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from analysis.audit import audit_human, judge_agreement, judge_pairs, read_labels
+    from analysis.audit import audit_human, corrected_rates, judge_agreement, judge_pairs, read_labels
 
     runset = _load(args)
     tables = []
     if args.labels:
-        tables.append(audit_human(read_labels(args.labels), runset.runs))
+        labels = read_labels(args.labels)
+        tables += [audit_human(labels, runset.runs), corrected_rates(labels, runset.runs)]
     if args.judges:
         tables.append(judge_agreement([(runset.get(args.judges[0]), runset.get(args.judges[1]))]))
     elif not args.labels:

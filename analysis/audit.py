@@ -15,6 +15,10 @@ Human-label file: JSONL, one gold judgment per line::
 
 A false positive is a judge score of 1 where the expert says 0; a false negative a 0 where the expert says 1.
 Judgments whose verdict errored are excluded and counted; labels that match no record are counted as unmatched.
+
+``corrected_rates`` carries the audit into the numbers (issue #41 item 8): each run's rate of a labelled judge
+corrected for the judge's sensitivity and specificity (Rogan–Gladen), its interval including the audit's own
+sampling error.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import pandas as pd
 
@@ -33,7 +37,7 @@ from inmind_exp.records import Answer
 
 from analysis.compare import verdict_outcome
 from analysis.load import LoadError, Run, find_run
-from analysis.stats import cohen_kappa, wilson_interval
+from analysis.stats import cohen_kappa, rogan_gladen, wilson_interval
 from analysis.tables import METRIC_TITLES, Table
 
 LLM_JUDGES: tuple[str, ...] = tuple(JUDGES)  # the registry's judges (inmind_exp/judges.py)
@@ -87,8 +91,24 @@ def read_labels(path: Path | str) -> list[HumanLabel]:
     return out
 
 
-def audit_human(labels: Sequence[HumanLabel], runs: Sequence[Run]) -> Table:
-    """Per judge (and annotator): n, accuracy with a Wilson interval, false positives/negatives and Cohen's κ."""
+@dataclass(frozen=True)
+class Matched:
+    """Labels of one judge matched to its verdicts: the human and the judge's 0/1 side by side, and the labels
+    left out (no loaded record; the verdict errored)."""
+
+    human: tuple[int, ...]
+    model: tuple[int, ...]
+    unmatched: int
+    errored: int
+
+    def counts(self) -> tuple[int, int, int, int]:
+        """(true positives, false negatives, true negatives, false positives) against the human labels."""
+        pairs = list(zip(self.human, self.model))
+        return (sum(1 for h, m in pairs if h == m == 1), sum(1 for h, m in pairs if h == 1 and m == 0),
+                sum(1 for h, m in pairs if h == m == 0), sum(1 for h, m in pairs if h == 0 and m == 1))
+
+
+def _resolver(runs: Sequence[Run]) -> Callable[[str], Run | None]:
     cache: dict[str, Run | None] = {}
 
     def resolve(ref: str) -> Run | None:
@@ -99,6 +119,30 @@ def audit_human(labels: Sequence[HumanLabel], runs: Sequence[Run]) -> Table:
                 cache[ref] = None
         return cache[ref]
 
+    return resolve
+
+
+def match(group: Sequence[HumanLabel], judge: str, resolve: Callable[[str], Run | None]) -> Matched:
+    human, model = [], []
+    unmatched = errored = 0
+    for lab in group:
+        run = resolve(lab.run)
+        rec = run.by_task.get(lab.task_id) if run else None
+        if rec is None:
+            unmatched += 1
+            continue
+        v = verdict_outcome(rec, judge)
+        if v is None:
+            errored += 1
+            continue
+        human.append(lab.label)
+        model.append(v)
+    return Matched(tuple(human), tuple(model), unmatched, errored)
+
+
+def audit_human(labels: Sequence[HumanLabel], runs: Sequence[Run]) -> Table:
+    """Per judge (and annotator): n, accuracy with a Wilson interval, false positives/negatives and Cohen's κ."""
+    resolve = _resolver(runs)
     annotators = sorted({lab.annotator for lab in labels})
     rows, display = [], []
     for judge in METRICS:
@@ -106,20 +150,8 @@ def audit_human(labels: Sequence[HumanLabel], runs: Sequence[Run]) -> Table:
             group = [lab for lab in labels if lab.judge == judge and lab.annotator == annotator]
             if not group:
                 continue
-            human, model = [], []
-            unmatched = errored = 0
-            for lab in group:
-                run = resolve(lab.run)
-                rec = run.by_task.get(lab.task_id) if run else None
-                if rec is None:
-                    unmatched += 1
-                    continue
-                v = verdict_outcome(rec, judge)
-                if v is None:
-                    errored += 1
-                    continue
-                human.append(lab.label)
-                model.append(v)
+            got = match(group, judge, resolve)
+            human, model, unmatched, errored = list(got.human), list(got.model), got.unmatched, got.errored
             n = len(human)
             agree = sum(1 for h, m in zip(human, model) if h == m)
             fp = sum(1 for h, m in zip(human, model) if m == 1 and h == 0)
@@ -144,6 +176,45 @@ def audit_human(labels: Sequence[HumanLabel], runs: Sequence[Run]) -> Table:
                  note=("FP: judge 1, expert 0. FN: judge 0, expert 1. Accuracy with a Wilson 95% interval. Judgments "
                        "whose verdict errored are excluded ('errored'); labels naming no loaded record are "
                        "'unmatched'."))
+
+
+def corrected_rates(labels: Sequence[HumanLabel], runs: Sequence[Run]) -> Table:
+    """Per run and labelled judge: the judge's rate as observed and corrected for its misclassification
+    (``stats.rogan_gladen``), the judge's sensitivity and specificity from every label of that judge (all runs and
+    annotators pooled), and a 95% interval carrying both the run's and the audit's sampling error."""
+    resolve = _resolver(runs)
+    rows, display = [], []
+    for judge in METRICS:
+        group = [lab for lab in labels if lab.judge == judge]
+        if not group:
+            continue
+        tp, fn, tn, fp = match(group, judge, resolve).counts()
+        se = tp / (tp + fn) if tp + fn else float("nan")
+        sp = tn / (tn + fp) if tn + fp else float("nan")
+        for run in runs:
+            r = run.metrics.rates[judge]
+            if not r.n:
+                continue
+            est, lo, hi = rogan_gladen(r.successes, r.n, tp, fn, tn, fp)
+            olo, ohi = r.ci
+            rows.append({"configuration": run.label, "judge": judge, "n": r.n, "observed": r.pct,
+                         "observed_ci_low": olo, "observed_ci_high": ohi, "sensitivity": 100 * se,
+                         "specificity": 100 * sp, "audit_positive": tp + fn, "audit_negative": tn + fp,
+                         "corrected": 100 * est, "ci_low": 100 * lo, "ci_high": 100 * hi})
+            display.append({"Configuration": run.label, "Judge": METRIC_TITLES[judge], "n": str(r.n),
+                            "observed %": f"{r.pct:.1f} [{olo:.1f}, {ohi:.1f}]",
+                            "Se / Sp % (audit n1 / n0)": f"{100 * se:.0f} / {100 * sp:.0f} ({tp + fn} / {tn + fp})"
+                            if tp + fn and tn + fp else "–",
+                            "corrected % [95% CI]": "–" if est != est else
+                            f"{100 * est:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"})
+    return Table("audit_corrected", "Rates corrected for judge error (Rogan–Gladen, from the human-label audit)",
+                 pd.DataFrame(rows), pd.DataFrame(display),
+                 note=("corrected = (observed + Sp − 1) / (Se + Sp − 1), Se and Sp the judge's sensitivity and "
+                       "specificity against the human labels (every labelled task of that judge, runs and annotators "
+                       "pooled: one judge's error assumed the same across configurations). The 95% interval is the "
+                       "delta method over the run's binomial error and the audit's (Se over the n1 labelled 1s, Sp "
+                       "over the n0 labelled 0s), so a small audit widens it; estimate and bounds are clipped to "
+                       "[0, 100]. '–' when the audit has no labelled 1 or 0, or Se + Sp ≤ 1."))
 
 
 def _fmt_kappa(k: float) -> str:

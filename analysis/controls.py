@@ -19,7 +19,8 @@ from analysis.tables import (METRIC_TITLES, Table, _rate_cols, control_metrics, 
                              pairwise)
 
 #: what each control's rate is read beside: the rate it bounds (the same tasks, the same run)
-BESIDE: dict[str, str] = {"over_application": "application", "no_fact_warning": "answer_only"}
+BESIDE: dict[str, str] = {"over_application": "application", "no_fact_warning": "answer_only",
+                          "no_fact_application": "application"}
 
 
 def _cell(r: Rate | None) -> str:
@@ -61,7 +62,8 @@ def controls_table(runs: Sequence[Run]) -> Table | None:
     shown = pd.DataFrame(display)
     means = "; ".join(f"{c.label}: {c.means}" for c in CONTROLS.values() if c.metric in metrics)
     return Table(
-        "controls", "Negative controls: application beside over-application, answer-only beside the no-fact warning "
+        "controls", "Negative controls: application beside over-application and the no-fact application, answer-only "
+        "beside the no-fact warning "
         "(%, Wilson 95% intervals; differences in points)", pd.DataFrame(data), shown,
         note=(f"{means}. Each control's rate is over the configuration's valid tasks whose control query and verdict "
               "succeeded (a failed control is left out, never scored); the rate beside it is Table 1's. A high "

@@ -40,11 +40,15 @@ def settings(source: Run, rejudged: Sequence[Run]) -> list[SettingRuns]:
 
 
 def _spread(values: Sequence[float]) -> tuple[float, float, float, float]:
-    """(mean, SD, min, max) of the values that are not NaN; NaNs when none; SD 0 for one value."""
+    """(mean, SD, min, max) of the values that are not NaN; NaNs when none; SD NaN ("–") for one value."""
     vals = [v for v in values if not math.isnan(v)]
     if not vals:
         return (math.nan,) * 4
-    return (statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else 0.0, min(vals), max(vals))
+    return (statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else math.nan, min(vals), max(vals))
+
+
+def _two(v: float) -> str:
+    return "–" if math.isnan(v) else f"{v:.2f}"
 
 
 def _fmt_spread(mean: float, sd: float, lo: float, hi: float, n: int) -> str:
@@ -68,17 +72,21 @@ def between_settings(sources: Sequence[Run], rejudged: Sequence[Run]) -> Table:
                     continue
                 data.append({"configuration": source.label, "judge": jname, "setting_a": a.name,
                              "setting_b": b.name, "n": ag.n, "flips": ag.flips, "flip_rate": ag.flip_rate,
-                             "kappa": ag.kappa})
+                             "flip_ci_low": ag.ci[0], "flip_ci_high": ag.ci[1], "kappa": ag.kappa,
+                             "positive_agreement": ag.positive, "negative_agreement": ag.negative})
                 display.append({"Configuration": source.label, "Judge": METRIC_TITLES.get(jname, jname),
                                 "Setting A": a.name, "Setting B": b.name,
                                 "flip rate % (flips/n)": f"{ag.flip_rate:.1f} ({ag.flips}/{ag.n})",
-                                "κ": "–" if math.isnan(ag.kappa) else f"{ag.kappa:.2f}"})
+                                "95% CI": f"[{ag.ci[0]:.1f}, {ag.ci[1]:.1f}]",
+                                "κ (PA / NA)": f"{_two(ag.kappa)} ({_two(ag.positive)} / {_two(ag.negative)})"})
     return Table(
         "judge_settings_agreement", "Judge robustness: verdict flips and Cohen's κ between every two judge settings",
         pd.DataFrame(data), display_frame(display),
         note=("Per configuration, the same stored answers judged under two settings (the run's own judge is one; "
               "sample 0 of each): flip rate is the share of tasks, among those both judged validly, whose verdict "
-              "differs; κ is Cohen's κ of the two settings' verdicts ('–' when both are constant). A κ near 1 says "
+              "differs, with its Wilson 95% interval; κ is Cohen's κ of the two settings' verdicts ('–' when both "
+              "are constant), PA / NA the positive / negative specific agreement (κ collapses at low prevalence "
+              "where they do not). A κ near 1 says "
               "the ranking of systems does not hinge on the judge; a high flip rate says it may."),
     )
 

@@ -9,11 +9,17 @@ is the original call and samples 1..N-1 are new ones (never the cached sample re
 Each (source run, judge setting, sample) becomes one rejudged run: the source's records with the new verdicts (same
 answers, contexts and judge-free bounds). In an MLflow experiment each (source run, judge setting) is one MLflow run
 of kind ``rejudge`` tagged with the source run's id (``inmind.rejudge_of``) and nested under its sweep, holding its
-samples (``records.sample<s>.jsonl``, metrics at step ``s``) and their mean ± SD, flip rate and κ; from a sweep
+samples (``records.sample<s>.jsonl``, metrics at step ``s``) and their mean ± SD, flip rate, κ, Fleiss' κ and the
+majority-vote rate; from a sweep
 directory each sample is ``<sweep>/rejudge/<setting>/<config hash>/sample<s>/rejudged.jsonl`` with
 ``rejudge.json`` beside it. ``panel`` (and ``judge_panel``) turn them into the report's judge-robustness tables:
-flip rate and Cohen's κ against the original verdicts and between settings, mean ± spread over samples, and each
-judge's label-free self-audit.
+flip rate (Wilson interval), Cohen's κ and specific agreement against the original verdicts and between settings,
+mean ± SD over samples beside the original rate on the same tasks, the majority-vote verdict of an odd number of
+samples, Fleiss' κ across samples, and each judge's label-free self-audit.
+
+A rejudged run carries no controls: its judge did not score them (the control metrics would be logged under the new
+judge's name), so they are dropped from its records. ``--temperature`` on a reasoning endpoint, which sends none,
+is refused rather than put in the setting's name.
 """
 
 from __future__ import annotations
@@ -36,12 +42,12 @@ from inmind_exp import tags as T
 from inmind_exp import judges as judges_mod
 from inmind_exp.judges import JUDGE_SETS, JUDGES, Judge, judge
 from inmind_exp.llm import CallCache, Endpoint, LLMClient, LocalLimiter, cache_key
-from inmind_exp.metrics import compute
+from inmind_exp.metrics import Rate, compute, wilson_interval
 from inmind_exp.records import Task, TaskRecord, Verdict, msgs, write_jsonl
 
 from analysis.compare import verdict_outcome
 from analysis.load import Run, RunSet, read_records
-from analysis.stats import cohen_kappa
+from analysis.stats import cohen_kappa, fleiss_kappa, specific_agreement
 from analysis.tables import METRIC_TITLES, Table, display_frame
 
 #: MLflow run kind of a rejudged run (``inmind.kind``) and the tag naming its source run.
@@ -90,7 +96,7 @@ class Setting:
 
     @property
     def name(self) -> str:
-        t = self.endpoint.temperature
+        t = None if self.endpoint.reasoning else self.endpoint.temperature  # a reasoning endpoint sends none
         return f"{self.judges}/{self.endpoint.model}" + ("" if t in (None, 0, 0.0) else f"/t{t:g}")
 
     @property
@@ -141,6 +147,9 @@ def setting_for(run: Run, judges: str, samples: int, *, model: str | None = None
     if api_key_env:
         changes["api_key_env"] = api_key_env
     if temperature is not None:
+        if ep.reasoning:
+            raise RejudgeError(f"--temperature {temperature:g}: {run.label}'s judge endpoint is a reasoning endpoint, "
+                               "which sends no temperature; sample it with --samples instead")
         changes["temperature"] = temperature
     ep = dataclasses.replace(ep, **changes)
     if not ep.base_url:
@@ -178,13 +187,14 @@ def _judges_for(record: TaskRecord, judges: Mapping[str, Judge]) -> list[tuple[J
 
 def rejudge_record(client: LLMClient, record: TaskRecord, task: Task | None, judges: Mapping[str, Judge],
                    sample: int, attempts: int = 3) -> TaskRecord:
-    """``record`` with its verdicts replaced by ``judges``' verdicts on its stored answers (sample ``sample``). A
-    task that failed before judging has nothing to judge and is returned as it is (it stays left out)."""
+    """``record`` with its verdicts replaced by ``judges``' verdicts on its stored answers (sample ``sample``) and
+    without its controls (scored by the run's judge, not this one). A task that failed before judging has nothing to
+    judge and is returned as it is otherwise (it stays left out)."""
     if record.indirect is None or task is None or record.error:
-        return record
+        return dataclasses.replace(record, controls={}) if record.controls else record
     verdicts = {j.name: judge(client, j, j.fields(task, answer), attempts, sample=sample)
                 for j, answer in _judges_for(record, judges)}
-    return dataclasses.replace(record, verdicts=verdicts, usage={})
+    return dataclasses.replace(record, verdicts=verdicts, usage={}, controls={})
 
 
 def planned_calls(run: Run, tasks: Mapping[str, Task], setting: Setting, cache: CallCache | None) -> tuple[int, int]:
@@ -262,8 +272,9 @@ def sample_file(name: str, sample: int) -> str:
 
 
 def _setting_metrics(group: Sequence[Rejudged]) -> dict[str, float]:
-    """A setting's summary over its samples: each panel judge's rate as mean and SD, and, against the source's own
-    verdicts (sample 0), the flip rate and Cohen's κ; the number of samples."""
+    """A setting's summary over its samples: each panel judge's rate as mean and SD (none for one sample), and,
+    against the source's own verdicts (sample 0), the flip rate with its Wilson interval and Cohen's κ; the
+    majority-vote rate (odd N) with its interval and Fleiss' κ across samples; the number of samples."""
     out: dict[str, float] = {"rejudge_samples": float(len(group))}
     first = group[0]
     runs = [_as_run(r.source, r.meta, list(r.records), "", None) for r in group]
@@ -273,8 +284,13 @@ def _setting_metrics(group: Sequence[Rejudged]) -> dict[str, float]:
             continue
         mean, sd = _mean_sd([x.pct if x.n else math.nan for x in rates])
         ag = agreement(first.source, runs[0], jname)
+        ss = across_samples(runs, jname)
         out.update({f"{jname}_mean": mean, f"{jname}_sd": sd, f"{jname}_flip_rate": ag.flip_rate,
-                    f"{jname}_kappa": ag.kappa})
+                    f"{jname}_flip_rate_ci_low": ag.ci[0], f"{jname}_flip_rate_ci_high": ag.ci[1],
+                    f"{jname}_kappa": ag.kappa, f"{jname}_fleiss_kappa": ss.fleiss})
+        if ss.majority is not None and ss.majority.n:
+            out.update({f"{jname}_majority": ss.majority.pct, f"{jname}_majority_ci_low": ss.majority.ci[0],
+                        f"{jname}_majority_ci_high": ss.majority.ci[1], f"{jname}_majority_n": ss.majority.n})
     return {k: v for k, v in out.items() if not math.isnan(v)}
 
 
@@ -402,14 +418,23 @@ class Agreement:
     n: int
     flips: int
     kappa: float
+    #: positive / negative specific agreement (beside κ, which collapses at low prevalence)
+    positive: float = math.nan
+    negative: float = math.nan
 
     @property
     def flip_rate(self) -> float:
         return 100.0 * self.flips / self.n if self.n else math.nan
 
+    @property
+    def ci(self) -> tuple[float, float]:
+        """The flip rate's Wilson 95% interval, in percent."""
+        return Rate(self.flips, self.n, 0).ci
+
 
 def agreement(original: Run, rejudged: Run, judge_name: str) -> Agreement:
-    """Flip count and Cohen's κ of ``rejudged`` against ``original`` on one judge (valid verdicts only)."""
+    """Flip count, Cohen's κ and specific agreement of ``rejudged`` against ``original`` on one judge (valid
+    verdicts only: a task whose verdict of this judge failed leaves this comparison, not the others)."""
     xs, ys = [], []
     for tid, a in original.by_task.items():
         b = rejudged.by_task.get(tid)
@@ -419,14 +444,59 @@ def agreement(original: Run, rejudged: Run, judge_name: str) -> Agreement:
         if x is not None and y is not None:
             xs.append(x)
             ys.append(y)
-    return Agreement(len(xs), sum(1 for x, y in zip(xs, ys) if x != y), cohen_kappa(xs, ys) if xs else math.nan)
+    return Agreement(len(xs), sum(1 for x, y in zip(xs, ys) if x != y), cohen_kappa(xs, ys) if xs else math.nan,
+                     *specific_agreement(xs, ys))
+
+
+@dataclass(frozen=True)
+class AcrossSamples:
+    """One judge's verdicts across a setting's samples: the majority-vote rate (None unless the number of samples
+    is odd; a task whose valid verdicts tie has no majority and is counted in ``errors``) and Fleiss' κ over the
+    tasks every sample judged validly (NaN with one sample)."""
+
+    majority: Rate | None
+    fleiss: float
+    fleiss_n: int
+
+
+def across_samples(samples: Sequence[Run], judge_name: str) -> AcrossSamples:
+    votes: dict[str, list[int]] = {}
+    for m in samples:
+        for tid, r in m.by_task.items():
+            if (v := verdict_outcome(r, judge_name)) is not None:
+                votes.setdefault(tid, []).append(v)
+    k = len(samples)
+    majority = None
+    if k % 2 == 1 and votes:
+        decided = [2 * sum(v) > len(v) for v in votes.values() if 2 * sum(v) != len(v)]
+        judged = {tid for m in samples for tid, r in m.by_task.items()
+                  if r.indirect is not None and not r.error and judge_name in r.verdicts}
+        majority = Rate(sum(decided), len(decided), len(judged) - len(decided))
+    full = [[len(v) - sum(v), sum(v)] for v in votes.values() if len(v) == k]
+    return AcrossSamples(majority, fleiss_kappa(full) if k > 1 and full else math.nan, len(full) if k > 1 else 0)
+
+
+def same_tasks(source: Run, samples: Sequence[Run], judge_name: str) -> tuple[Rate, list[Rate]]:
+    """The original rate and each sample's rate over the same tasks: those with a valid verdict of this judge in
+    the original and in every sample (a failed verdict leaves this comparison only)."""
+    def outcomes(run: Run) -> dict[str, int]:
+        return {tid: v for tid, r in run.by_task.items() if (v := verdict_outcome(r, judge_name)) is not None}
+
+    orig, each = outcomes(source), [outcomes(m) for m in samples]
+    common = set(orig).intersection(*each) if each else set(orig)
+
+    def rate(o: dict[str, int]) -> Rate:
+        return Rate(sum(o[t] for t in common), len(common), len(o) - len(common))
+
+    return rate(orig), [rate(o) for o in each]
 
 
 def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and SD of the values that are not NaN; the SD is NaN ("–") for one value."""
     vals = [v for v in values if not math.isnan(v)]
     if not vals:
         return math.nan, math.nan
-    return statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else 0.0
+    return statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else math.nan
 
 
 def _fmt(v: float, digits: int = 1) -> str:
@@ -448,42 +518,64 @@ def settings_of(source: Run, rejudged: Sequence[Run]) -> dict[str, list[Run]]:
     return {k: sorted(v, key=lambda r: int(r.params.get(P_SAMPLE, "0"))) for k, v in sorted(out.items())}
 
 
+def _ci_cell(rate: float, ci: tuple[float, float], k: int, n: int) -> str:
+    return f"{_fmt(rate)} [{_fmt(ci[0])}, {_fmt(ci[1])}] ({k}/{n})" if n else "–"
+
+
 def panel(sources: Sequence[Run], rejudged: Sequence[Run]) -> Table:
-    """Per source configuration, judge setting and judge: the original rate, the rejudged rate as mean ± SD over
-    samples, the verdict flip rate and Cohen's κ against the original verdicts (sample 0), the flip rate between
-    repeated samples, and the target-recall judge's certain errors against the judge-free bounds."""
+    """Per source configuration, judge setting and judge: the original rate and the rejudged rate (mean ± SD over
+    samples) on the same tasks; the verdict flip rate (Wilson interval), Cohen's κ and specific agreement against
+    the original verdicts (sample 0); the majority-vote rate of an odd number of samples (Wilson interval), Fleiss'
+    κ and the flip rate between repeated samples; and the target-recall judge's certain errors against the
+    judge-free bounds."""
     data, display = [], []
     for source in sources:
         for setting, members in settings_of(source, rejudged).items():
             for jname in PANEL_JUDGES:
-                orig = source.metrics.rates[jname]
-                rates = [m.metrics.rates[jname] for m in members]
-                if not orig.n and not any(x.n for x in rates):
+                if not source.metrics.rates[jname].n and not any(m.metrics.rates[jname].n for m in members):
                     continue
-                mean, sd = _mean_sd([x.pct if x.n else math.nan for x in rates])
+                orig, rates = same_tasks(source, members, jname)
+                mean, sd = _mean_sd([x.pct for x in rates])
                 first = agreement(source, members[0], jname)
                 repeat = [agreement(members[0], m, jname) for m in members[1:]]
                 rep_n, rep_flips = sum(a.n for a in repeat), sum(a.flips for a in repeat)
+                rep = Agreement(rep_n, rep_flips, math.nan)
+                ss = across_samples(members, jname)
+                maj = ss.majority
                 audits = [m.metrics.audit for m in members] if jname == "target_recall" else []
                 fp, _ = _mean_sd([float(len(a.false_positives)) for a in audits])
                 fn, _ = _mean_sd([float(len(a.false_negatives)) for a in audits])
                 data.append({"configuration": source.label, "setting": setting, "judge": jname,
-                             "samples": len(members), "original_pct": orig.pct, "original_n": orig.n,
+                             "samples": len(members), "same_n": orig.n, "original_pct": orig.pct,
+                             "original_all_pct": source.metrics.rates[jname].pct,
+                             "original_all_n": source.metrics.rates[jname].n,
                              "rejudged_mean_pct": mean, "rejudged_sd_pct": sd, "flip_n": first.n,
-                             "flips": first.flips, "flip_rate": first.flip_rate, "kappa": first.kappa,
-                             "repeat_pairs": rep_n, "repeat_flips": rep_flips,
-                             "repeat_flip_rate": 100.0 * rep_flips / rep_n if rep_n else math.nan,
+                             "flips": first.flips, "flip_rate": first.flip_rate, "flip_ci_low": first.ci[0],
+                             "flip_ci_high": first.ci[1], "kappa": first.kappa,
+                             "positive_agreement": first.positive, "negative_agreement": first.negative,
+                             "majority_pct": maj.pct if maj else math.nan, "majority_n": maj.n if maj else 0,
+                             "majority_ci_low": maj.ci[0] if maj else math.nan,
+                             "majority_ci_high": maj.ci[1] if maj else math.nan,
+                             "majority_undecided": maj.errors if maj else 0,
+                             "fleiss_kappa": ss.fleiss, "fleiss_n": ss.fleiss_n,
+                             "repeat_pairs": rep_n, "repeat_flips": rep_flips, "repeat_flip_rate": rep.flip_rate,
+                             "repeat_ci_low": rep.ci[0], "repeat_ci_high": rep.ci[1],
                              "original_fp": len(source.metrics.audit.false_positives) if audits else math.nan,
                              "original_fn": len(source.metrics.audit.false_negatives) if audits else math.nan,
                              "rejudged_fp_mean": fp, "rejudged_fn_mean": fn})
+                rejudged_cell = ("–" if math.isnan(mean) else _fmt(mean) if math.isnan(sd)
+                                 else f"{_fmt(mean)} ± {_fmt(sd)}")
                 display.append({
                     "Configuration": source.label, "Judge setting": setting, "Judge": METRIC_TITLES.get(jname, jname),
-                    "samples": str(len(members)), "original %": _fmt(orig.pct) if orig.n else "–",
-                    "rejudged % (mean ± SD)": (f"{_fmt(mean)} ± {_fmt(sd)}" if not math.isnan(mean) else "–"),
-                    "flips vs original": (f"{_fmt(first.flip_rate)} ({first.flips}/{first.n})" if first.n else "–"),
-                    "κ vs original": _fmt(first.kappa, 2),
-                    "flips between samples": (f"{100.0 * rep_flips / rep_n:.1f} ({rep_flips}/{rep_n})"
-                                              if rep_n else "–"),
+                    "samples": str(len(members)), "same tasks": str(orig.n),
+                    "original %": _fmt(orig.pct) if orig.n else "–", "rejudged % (mean ± SD)": rejudged_cell,
+                    "flips vs original % [95% CI]": _ci_cell(first.flip_rate, first.ci, first.flips, first.n),
+                    "κ vs original (PA / NA)": (f"{_fmt(first.kappa, 2)} ({_fmt(first.positive, 2)} / "
+                                                f"{_fmt(first.negative, 2)})" if first.n else "–"),
+                    "majority % [95% CI]": (f"{_fmt(maj.pct)} [{_fmt(maj.ci[0])}, {_fmt(maj.ci[1])}] (n={maj.n})"
+                                            if maj and maj.n else "–"),
+                    "Fleiss κ": _fmt(ss.fleiss, 2),
+                    "flips between samples % [95% CI]": _ci_cell(rep.flip_rate, rep.ci, rep_flips, rep_n),
                     "self-audit FP / FN (original → rejudged)": (
                         f"{len(source.metrics.audit.false_positives)} / {len(source.metrics.audit.false_negatives)}"
                         f" → {_fmt(fp)} / {_fmt(fn)}" if audits else ""),
@@ -493,9 +585,15 @@ def panel(sources: Sequence[Run], rejudged: Sequence[Run]) -> Table:
         pd.DataFrame(data), display_frame(display),
         note=("No memory or answering call is repeated: each judge setting (prompt set / judge model, sampled N "
               "times with its own cache entry per sample) judges the contexts and answers stored in the run's "
-              "records. flips vs original: tasks whose verdict differs from the run's own judge (sample 0, tasks "
-              "with a valid verdict in both), with Cohen's κ; flips between samples: sample 1..N-1 against sample "
-              "0 of the same setting; rejudged % is the mean ± SD over samples. Self-audit: the target-recall "
-              "judge's certain false positives (verdict 1, provenance 0) / false negatives (verdict 0, the fact's "
-              "text verbatim in the context), original judge → rejudged (mean over samples); it needs no labels."),
+              "records. original % and rejudged % (mean ± SD over samples; no SD for one sample) are over the same "
+              "tasks: those with a valid verdict of that judge in the run and in every sample (a failed verdict "
+              "leaves that judge's comparison only). flips vs original: tasks whose verdict differs from the run's "
+              "own judge (sample 0), Wilson 95% interval, with Cohen's κ and positive / negative specific "
+              "agreement (κ collapses at low prevalence; PA / NA do not). majority: each task's majority verdict "
+              "over an odd number of samples, Wilson 95% interval (a tie among valid verdicts has none). Fleiss' κ: "
+              "agreement across the samples on the tasks all judged validly. flips between samples: sample 1..N-1 "
+              "against sample 0 of the same setting (pairs share sample 0, so the interval is approximate). "
+              "Self-audit: the target-recall judge's certain false positives (verdict 1, provenance 0) / false "
+              "negatives (verdict 0, the fact's text verbatim in the context), original judge → rejudged (mean "
+              "over samples); it needs no labels."),
     )

@@ -15,7 +15,7 @@ from typing import Sequence
 from inmind_exp.headline import flag_note
 
 from analysis import plots
-from analysis.audit import audit_human, judge_agreement, judge_pairs, read_labels
+from analysis.audit import audit_human, corrected_rates, judge_agreement, judge_pairs, read_labels
 from analysis.caveats import FLAG_NOTE, MIN_N, detectable, n_range, small_sample_warning, wilson_halfwidth_pp
 from analysis.compare import EXCLUSION_NOTE
 from analysis.headline import flagged, headline_table
@@ -112,7 +112,8 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None,
 
     audit_tables: list[Table] = []
     if labels is not None:
-        audit_tables.append(audit_human(read_labels(labels), runs))
+        human = read_labels(labels)
+        audit_tables += [audit_human(human, runs), corrected_rates(human, runs)]
     pairs = judge_pairs(runs)
     if pairs:
         audit_tables.append(judge_agreement(pairs))

@@ -5,7 +5,9 @@ pairing, the no-fact state and each task's control queries.
 The *no-fact control* replays the background once per configuration without any fact (built with the prefix and
 shipped in the same snapshot, ``build_no_fact``); every task's indirect query is answered from it and judged by the
 answer-only judge against that task's explanation: how often the warning appears with nothing remembered (metric
-``no_fact_warning``), the floor under answer-only and application.
+``no_fact_warning``), the floor under answer-only. The same answer also goes to the application judge
+(``no_fact_application``, issue #41 item 4): with no fact anywhere, every 1 there is a label-free false positive of
+the application judge, the floor under application.
 
 The mismatched-fact control asks, from a task's own post-injection state, the indirect query of *another* task
 whose fact does not bear on it; an answer that still brings the remembered fact to bear is over-application
@@ -137,6 +139,8 @@ class Control:
     no_fact_state: bool
     #: what the rate means, for the tables' notes
     means: str
+    #: judge the answer of this other control (asked once) instead of asking a query of its own; selected with it
+    answer_of: str | None = None
 
 
 #: The controls, in the order a task runs them: adding one is an entry here (plus its query in ``run_controls``);
@@ -144,7 +148,10 @@ class Control:
 CONTROLS: dict[str, Control] = {c.name: c for c in (
     Control("no_fact", "no_fact_warning", "answer_only", "No-fact warning", "NF", 80, True,
             "the indirect query answered from the background with no fact, judged answer-only: the warning with "
-            "nothing remembered (the floor under answer-only and application)"),
+            "nothing remembered (the floor under answer-only)"),
+    Control("no_fact_application", "no_fact_application", "application", "No-fact application", "NFA", 85, True,
+            "the no-fact control's answer judged by the application judge: with no fact anywhere every 1 is a "
+            "label-free application-judge false positive (the floor under application)", answer_of="no_fact"),
     Control("mismatched", "over_application", "over_application", "Over-application", "OA", 70, False,
             "an unrelated task's indirect query asked from this task's state, judged for bringing the remembered "
             "fact to bear: over-warning (the false-positive rate beside application)"),
@@ -170,6 +177,11 @@ class ControlSpec:
         return name in self.names
 
     @property
+    def asked(self) -> tuple[str, ...]:
+        """The controls that ask a query of their own (the others judge one of these controls' answers)."""
+        return tuple(n for n in self.names if CONTROLS[n].answer_of is None)
+
+    @property
     def no_fact(self) -> bool:
         return any(CONTROLS[n].no_fact_state for n in self.names)
 
@@ -191,7 +203,8 @@ def control_spec(names: Sequence[str], tasks: Sequence[Task], seed: int = 0, poo
     unknown = sorted(set(names) - set(CONTROLS))
     if unknown:
         raise ValueError(f"unknown control(s) {', '.join(unknown)}; expected some of {', '.join(CONTROLS)}")
-    ordered = tuple(n for n in CONTROLS if n in set(names))
+    chosen = set(names) | {n for n, c in CONTROLS.items() if c.answer_of in names}
+    ordered = tuple(n for n in CONTROLS if n in chosen)
     if not ordered:
         return None
     pairings: dict[str, Pairing] = {}
@@ -238,7 +251,8 @@ def run_controls(spec: ControlSpec, task: Task, make_system: Callable[[Path], An
                  ask: Callable[..., Answer]) -> dict[str, ControlResult]:
     """Each of the run's controls for ``task``: its query answered from a fresh instance restored from its state
     (the no-fact state, or the task's own post-injection ``state``) by the protocol's ``ask`` and judged. A failure
-    is the control's ``error`` (never a score, never the task's error)."""
+    is the control's ``error`` (never a score, never the task's error). A control with ``answer_of`` judges that
+    control's answer (asked once) with its own judge."""
     from inmind_exp.judges import judge
 
     by_name = control_judges(spec, judges)
@@ -248,7 +262,14 @@ def run_controls(spec: ControlSpec, task: Task, make_system: Callable[[Path], An
         query = spec.partners[task.id].query if name == "mismatched" else task.query
         try:
             phase(f"control {name}")
-            if name == "no_fact":
+            if (shared := CONTROLS[name].answer_of) is not None:
+                source = out.get(shared)
+                if source is None or source.answer is None:
+                    raise RuntimeError(f"the {shared} control's answer failed: "
+                                       f"{source.error if source else 'not asked'}")
+                answer = source.answer
+                fields = by_name[name].fields(task, answer)
+            elif name == "no_fact":
                 if no_fact_state is None:
                     raise RuntimeError("the no-fact state was not built with the prefix")
                 answer = ask(make_system, no_fact_state, query, workdir / f"control-{name}", None, name)

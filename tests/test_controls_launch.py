@@ -37,6 +37,9 @@ def test_a_sweep_with_both_controls_logs_them(tmp_path):
         m = c.data.metrics
         assert m["n_errors"] == 0 and m["over_application"] == 0.0 and m["over_application_n"] == 4
         assert m["no_fact_warning"] == 100.0 and m["no_fact_warning_ci_low"] < 100.0 and m["no_fact_warning_n"] == 4
+        # the fake judge scores every no-fact answer 1 for application too: each a label-free judge false positive
+        assert m["no_fact_application"] == 100.0 and m["no_fact_application_n"] == 4
+        assert "no_fact_application_ci_low" in m
         assert json.loads(c.data.params["controls.names"]) == ["no_fact", "mismatched"]
         assert c.data.params["controls.seed"] == "0"
         arts = {a.path for a in client.list_artifacts(c.info.run_id)}

@@ -70,16 +70,22 @@ def test_no_fact_replays_the_background_once_per_configuration(tmp_path):
     without_fact = Counter(d for d, text in updates if not any(f in text for f in FACTS))
     assert without_fact == {"2024/01/01": 1, "2024/01/02": 1, **{f"2024/01/0{d}": 1 for d in range(3, 7)}}
     for r in result.records:
-        assert r.error is None and set(r.controls) == {"no_fact"}
+        assert r.error is None and set(r.controls) == {"no_fact", "no_fact_application"}
         c = r.controls["no_fact"]
         assert c.ok and c.query == next(t.query for t in plan.tasks if t.id == r.task_id)
         assert c.verdict.judge == "answer_only" and c.answer.items
+        # the same answer (asked once: the replay counts above) judged by the application judge too (issue #41 item 4)
+        a = r.controls["no_fact_application"]
+        assert a.ok and a.answer == c.answer and a.verdict.judge == "application"
         # the no-fact state holds no item derived from a fact turn; the task's own state does
         assert not {FACT_TURN_ID, FACT_REPLY_TURN_ID} & set(c.answer.union_sources())
         assert not any(f in c.answer.context_text() for f in FACTS)
         assert FACT_TURN_ID in r.indirect.sources()
     assert result.metrics.controls["no_fact_warning"].n == 4
     assert result.metrics.flat()["no_fact_warning_n"] == 4.0 and "no_fact_warning_ci_low" in result.metrics.flat()
+    assert result.metrics.controls["no_fact_application"].n == 4
+    assert {"no_fact_application", "no_fact_application_ci_low", "no_fact_application_ci_high"} <= set(
+        result.metrics.flat())
 
     # a second configuration (another seed of the answerer) replays it once more: once per configuration
     with _fake() as fake:
@@ -109,7 +115,7 @@ def test_controls_are_part_of_the_identity(tmp_path):
 
     none, nf, mm, both = plan(), plan("controls=no_fact"), plan("controls=mismatched"), plan("controls=all")
     assert len({p.config_hash for p in (none, nf, mm, both)}) == 4
-    assert both.identity["controls"]["names"] == ["no_fact", "mismatched"]
+    assert both.identity["controls"]["names"] == ["no_fact", "no_fact_application", "mismatched"]
     assert both.identity["controls"]["pairing"] == {"version": PAIRING_VERSION, "seed": 0, "pool": 5}
     assert plan("controls=mismatched", "controls.seed=3").config_hash != mm.config_hash
     # the MLflow params name the controls only when there are some
@@ -197,14 +203,16 @@ def test_the_dry_run_counts_and_prices_both_controls(tmp_path):
     n = 4
     cost = none.system_cls.cost
     nf_replay = cost.memory_calls_per_session * (len(none.trace.sessions) - none.session_index)
-    assert b["judge_calls"] - a["judge_calls"] == n * len(CONTROLS)
-    assert b["answer_calls"] - a["answer_calls"] == n * len(CONTROLS) * cost.answer_calls_per_query
-    assert b["memory_calls"] - a["memory_calls"] == n * len(CONTROLS) * cost.memory_calls_per_query + nf_replay
+    asked = 2  # no_fact_application judges the no-fact answer: a judge call, no query
+    assert b["judge_calls"] - a["judge_calls"] == n * len(CONTROLS) == n * 3
+    assert b["answer_calls"] - a["answer_calls"] == n * asked * cost.answer_calls_per_query
+    assert b["memory_calls"] - a["memory_calls"] == n * asked * cost.memory_calls_per_query + nf_replay
     assert b["control_calls"] == (b["memory_calls"] - a["memory_calls"] + b["answer_calls"] - a["answer_calls"]
                                   + b["judge_calls"] - a["judge_calls"])
     assert "control_calls" not in a or a["control_calls"] == 0
     assert b["judge_prompt_tokens"] - a["judge_prompt_tokens"] == n * (
-        none.judges["answer_only"].prompt_tokens + OVER_APPLICATION_JUDGE.prompt_tokens)
+        none.judges["answer_only"].prompt_tokens + none.judges["application"].prompt_tokens
+        + OVER_APPLICATION_JUDGE.prompt_tokens)
     prices = {"fake-model": (1.0, 2.0)}
     from dataclasses import replace
 
@@ -227,7 +235,7 @@ def test_tables_and_report_show_the_controls(tmp_path):
     runs = [Run(label=name, config=RunConfig.from_params({}, name, "always_in_state"), records=tuple(res.records))
             for name, res in (("ais/a", with_controls), ("ais/b", other), ("ais/plain", plain))]
     t1 = table1(runs)
-    assert "Over-application" in t1.display.columns and "No-fact warning" in t1.display.columns
+    assert {"Over-application", "No-fact warning", "No-fact application"} <= set(t1.display.columns)
     assert t1.display.set_index("Configuration").loc["ais/plain", "Over-application"] == "–"
     assert t1.data.set_index("configuration").loc["ais/a", "over_application_n"] == 4
     assert "Negative controls" in t1.note
@@ -235,14 +243,36 @@ def test_tables_and_report_show_the_controls(tmp_path):
     assert list(ctl.display["Configuration"]) == ["ais/a", "ais/b"]
     assert {"Application", "Over-application", "Answer-only", "No-fact warning"} <= set(ctl.display.columns)
     assert table1(runs[2:]).display.columns.tolist() == [c for c in t1.display.columns
-                                                        if c not in ("Over-application", "No-fact warning")]
+                                                        if c not in ("Over-application", "No-fact warning",
+                                                                     "No-fact application")]
     rep = build(RunSet(tuple(runs), origin="test"), tmp_path / "report")
     assert {"controls", "pairwise_over_application", "pairwise_no_fact_warning"} <= set(rep.tables)
     assert "application beside over-application" in rep.markdown.read_text()
 
 
 def test_control_spec_is_registry_driven():
-    assert [c.metric for c in CONTROLS.values()] == ["no_fact_warning", "over_application"]
+    assert [c.metric for c in CONTROLS.values()] == ["no_fact_warning", "no_fact_application", "over_application"]
     spec = ControlSpec(("no_fact",))
     assert spec.no_fact and "no_fact" in spec and "mismatched" not in spec
+    assert ControlSpec(("no_fact", "no_fact_application")).asked == ("no_fact",)
     assert not ControlSpec(("mismatched",)).no_fact
+
+
+def test_no_fact_application_shares_the_no_fact_answer_and_its_failure(tmp_path):
+    """The application judge's no-fact control asks nothing itself: when the no-fact query fails it fails with it,
+    on the control, never as a score."""
+    from inmind_exp.controls import control_spec, run_controls
+    from inmind_exp.records import Task
+
+    def ask(*a, **k):
+        raise AssertionError("no query may be asked without a no-fact state")
+
+    task = Task("t1", "health", "a fact", "ok", "naive?", "indirect?", "bridge")
+    spec = control_spec(["no_fact"], [task])
+    assert spec.names == ("no_fact", "no_fact_application") and spec.asked == ("no_fact",)
+    from inmind_exp.judges import JUDGES
+
+    out = run_controls(spec, task, lambda w: None, None, JUDGES, tmp_path, None, tmp_path, ask=ask)
+    assert out["no_fact"].error.startswith("RuntimeError: the no-fact state was not built")
+    assert out["no_fact_application"].error.startswith("RuntimeError: the no_fact control's answer failed")
+    assert not out["no_fact_application"].ok and out["no_fact_application"].verdict is None

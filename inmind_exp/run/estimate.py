@@ -64,8 +64,9 @@ def estimate(plan: Plan, retry_errors: bool | None = None,
     if plan.controls is not None and plan.controls.no_fact:
         prefix_calls += (cost.memory_calls_per_user_turn * _user_turns(sessions[j:])
                          + cost.memory_calls_per_session * (len(sessions) - j))
-    per_task_memory += cost.memory_calls_per_query * len(controls)
-    per_task_answer += cost.answer_calls_per_query * len(controls)
+    asked = plan.controls.asked if plan.controls is not None else ()  # (no_fact_application judges no_fact's answer)
+    per_task_memory += cost.memory_calls_per_query * len(asked)
+    per_task_answer += cost.answer_calls_per_query * len(asked)
     memory_calls = fresh * per_task_memory + (prefix_calls if prefix_needed else 0)
     answer_calls = fresh * per_task_answer
     est = {
@@ -81,8 +82,8 @@ def estimate(plan: Plan, retry_errors: bool | None = None,
         "answerer_completion_tokens": answer_calls * cost.completion_tokens_per_answer_call,
         "judge_prompt_tokens": n * sum(jd.prompt_tokens for jd in [*judges, *control_judges]),
         "judge_completion_tokens": n * sum(jd.completion_tokens for jd in [*judges, *control_judges]),
-        # of the calls above, the controls' (per task: a query and a judge call each, and the no-fact replay)
-        "control_calls": n * len(controls) * (cost.memory_calls_per_query + cost.answer_calls_per_query + 1)
+        # of the calls above, the controls' (per task: a query each, a judge call each, and the no-fact replay)
+        "control_calls": n * (len(asked) * (cost.memory_calls_per_query + cost.answer_calls_per_query) + len(controls))
         + (prefix_calls - prefix_only if prefix_needed and plan.controls is not None and plan.controls.no_fact else 0),
     }
     est["prompt_tokens"] = sum(est[f"{r}_prompt_tokens"] for r in ROLES)

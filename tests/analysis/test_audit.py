@@ -94,3 +94,27 @@ def test_two_judge_models_over_the_same_records(runs):
     assert (naive["n"], naive["agree"]) == (40, 40) and math.isnan(naive["kappa"])
     assert t.display.set_index("Judge").loc["Naive", "κ"] == "–"
     assert isinstance(both[0].records[0], TaskRecord)
+
+
+def test_corrected_rates_carry_the_audit_into_each_run(runs, tmp_path):
+    """``audit --labels`` gains the Rogan–Gladen corrected rate per run: Se/Sp from the pooled labels of a judge,
+    the run's observed rate, and the interval of ``stats.rogan_gladen`` (checked by hand in test_stats)."""
+    from analysis.audit import corrected_rates
+    from analysis.stats import rogan_gladen
+
+    run = runs[3]
+    model = {t: outcome(r, "application") for t, r in sorted(run.by_task.items())}
+    pos = [t for t, v in model.items() if v == 1][:6]
+    neg = [t for t, v in model.items() if v == 0][:6]
+    human = {**{t: 1 for t in pos}, **{t: 0 for t in neg}}
+    human[pos[0]] = 0  # one false positive: Se 5/5, Sp 6/7
+    rows = [{"run": run.label, "task_id": t, "judge": "application", "label": v} for t, v in human.items()]
+    t = corrected_rates(read_labels(write_labels(tmp_path / "labels.jsonl", rows)), runs)
+    got = t.data.set_index(["configuration", "judge"]).loc[(run.label, "application")]
+    assert (got["audit_positive"], got["audit_negative"]) == (5, 7)
+    assert got["sensitivity"] == pytest.approx(100.0) and got["specificity"] == pytest.approx(600 / 7)
+    r = run.metrics.rates["application"]
+    est, lo, hi = rogan_gladen(r.successes, r.n, 5, 0, 6, 1)
+    assert (got["corrected"], got["ci_low"], got["ci_high"]) == pytest.approx((100 * est, 100 * lo, 100 * hi))
+    assert got["corrected"] < got["observed"]  # a judge with false positives only over-counts
+    assert set(t.data["configuration"]) == {x.label for x in runs if x.metrics.rates["application"].n}

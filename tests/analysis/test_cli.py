@@ -117,6 +117,7 @@ def test_compare_and_audit_commands(store, tmp_path, capsys):
                  "--out", str(tmp_path / "audit")]) == 0
     assert "| Target recall (judge) | 1 |" in capsys.readouterr().out
     assert (tmp_path / "audit" / "audit_human.csv").is_file()
+    assert (tmp_path / "audit" / "audit_corrected.csv").is_file()  # the Rogan–Gladen corrected rates beside it
     sweep = write_sweep(tmp_path / "sweep")
     assert main(["compare", "--sweep-dir", str(sweep), "--a", "always_in_state/minilm/middle/openai", "--b",
                  "mem0/emb3/middle/openai"]) == 0

@@ -107,6 +107,12 @@ def test_each_extra_sample_is_a_new_request_and_the_panel_reports_it(finished, c
     mr = client.get_run(rejudged[0].run_id)
     assert mr.data.metrics["rejudge_samples"] == 3 and mr.data.metrics["application_sd"] == 0.0
     assert mr.data.metrics["application_flip_rate"] == 0.0
+    # three identical samples: the majority is the original rate, Fleiss' κ is 1 (or undefined if constant)
+    orig = runset.runs[0].metrics.rates["application"]
+    assert mr.data.metrics["application_majority"] == pytest.approx(orig.pct)
+    assert mr.data.metrics["application_majority_n"] == orig.n and "application_majority_ci_low" in mr.data.metrics
+    assert mr.data.metrics.get("application_fleiss_kappa", 1.0) == pytest.approx(1.0)
+    assert mr.data.metrics["application_flip_rate_ci_high"] > 0.0  # 0 flips of n still has an upper bound
     steps = [m.step for m in client.get_metric_history(mr.info.run_id, "application")]
     assert sorted(set(steps)) == [0, 1, 2]  # each sample's metrics at its own step
     table = panel(runset.runs, rejudged)
@@ -185,3 +191,35 @@ def test_a_record_that_failed_before_judging_is_kept_as_it_is(finished):
            "verdicts": {**rec.to_dict()["verdicts"], "application": bad}}
     judged_late = TaskRecord.from_dict(old)  # an older record: a verdict's failure was the task's error
     assert judged_late.error is None and judged_late.failed_verdicts == ("application",)
+
+
+def test_temperature_is_refused_on_a_reasoning_endpoint_and_never_in_its_name():
+    """Issue #41 item 6: a reasoning endpoint sends no temperature, so ``--temperature`` there is refused before any
+    call and the setting's name never claims one."""
+    from analysis.load import Run, RunConfig
+    from analysis.rejudge import setting_for
+
+    cfg = RunConfig(system="s", embedding="e", injection="middle", llm="x", answerer_model="m", judge_model="j",
+                    config_hash="c" * 16)
+    params = {"llm.model": "j", "llm.base_url": "http://127.0.0.1:9/v1", "llm.temperature": "0.7"}
+    plain = Run(label="plain", config=cfg, records=(), params=params)
+    assert setting_for(plain, "strict", 1, temperature=0.7).name == "strict/j/t0.7"
+    reasoning = Run(label="r", config=cfg, records=(), params={**params, "llm.reasoning": "True"})
+    with pytest.raises(RejudgeError, match="reasoning endpoint, which sends no temperature"):
+        setting_for(reasoning, "strict", 3, temperature=0.7)
+    assert setting_for(reasoning, "strict", 3).name == "strict/j"  # its recorded 0.7 was never sent
+
+
+def test_rejudged_records_carry_no_controls(finished):
+    """The run's judge scored the controls, not the rejudge's: they are dropped, so no control metric is logged
+    under the new judge's name."""
+    _, _, result = finished
+    from analysis.rejudge import Rejudged, _metrics, rejudge_record
+    from inmind_exp.records import Answer, ControlResult, Verdict
+
+    rec = result.records[0]
+    ctl = ControlResult("no_fact", "q", Answer("a", ()), Verdict("answer_only", 1))
+    with_controls = TaskRecord.from_dict({**rec.to_dict(), "error": "boom", "controls": {"no_fact": ctl.to_dict()}})
+    out = rejudge_record(None, with_controls, None, JUDGES, 0)
+    assert out.controls == {} and out.error == "boom"
+    assert not any(k.startswith("no_fact") for k in _metrics(Rejudged(None, None, 0, (out,), 0, 0, 0)))

@@ -265,3 +265,69 @@ def test_paired_bootstrap_degenerate_case_matches_scipy():
     # every pair differs by +1: both give the zero-width interval [1, 1] (which the report flags as degenerate)
     slo, shi, _ = _scipy_paired_percentile([1, 1], [0, 0], 2000, seed=0)
     assert paired_bootstrap_ci([1, 1], [0, 0], n_boot=2000) == (1.0, 1.0) == (slo, shi)
+
+
+def test_fleiss_kappa_matches_statsmodels():
+    from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
+
+    from analysis.stats import fleiss_kappa
+
+    rng = np.random.default_rng(41)
+    for raters in (2, 3, 5):
+        for _ in range(50):
+            n = int(rng.integers(2, 60))
+            ones = rng.binomial(raters, rng.uniform(0.02, 0.98), size=n)
+            table = np.column_stack([raters - ones, ones])
+            if table[:, 0].sum() and table[:, 1].sum():  # (one category only: both are NaN)
+                assert fleiss_kappa(table) == pytest.approx(sm_fleiss(table, method="fleiss"), abs=1e-12)
+    # the published example (Fleiss 1971 as in statsmodels' tests: 10 items, 14 raters, 5 categories): 0.2099
+    table = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+             [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]
+    assert fleiss_kappa(table) == pytest.approx(0.20993070442195522, abs=1e-12)
+    assert math.isnan(fleiss_kappa([[3, 0], [3, 0]]))  # everyone always 0: chance agreement 1
+    with pytest.raises(ValueError, match="same number"):
+        fleiss_kappa([[2, 1], [1, 1]])
+
+
+def test_specific_agreement_by_hand():
+    from analysis.stats import specific_agreement
+
+    # both 1 on 2, both 0 on 5, discordant on 3: PA = 4/7, NA = 10/13
+    a = [1, 1, 0, 0, 0, 0, 0, 1, 0, 1]
+    b = [1, 1, 0, 0, 0, 0, 0, 0, 1, 0]
+    assert specific_agreement(a, b) == pytest.approx((4 / 7, 10 / 13))
+    pos, neg = specific_agreement([0, 0, 0], [0, 0, 0])  # no 1 anywhere: PA undefined, NA perfect
+    assert math.isnan(pos) and neg == 1.0
+
+
+def test_rogan_gladen_on_a_hand_worked_example():
+    """40 of 100 observed 1s; the audit: 45 of 50 labelled 1s judged 1 (Se 0.9), 40 of 50 labelled 0s judged 0
+    (Sp 0.8). By hand: π = (0.4 + 0.8 − 1) / 0.7 = 0.285714; Var = [0.4·0.6/100 + π²·0.9·0.1/50 + (1−π)²·0.8·0.2/50]
+    / 0.49 = (0.0024 + 0.00014694 + 0.00163265) / 0.49 = 0.00852978, SE 0.092357, ±1.96·SE = ±0.181016."""
+    from analysis.stats import rogan_gladen
+
+    est, lo, hi = rogan_gladen(40, 100, tp=45, fn=5, tn=40, fp=10)
+    assert est == pytest.approx(0.285714, abs=1e-6)
+    assert (lo, hi) == pytest.approx((0.104698, 0.466730), abs=1e-6)
+    # the audit's own error widens it: with an audit a thousand times larger only the run's error is left
+    _, blo, bhi = rogan_gladen(40, 100, tp=45_000, fn=5_000, tn=40_000, fp=10_000)
+    assert bhi - blo < hi - lo
+    assert (bhi - blo) / 2 == pytest.approx(1.959964 * math.sqrt(0.0024 / 0.49), rel=1e-3)
+    # a perfect judge changes nothing; a chance judge cannot be inverted; clipped to [0, 1]
+    assert rogan_gladen(40, 100, 50, 0, 50, 0)[0] == pytest.approx(0.4)
+    assert all(math.isnan(x) for x in rogan_gladen(40, 100, 25, 25, 25, 25))
+    assert rogan_gladen(2, 100, 45, 5, 40, 10)[:2] == (0.0, 0.0)
+
+
+def test_rogan_gladen_interval_agrees_with_a_parametric_bootstrap():
+    """The delta-method interval against a parametric bootstrap that redraws the run and the audit."""
+    from analysis.stats import rogan_gladen
+
+    rng = np.random.default_rng(8)
+    est, lo, hi = rogan_gladen(300, 1000, tp=90, fn=10, tn=160, fp=40)
+    p = rng.binomial(1000, 0.3, 20_000) / 1000
+    se = rng.binomial(100, 0.9, 20_000) / 100
+    sp = rng.binomial(200, 0.8, 20_000) / 200
+    boot = (p + sp - 1) / (se + sp - 1)
+    blo, bhi = np.percentile(boot, [2.5, 97.5])
+    assert (lo, hi) == pytest.approx((blo, bhi), abs=0.01)
