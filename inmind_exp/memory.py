@@ -18,6 +18,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
@@ -215,6 +216,50 @@ def union_sources(*groups: Any) -> list[str]:
     """Turn ids of all ``groups`` in first-seen order, without repeats: the provenance of an item built from several
     inputs (a merge, an update, an evolution rewrite)."""
     return list(dict.fromkeys(s for g in groups for s in g))
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    "the and for with that this from have has had are was were will would can could should about into over under "
+    "their them they there then than what when where which who whom whose why how not but all any each more most "
+    "other some such only own same very just also does did doing been being user users user's assistant you your "
+    "yours our out off per via its it's i'm".split()
+)
+#: the one rule's threshold: an item's text *states* an input when they share at least ``KEEP_WORDS`` content
+#: words, or at least ``KEEP_SHARE`` of the smaller one's content words (and at least two, one for a one-word text)
+KEEP_SHARE = 0.5
+KEEP_WORDS = 4
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Lower-cased words of three or more characters that carry content (not stop words), a plural's final ``s``
+    dropped ("medications" states "medication")."""
+    words = (w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _STOP)
+    return frozenset(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words)
+
+
+def states(text: str, other: str) -> bool:
+    """Whether ``text`` still states ``other``'s content: content-word overlap at the ``KEEP_SHARE``/``KEEP_WORDS``
+    threshold (see there)."""
+    a, b = content_words(text), content_words(other)
+    shared, small = len(a & b), min(len(a), len(b))
+    return small > 0 and shared >= min(2, small) and (shared >= KEEP_WORDS or shared >= KEEP_SHARE * small)
+
+
+#: one input of a rewrite: (its text, its origin turns, its derived turns)
+Input = tuple[str, Sequence[str], Sequence[str]]
+
+
+def kept_provenance(text: str, inputs: Sequence[Input], keep: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """Provenance of an item an LLM call wrote, rewrote or merged from ``inputs`` (its previous self, the turns or
+    facts being written, the other items the call saw, the items it deleted), by the one rule every system uses:
+    its *origin* is ``keep`` (what the item is made from regardless, e.g. its own turn) plus the origin of every
+    input whose content ``text`` still states (``states``); everything else the call saw is *derived*. No
+    catch-all: an input the text does not state is derived, never origin. Returns (origin, derived), first-seen
+    order, disjoint."""
+    origin = union_sources(keep, *(src for t, src, _ in inputs if src and states(text, t)))
+    derived = [s for s in union_sources(*(list(src) + list(der) for _, src, der in inputs)) if s not in origin]
+    return origin, derived
 
 
 def turn_pairs(session: Session) -> list[tuple[Turn | None, Turn | None]]:
