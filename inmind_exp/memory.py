@@ -228,14 +228,21 @@ _STOP = frozenset(
 #: the one rule's threshold: an item's text *states* an input when they share at least ``KEEP_WORDS`` content
 #: words, or at least ``KEEP_SHARE`` of the smaller one's content words (and at least two, one for a one-word text)
 KEEP_SHARE = 0.5
-KEEP_WORDS = 4
+KEEP_WORDS = 3
+
+
+def _singular(w: str) -> str:
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if len(w) > 4 and w.endswith(("oes", "xes", "ches", "shes", "sses")):
+        return w[:-2]
+    return w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")) else w
 
 
 def content_words(text: str) -> frozenset[str]:
-    """Lower-cased words of three or more characters that carry content (not stop words), a plural's final ``s``
-    dropped ("medications" states "medication")."""
-    words = (w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _STOP)
-    return frozenset(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words)
+    """Lower-cased words of three or more characters that carry content (not stop words), plurals and third
+    persons made singular ("medications" states "medication", "tomatoes" "tomato")."""
+    return frozenset(_singular(w) for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _STOP)
 
 
 def states(text: str, other: str) -> bool:
