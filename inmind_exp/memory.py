@@ -131,6 +131,11 @@ class MemorySystem(abc.ABC):
     def ingest_session(self, session: Session) -> None:
         """Write one session (in trace order) into memory; every stored item keeps the ids of its source turns."""
 
+    def end_ingestion(self) -> None:
+        """Called once after the task's last session, before any query: upstream's end-of-conversation work (e.g.
+        xMemory's flush of its buffered tail), a write like any other, so its faults are ingest faults. Default:
+        nothing."""
+
     def recall(self, query: str) -> Recall:
         """What this system shows the answerer for ``query``: its rendering and the items with provenance."""
         raise NotImplementedError(f"system {self.name!r} does not implement recall()")
