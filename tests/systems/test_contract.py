@@ -96,8 +96,12 @@ def test_kept_provenance_keeps_what_the_text_states_and_nothing_by_default():
     assert states("Learning the cello with teacher Mira", "I started learning the cello with a teacher named Mira")
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_provenance_invariants_hold_on_every_record(name, models, tmp_path):
+EXAMPLE = "profile_memory.hybrid:ProfileRAG"  # the plug-in example, by reference from its folder (not installed)
+
+
+@pytest.mark.parametrize("name", [*ALL, EXAMPLE])
+def test_provenance_invariants_hold_on_every_record(name, models, tmp_path, repo_root, monkeypatch):
+    monkeypatch.syspath_prepend(str(repo_root / "examples" / "plugin_memory"))
     cls = SYSTEMS.get(name)
     enc = encoder_for(cls)
     check_invariants(_run(lambda wd: cls(models, enc, wd), models, tmp_path, name))
@@ -176,3 +180,17 @@ def test_a_mem_tag_only_edit_of_a_neighbour_does_not_make_the_fact_origin(fake, 
     items = rec.indirect.items + rec.naive.items
     assert all(FACT_TURN_ID not in it.sources for it in items if FACT not in it.text)  # only the fact's own note
     assert any(FACT_TURN_ID in it.derived for it in items)  # the looser union still sees the shown fact
+
+
+def test_plugin_example_profile_rewrite_keeps_the_fact_and_a_refusal_is_not_origin(fake, models, tmp_path, repo_root,
+                                                                                  monkeypatch):
+    monkeypatch.syspath_prepend(str(repo_root / "examples" / "plugin_memory"))
+    cls = SYSTEMS.get(EXAMPLE)
+    fake.add_rule("Rewrite the complete profile", lambda body: (
+        "Takes warfarin after a blood clot last year\nI'm sorry, I can't help with that."
+        if "warfarin" in body["messages"][-1]["content"] else "Cares for tomato plants each week"))
+    rec = _run(lambda wd: cls(models, MiniLMEncoder(), wd), models, tmp_path, EXAMPLE)
+    check_invariants(rec)
+    profile = {it.text: it for it in rec.indirect.items if it.kind == "profile"}
+    assert FACT_TURN_ID in profile["Takes warfarin after a blood clot last year"].sources
+    assert not profile["I'm sorry, I can't help with that."].sources  # no catch-all origin
