@@ -258,6 +258,22 @@ def states(text: str, other: str) -> bool:
     return small > 0 and shared >= min(2, small) and (shared >= KEEP_WORDS or shared >= KEEP_SHARE * small)
 
 
+_REFUSAL = re.compile(r"^\W*(i'?m sorry|i am sorry|sorry,|i can(?:no|')t|i cannot|i'?m unable|i am unable|as an ai)\b",
+                      re.I)
+
+
+def unusable_state(new: str, old: str) -> str:
+    """Why a reply that replaces a whole state (a profile, a memory file) must not: a refusal or chat reply, or one
+    that no longer states most of the previous state (under ``KEEP_SHARE`` of its content words); "" if usable. The
+    caller records a ``malformed_reply`` fault and keeps ``old``."""
+    if _REFUSAL.match(new.strip()):
+        return "a refusal or chat reply"
+    before = content_words(old)
+    if before and len(before & content_words(new)) < KEEP_SHARE * len(before):
+        return "it drops most of the previous state"
+    return ""
+
+
 #: one input of a rewrite: (its text, its origin turns, its derived turns)
 Input = tuple[str, Sequence[str], Sequence[str]]
 

@@ -14,7 +14,9 @@ previous file keeps its origin and derived turns; a line the updater wrote or ch
 the call's inputs (the previous file's lines, the session's turns) whose content it still states, and everything
 else the call saw as derived (a rephrasing beyond word overlap is derived only, never a catch-all origin); a bare
 heading has no origin.
-The answerer sees every line, so the file's items are all its lines. A reply cut at the token limit is counted as a
+The answerer sees every line, so the file's items are all its lines. A reply that is a refusal or chat reply, or
+no longer states most of the previous file (``inmind_exp.memory.unusable_state``), is a ``malformed_reply`` fault
+and the previous file is kept. A reply cut at the token limit is counted as a
 ``truncated_reply`` fault by the protocol (the cut file may have lost lines it held).
 """
 
@@ -23,7 +25,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from inmind_exp.answering import paper_answer, shared_messages
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, content_words, kept_provenance, read_json, write_json
+from inmind_exp.memory import (SYSTEMS, CallProfile, MemorySystem, Recall, content_words, kept_provenance, read_json,
+                               unusable_state, write_json)
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.ranges import at_least
 
@@ -69,7 +72,8 @@ def _strip_fence(text: str) -> str:
 @SYSTEMS.register("always_in_state")
 class AlwaysInState(MemorySystem):
     control = "always_in_state"
-    version = "2"  # 2: provenance by the one rule (kept_provenance); a line stating no input is derived, not origin
+    version = "2"  # 2: provenance by the one rule (kept_provenance); a line stating no input is derived, not origin;
+    # a refusal or a reply dropping most of the file is a fault and the file is kept
     retrieval = False  # no query-time retrieval: a control, not a retrieval configuration
     embeddings = ("minilm", "emb3", "bm25", "none")
     uses_embedding = False  # no retriever: the encoder is never called
@@ -101,6 +105,10 @@ class AlwaysInState(MemorySystem):
         new = truncate(_strip_fence(comp.text), self.max_lines, self.max_bytes)
         if not new.strip():
             self.fault("empty_reply", "update", "the updater returned an empty file; the previous file is kept",
+                       [t.id for t in session.turns])
+            return
+        if problem := unusable_state(new, self.memory):
+            self.fault("malformed_reply", "update", f"{problem}; the previous file is kept: {new[:200]}",
                        [t.id for t in session.turns])
             return
         inputs = [(line, src, self.derived.get(line, ())) for line, src in self.sources.items()]

@@ -46,7 +46,8 @@ short-term pair and the profile (query-independent: ``visible``), each retrieved
 Faults (``MemorySystem.fault`` with the turns being written): an empty memory reply (``empty_reply``); a
 continuity verdict that is neither true nor false, taken as false (``malformed_reply``); a multi-summary reply with
 no topic, replaced by upstream's general segment (``malformed_reply``); a profile reply under 30 characters or
-"None", which leaves the old profile (``malformed_reply``); a knowledge reply with neither section marker, which
+"None", which leaves the old profile (``malformed_reply``), and, ours, a profile reply that is a refusal or chat reply
+or no longer states most of the previous profile (``inmind_exp.memory.unusable_state``; the old profile is kept); a knowledge reply with neither section marker, which
 stores nothing (``malformed_reply``); a half pair dropped on eviction (``fallback``). Upstream's behaviour is kept.
 Retrieval counts a visit on each session it returns pages from (heat, LFU counts), and, as upstream's
 ``get_response`` does, the answered Q/A is then written into memory with ``add_memory`` (``write_answers``). Both
@@ -92,7 +93,7 @@ import numpy as np
 
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.memory import (SYSTEMS, CallProfile, MemorySystem, Recall, kept_provenance, read_json, turn_pairs,
-                               write_json)
+                               unusable_state, write_json)
 from inmind_exp.ranges import at_least, non_negative, similarity
 from systems.prompts.memoryos import CONTINUITY_CHECK_SYSTEM_PROMPT as CONTINUITY_SYSTEM_PROMPT
 from systems.prompts.memoryos import CONTINUITY_CHECK_USER_PROMPT as CONTINUITY_USER_PROMPT
@@ -294,7 +295,7 @@ class MemoryOS(MemorySystem):
     """Short-term QA queue, heat-ranked mid-term sessions of pages, long-term profile and knowledge (see module doc)."""
 
     version = "3"  # 2: upstream's memory-call prompts verbatim (were paraphrased); 3: profile, overview and page
-    # provenance by the one rule (kept_provenance)
+    # provenance by the one rule (kept_provenance); a refusal or a profile dropping most of the old one is a fault
 
     embeddings = ("minilm", "emb3")
     # ~250 pairs: each pair past the first 10 is evicted with 3 calls; a session reaches heat 5 about every 4 pages,
@@ -590,7 +591,11 @@ class MemoryOS(MemorySystem):
         knowledge_reply = self._chat(KNOWLEDGE_SYSTEM_PROMPT, KNOWLEDGE_USER_PROMPT.format(conversation=conversation),
                                      "knowledge", turns)
         private, assistant = parse_knowledge(knowledge_reply)
-        if new_profile.lower() != "none" and len(new_profile.strip()) >= MIN_PROFILE_CHARS:
+        unusable = unusable_state(new_profile, self.profile if existing == self.profile else "")
+        if unusable and new_profile.lower() != "none" and len(new_profile.strip()) >= MIN_PROFILE_CHARS:
+            self.fault("malformed_reply", "profile", f"{unusable}; the previous profile is kept: {new_profile[:200]}",
+                       turns)
+        elif new_profile.lower() != "none" and len(new_profile.strip()) >= MIN_PROFILE_CHARS:
             # the one rule over the call's inputs: the existing profile (with its provenance) and each page
             inputs = [(_page_text(p), p.get("sources") or (), ()) for p in pages]
             if existing == self.profile:

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from inmind_exp.embed import MiniLMEncoder
-from inmind_exp.memory import SYSTEMS, kept_provenance, states
+from inmind_exp.memory import SYSTEMS, kept_provenance, states, unusable_state
 from inmind_exp.protocol import run_task
 from inmind_exp.records import FACT_TURN_ID, Answer, Message, Task, TaskRecord
 from tests.conftest import make_trace
@@ -85,6 +85,13 @@ def check_invariants(rec: TaskRecord) -> None:
                 assert any(w in it.text.lower() for w in _FACT_WORDS), it  # a rewritten item: it states the fact
 
 
+def test_a_state_replacing_reply_must_keep_most_of_the_state_and_not_refuse():
+    old = "# User\n- Takes warfarin after a blood clot\n- Cares for tomato plants each week"
+    assert unusable_state(old + "\n- Enjoys hiking", old) == ""
+    assert unusable_state("I'm sorry, but I can't help with rewriting this file.", "") == "a refusal or chat reply"
+    assert unusable_state("# User\n- Enjoys hiking", old) == "it drops most of the previous state"
+
+
 def test_kept_provenance_keeps_what_the_text_states_and_nothing_by_default():
     inputs = [("Takes warfarin after a blood clot", ["f#0"], []), ("Enjoys hiking on weekends", ["h#0"], ["x#1"]),
               ("Grows tomatoes", ["t#0"], [])]
@@ -126,14 +133,16 @@ def test_always_in_state_rewrite_that_keeps_the_fact_keeps_it_in_origin(fake, mo
     assert all(FACT_TURN_ID not in it.sources for it in rec.indirect.items if it is not fact_line)
 
 
-def test_always_in_state_refusal_line_is_derived_never_origin(fake, models, tmp_path):
-    """A refusal that replaced the file states no input: derived from all the call saw, origin of none."""
+def test_always_in_state_refusal_is_a_fault_and_keeps_the_file(fake, models, tmp_path):
+    """A refusal to rewrite the file is a ``malformed_reply`` fault on the session's turns (a fact-write fault
+    here), and the previous file stays."""
     fake.add_rule("Rewrite the complete memory file", lambda body: (
         "I'm sorry, but I can't help with rewriting this file." if "warfarin" in body["messages"][-1]["content"]
         else "# User\n- Cares for tomato plants each week"))
     rec = _run(lambda wd: SYSTEMS.get("always_in_state")(models, None, wd), models, tmp_path, "always_in_state")
     check_invariants(rec)
-    assert rec.target_recall_provenance == 0 and rec.target_recall_provenance_union == 1
+    assert rec.fact_write_fault and rec.target_recall_provenance == rec.target_recall_provenance_union == 0
+    assert [it.text for it in rec.indirect.items] == ["# User", "- Cares for tomato plants each week"]
 
 
 def test_mem0_merge_and_delete_in_one_call_transfers_the_fact(fake, models, tmp_path):
