@@ -100,12 +100,12 @@ class Note:
     sources: list[str] = field(default_factory=list)
     derived: list[str] = field(default_factory=list)
 
-    def rewritten(self, changed: bool, shown: list[tuple[str, list[str], list[str]]]) -> None:
+    def rewritten(self, written: str, shown: list[tuple[str, list[str], list[str]]]) -> None:
         """Provenance of an evolution rewrite, by the one rule (``kept_provenance``): the inputs are the ``shown``
-        notes (content, own turn, other sources); the rewritten fields (context and tags, when the call ``changed``
-        them) keep as origin the turn of each shown note whose content they state; everything else is derived."""
-        origin, derived = kept_provenance(f"{self.context} {' '.join(self.tags)}" if changed else "", shown,
-                                          keep=self.sources)
+        notes (content, own turn, other sources); the text of the fields the call changed (``written``: the new
+        context and/or tags, "" if it changed nothing) keeps as origin the turn of each shown note it states;
+        everything else is derived."""
+        origin, derived = kept_provenance(written, shown, keep=self.sources)
         self.sources = origin
         self.derived = [t for t in union_sources(self.derived, derived) if t not in origin]
 
@@ -284,9 +284,9 @@ class AMem(MemorySystem):
                 if tags is None:
                     problems.append(f"tags_to_update is not a list: {obj.get('tags_to_update')!r}")
                 else:
-                    changed = tags != note.tags
+                    written = " ".join(tags) if tags != note.tags else ""
                     note.tags = tags
-                    note.rewritten(changed, shown)
+                    note.rewritten(written, shown)
             elif action.strip() == "update_neighbor":
                 problems += self._update_neighbours(indices, obj.get("new_context_neighborhood"),
                                                     obj.get("new_tags_neighborhood"), shown)
@@ -318,7 +318,7 @@ class AMem(MemorySystem):
                     n.context = contexts[i]
                 else:
                     problems.append(f"new_context_neighborhood[{i}] is not a string: {contexts[i]!r}")
-            n.rewritten((n.context, n.tags) != before, shown)
+            n.rewritten(" ".join([n.context] * (n.context != before[0]) + n.tags * (n.tags != before[1])), shown)
             self.index.replace(n.id, note_document(n))
         return problems
 
