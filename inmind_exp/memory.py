@@ -18,6 +18,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
@@ -130,6 +131,11 @@ class MemorySystem(abc.ABC):
     def ingest_session(self, session: Session) -> None:
         """Write one session (in trace order) into memory; every stored item keeps the ids of its source turns."""
 
+    def end_ingestion(self) -> None:
+        """Called once after the task's last session, before any query: upstream's end-of-conversation work (e.g.
+        xMemory's flush of its buffered tail), a write like any other, so its faults are ingest faults. Default:
+        nothing."""
+
     def recall(self, query: str) -> Recall:
         """What this system shows the answerer for ``query``: its rendering and the items with provenance."""
         raise NotImplementedError(f"system {self.name!r} does not implement recall()")
@@ -215,6 +221,73 @@ def union_sources(*groups: Any) -> list[str]:
     """Turn ids of all ``groups`` in first-seen order, without repeats: the provenance of an item built from several
     inputs (a merge, an update, an evolution rewrite)."""
     return list(dict.fromkeys(s for g in groups for s in g))
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    "the and for with that this from have has had are was were will would can could should about into over under "
+    "their them they there then than what when where which who whom whose why how not but all any each more most "
+    "other some such only own same very just also does did doing been being user users user's assistant you your "
+    "yours our out off per via its it's i'm".split()
+)
+#: the one rule's threshold: an item's text *states* an input when they share at least ``KEEP_WORDS`` content
+#: words, or at least ``KEEP_SHARE`` of the smaller one's content words (and at least two, one for a one-word text)
+KEEP_SHARE = 0.5
+KEEP_WORDS = 3
+
+
+def _singular(w: str) -> str:
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if len(w) > 4 and w.endswith(("oes", "xes", "ches", "shes", "sses")):
+        return w[:-2]
+    return w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")) else w
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Lower-cased words of three or more characters that carry content (not stop words), plurals and third
+    persons made singular ("medications" states "medication", "tomatoes" "tomato")."""
+    return frozenset(_singular(w) for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _STOP)
+
+
+def states(text: str, other: str) -> bool:
+    """Whether ``text`` still states ``other``'s content: content-word overlap at the ``KEEP_SHARE``/``KEEP_WORDS``
+    threshold (see there)."""
+    a, b = content_words(text), content_words(other)
+    shared, small = len(a & b), min(len(a), len(b))
+    return small > 0 and shared >= min(2, small) and (shared >= KEEP_WORDS or shared >= KEEP_SHARE * small)
+
+
+_REFUSAL = re.compile(r"^\W*(i'?m sorry|i am sorry|sorry,|i can(?:no|')t|i cannot|i'?m unable|i am unable|as an ai)\b",
+                      re.I)
+
+
+def unusable_state(new: str, old: str) -> str:
+    """Why a reply that replaces a whole state (a profile, a memory file) must not: a refusal or chat reply, or one
+    that no longer states most of the previous state (under ``KEEP_SHARE`` of its content words); "" if usable. The
+    caller records a ``malformed_reply`` fault and keeps ``old``."""
+    if _REFUSAL.match(new.strip()):
+        return "a refusal or chat reply"
+    before = content_words(old)
+    if before and len(before & content_words(new)) < KEEP_SHARE * len(before):
+        return "it drops most of the previous state"
+    return ""
+
+
+#: one input of a rewrite: (its text, its origin turns, its derived turns)
+Input = tuple[str, Sequence[str], Sequence[str]]
+
+
+def kept_provenance(text: str, inputs: Sequence[Input], keep: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """Provenance of an item an LLM call wrote, rewrote or merged from ``inputs`` (its previous self, the turns or
+    facts being written, the other items the call saw, the items it deleted), by the one rule every system uses:
+    its *origin* is ``keep`` (what the item is made from regardless, e.g. its own turn) plus the origin of every
+    input whose content ``text`` still states (``states``); everything else the call saw is *derived*. No
+    catch-all: an input the text does not state is derived, never origin. Returns (origin, derived), first-seen
+    order, disjoint."""
+    origin = union_sources(keep, *(src for t, src, _ in inputs if src and states(text, t)))
+    derived = [s for s in union_sources(*(list(src) + list(der) for _, src, der in inputs)) if s not in origin]
+    return origin, derived
 
 
 def turn_pairs(session: Session) -> list[tuple[Turn | None, Turn | None]]:

@@ -105,6 +105,12 @@ def ingest_task(
                 t.id for t in s.turns if t.id and t.content.strip() and t.content.strip() in prompt]
             system.fault("truncated_reply", "memory", f"a memory-LLM reply was cut at the token limit while writing "
                          f"session {s.id}", turns or [t.id for t in s.turns if t.id])
+    cut = len(_cut_prompts(system, "memory"))
+    system.end_ingestion()
+    last = [t.id for t in sessions[-1].turns if t.id] if sessions else []
+    for _, declared in _cut_calls(system, "memory", cut):
+        system.fault("truncated_reply", "memory", "a memory-LLM reply was cut at the token limit at the end of "
+                     "ingestion", list(declared) if declared else last)
     _notes(system, noted)
     if faults is not None:
         faults.extend(_phase(system.take_faults(), "ingest"))

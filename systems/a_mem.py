@@ -31,11 +31,11 @@ answer text as is, as the reproduction does (and counted as a fault). ``answer_p
 
 Provenance (origin and derived, ``ContextItem``): a note's origin is the id of the trace turn it was made from.
 An evolution call rewrites fields of notes (``strengthen`` the new note's tags, ``update_neighbor`` the shown
-neighbours' context and tags). A note whose fields the call changed gains, as origin, the turns whose content the
-call showed (the new note's and every shown neighbour's own turn: a note's content is its turn); a note the call
-returned unchanged (upstream asks the model to echo unchanged neighbours) gains them only as derived, and every
-rewritten note inherits the inputs' own derived sources as derived, so nothing propagates transitively through
-origin. Links add no sources: a linked note appears in the context as its own item.
+neighbours' context and tags). By the one rule (``inmind_exp.memory.kept_provenance``), a note whose fields the
+call changed gains as origin the turn of each shown note (the new note and the neighbours: a note's content is its
+turn) whose content its new context and tags still state; every other shown turn, and what the shown notes carry
+besides their own turn, is derived, so a tag-only edit does not make the shown turns origin and nothing propagates
+transitively through origin. A note the call returned unchanged gains them all as derived. Links add no sources: a linked note appears in the context as its own item.
 
 Faults (``MemorySystem.fault``, with the turn id of the note being written): an analysis or evolution reply that
 is never valid JSON of the asked shape after ``json_attempts`` (``malformed_reply``, or ``empty_reply`` when blank;
@@ -74,7 +74,8 @@ from typing import Any
 
 from inmind_exp.embed import TextIndex
 from inmind_exp.llm import parse_json_object
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, union_sources, write_json
+from inmind_exp.memory import (SYSTEMS, CallProfile, MemorySystem, Recall, kept_provenance, read_json, union_sources,
+                               write_json)
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.ranges import at_least
 from systems.prompts.a_mem import (ANALYZE_PROMPT, ANSWER_PROMPT, ANSWER_SYSTEM_PROMPT, EVOLUTION_PROMPT,
@@ -99,13 +100,14 @@ class Note:
     sources: list[str] = field(default_factory=list)
     derived: list[str] = field(default_factory=list)
 
-    def rewritten(self, changed: bool, shown: list[str], inherited: list[str]) -> None:
-        """Provenance of an evolution rewrite: the ``shown`` turns join the origin if the call ``changed`` this
-        note, else they are derived; ``inherited`` (the inputs' other sources) is always derived."""
-        if changed:
-            self.sources = union_sources(self.sources, shown)
-        self.derived = [t for t in union_sources(self.derived, inherited, [] if changed else shown)
-                        if t not in self.sources]
+    def rewritten(self, written: str, shown: list[tuple[str, list[str], list[str]]]) -> None:
+        """Provenance of an evolution rewrite, by the one rule (``kept_provenance``): the inputs are the ``shown``
+        notes (content, own turn, other sources); the text of the fields the call changed (``written``: the new
+        context and/or tags, "" if it changed nothing) keeps as origin the turn of each shown note it states;
+        everything else is derived."""
+        origin, derived = kept_provenance(written, shown, keep=self.sources)
+        self.sources = origin
+        self.derived = [t for t in union_sources(self.derived, derived) if t not in origin]
 
 
 def note_document(n: Note) -> str:
@@ -172,7 +174,8 @@ def _memory_index(v: Any) -> int | None:
 class AMem(MemorySystem):
     """A-Mem: per-turn notes with LLM-derived metadata, LLM-driven linking and neighbour rewriting."""
 
-    version = "2"  # 2: upstream's analysis, evolution, keyword and answer prompts verbatim
+    version = "3"  # 2: upstream's analysis, evolution, keyword and answer prompts verbatim; 3: evolution
+    # provenance by the one rule (kept_provenance): a tag/context edit keeps only the shown turns it states
 
     embeddings = ("minilm", "emb3")
     # two notes (user + assistant turn) per user turn, two memory calls each; one keyword call per query
@@ -259,10 +262,9 @@ class AMem(MemorySystem):
         obj = self._ask_json(prompt, _check_evolution, "a_mem.evolution", turns)
         if obj is None or not _as_bool(obj["should_evolve"]):
             return False
-        # the turns whose content the call showed (a note's content is its own turn) and what the inputs inherited
-        shown = [note.id, *(self.notes[i].id for i in indices)]
-        inputs = union_sources(note.sources, note.derived, *(self.notes[i].sources + self.notes[i].derived
-                                                             for i in indices))
+        # the call's inputs: each shown note's content (its own turn) and what else it carries (derived)
+        shown = [(n.content, [n.id], [t for t in union_sources(n.sources, n.derived) if t != n.id])
+                 for n in (note, *(self.notes[i] for i in indices))]
         problems: list[str] = []
         actions = _str_list(obj.get("actions"))
         if actions is None:
@@ -282,18 +284,18 @@ class AMem(MemorySystem):
                 if tags is None:
                     problems.append(f"tags_to_update is not a list: {obj.get('tags_to_update')!r}")
                 else:
-                    changed = tags != note.tags
+                    written = " ".join(tags) if tags != note.tags else ""
                     note.tags = tags
-                    note.rewritten(changed, shown, inputs)
+                    note.rewritten(written, shown)
             elif action.strip() == "update_neighbor":
                 problems += self._update_neighbours(indices, obj.get("new_context_neighborhood"),
-                                                    obj.get("new_tags_neighborhood"), inputs, shown)
+                                                    obj.get("new_tags_neighborhood"), shown)
         if problems:
             self.fault("malformed_reply", "a_mem.evolution", "; ".join(problems), turns)
         return True
 
-    def _update_neighbours(self, indices: list[int], contexts: Any, tags_lists: Any, inputs: list[str],
-                           shown: list[str] = ()) -> list[str]:
+    def _update_neighbours(self, indices: list[int], contexts: Any, tags_lists: Any,
+                           shown: list[tuple[str, list[str], list[str]]]) -> list[str]:
         """Rewrite the i-th shown neighbour's tags (and context, when given); returns what had to be skipped."""
         problems = []
         if not isinstance(contexts, list):
@@ -316,7 +318,7 @@ class AMem(MemorySystem):
                     n.context = contexts[i]
                 else:
                     problems.append(f"new_context_neighborhood[{i}] is not a string: {contexts[i]!r}")
-            n.rewritten((n.context, n.tags) != before, list(shown), inputs)
+            n.rewritten(" ".join([n.context] * (n.context != before[0]) + n.tags * (n.tags != before[1])), shown)
             self.index.replace(n.id, note_document(n))
         return problems
 

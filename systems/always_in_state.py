@@ -9,21 +9,24 @@ Answer modes: ``shared`` gives the file to the shared prompt as the memory block
 prompt as its ``{context}`` (the same block text); ``native`` uses
 ``ANSWER_SYSTEM_PROMPT`` below (ours: the paper describes the file "prepended whole to the system prompt" but does
 not print the prompt).
-Provenance per line (an upper bound, as the issue on judge-free measurement asks): a line kept verbatim from the
-previous file keeps its sources; a line the updater wrote or changed is attributed, among that call's inputs only
-(the previous file's lines and the session's turns), to those it shares content words with (``attribute``); a line
-sharing none (a rephrasing beyond word overlap) carries every input of the call, and a bare heading carries none.
-The answerer sees every line, so the file's items are all its lines. A reply cut at the token limit is counted as a
+Provenance per line, by the one rule of ``inmind_exp.memory.kept_provenance``: a line kept verbatim from the
+previous file keeps its origin and derived turns; a line the updater wrote or changed has as origin the origin of
+the call's inputs (the previous file's lines, the session's turns) whose content it still states, and everything
+else the call saw as derived (a rephrasing beyond word overlap is derived only, never a catch-all origin); a bare
+heading has no origin.
+The answerer sees every line, so the file's items are all its lines. A reply that is a refusal or chat reply, or
+no longer states most of the previous file (``inmind_exp.memory.unusable_state``), is a ``malformed_reply`` fault
+and the previous file is kept. A reply cut at the token limit is counted as a
 ``truncated_reply`` fault by the protocol (the cut file may have lost lines it held).
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from inmind_exp.answering import paper_answer, shared_messages
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
+from inmind_exp.memory import (SYSTEMS, CallProfile, MemorySystem, Recall, content_words, kept_provenance, read_json,
+                               unusable_state, write_json)
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.ranges import at_least
 
@@ -58,33 +61,6 @@ def truncate(text: str, max_lines: int, max_bytes: int) -> str:
     return out
 
 
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(
-    "the and for with that this from have has had are was were will would can could should about into over under "
-    "their them they there then than what when where which who whom whose why how not but all any each more most "
-    "other some such only own same very just also does did doing been being user users user's assistant you your "
-    "yours our out off per via its it's i'm".split()
-)
-
-
-def content_words(text: str) -> frozenset[str]:
-    """Lower-cased words of three or more characters that carry content (not stop words)."""
-    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _STOP)
-
-
-def attribute(line: str, inputs: list[tuple[str, tuple[str, ...]]]) -> tuple[str, ...]:
-    """The sources of a line the updater wrote: the union of the sources of the inputs (text, sources) sharing at
-    least two of its content words (one, if the line has only one); every input's sources if none does (an upper
-    bound); none for a heading or a line without content words."""
-    words = content_words(line)
-    if not words or line.lstrip().startswith("#") and len(words) <= 3:
-        return ()
-    need = min(2, len(words))
-    hit = [src for text, src in inputs if len(words & content_words(text)) >= need]
-    chosen = hit or [src for _, src in inputs]
-    return tuple(sorted({s for src in chosen for s in src}))
-
-
 def _strip_fence(text: str) -> str:
     s = text.strip()
     if s.startswith("```") and s.endswith("```"):
@@ -96,6 +72,8 @@ def _strip_fence(text: str) -> str:
 @SYSTEMS.register("always_in_state")
 class AlwaysInState(MemorySystem):
     control = "always_in_state"
+    version = "2"  # 2: provenance by the one rule (kept_provenance); a line stating no input is derived, not origin;
+    # a refusal or a reply dropping most of the file is a fault and the file is kept
     retrieval = False  # no query-time retrieval: a control, not a retrieval configuration
     embeddings = ("minilm", "emb3", "bm25", "none")
     uses_embedding = False  # no retriever: the encoder is never called
@@ -112,7 +90,8 @@ class AlwaysInState(MemorySystem):
         self.max_bytes = int(max_bytes)
         self.updater_max_tokens = updater_max_tokens
         self.memory = ""
-        self.sources: dict[str, list[str]] = {}  # line text -> turn ids
+        self.sources: dict[str, list[str]] = {}  # line text -> origin turn ids
+        self.derived: dict[str, list[str]] = {}  # line text -> derived turn ids
 
     def ingest_session(self, session: Session) -> None:
         transcript = "\n".join(f"{t.role}: {t.content}" for t in session.turns)
@@ -128,14 +107,26 @@ class AlwaysInState(MemorySystem):
             self.fault("empty_reply", "update", "the updater returned an empty file; the previous file is kept",
                        [t.id for t in session.turns])
             return
-        inputs = [(line, tuple(src)) for line, src in self.sources.items()]
-        inputs += [(t.content, (t.id,)) for t in session.turns if t.id]
-        self.sources = {line: self.sources[line] if line in self.sources else list(attribute(line, inputs))
-                        for line in new.splitlines() if line.strip()}
+        if problem := unusable_state(new, self.memory):
+            self.fault("malformed_reply", "update", f"{problem}; the previous file is kept: {new[:200]}",
+                       [t.id for t in session.turns])
+            return
+        inputs = [(line, src, self.derived.get(line, ())) for line, src in self.sources.items()]
+        inputs += [(t.content, (t.id,), ()) for t in session.turns if t.id]
+        sources, derived = {}, {}
+        for line in (ln for ln in new.splitlines() if ln.strip()):
+            if line in self.sources:
+                sources[line], derived[line] = self.sources[line], self.derived.get(line, [])
+            else:
+                heading = line.lstrip().startswith("#") and len(content_words(line)) <= 3
+                origin, seen = kept_provenance("" if heading else line, inputs)
+                sources[line], derived[line] = origin, seen
+        self.sources, self.derived = sources, {k: v for k, v in derived.items() if v}
         self.memory = new
 
     def recall(self, query: str) -> Recall:
-        items = tuple(ContextItem("line", line, tuple(self.sources.get(line, ())), visible=True) for line in self.memory.splitlines()
+        items = tuple(ContextItem("line", line, tuple(self.sources.get(line, ())),
+                                  tuple(self.derived.get(line, ())), visible=True) for line in self.memory.splitlines()
                       if line.strip())
         return Recall(self.memory, items, {"memory_bytes": len(self.memory.encode())})
 
@@ -151,9 +142,11 @@ class AlwaysInState(MemorySystem):
         return Answer(comp.text, context, meta=recall.meta, items=recall.items)
 
     def snapshot(self, directory: Path) -> None:
-        write_json(directory / "state.json", {"memory": self.memory, "sources": self.sources})
+        write_json(directory / "state.json", {"memory": self.memory, "sources": self.sources,
+                                                 "derived": self.derived})
 
     def restore(self, directory: Path) -> None:
         state = read_json(directory / "state.json")
         self.memory = state["memory"]
         self.sources = state.get("sources", {})
+        self.derived = state.get("derived", {})

@@ -29,13 +29,13 @@ Answer modes: ``shared`` (default) gives that JSON list to the shared prompt of 
 ``src/memzero/search.py`` as one system message), including its rules "The answer should be less than 5-6 words"
 and "based solely on the evidence in the memories"; ``answer_prompt`` in the answer's meta names which.
 
-Provenance (origin and derived, ``ContextItem``): a memory's origin is the turn ids of the exchange it was
-extracted from (the "Input" messages of the extraction call). The earlier messages shown as context
-(``recent_messages``) are its derived sources: the prompt tells the model to extract nothing from them, so they are
-not origin, but the call saw their content, so the looser union counts them (a model that ignores the instruction
-is caught there, not missed). An UPDATE that changes the text adds the exchange being written to the old memory's
-origin (the update call saw its facts); one that returns the same text adds it as derived; the earlier messages
-of that batch are derived either way.
+Provenance (origin and derived, ``ContextItem``), by the one rule of ``inmind_exp.memory.kept_provenance``: an
+ADD's origin is the turn ids of the exchange it was extracted from (the "Input" messages of the extraction call).
+An ADD or a text-changing UPDATE also keeps as origin the origin of every input of the update call whose content
+its text still states: the facts (origin: the exchange), every memory the call was shown, as it stood before the
+call (so an UPDATE that merges a memory the same call DELETEs carries the deleted memory's origin on); what else
+the call saw is derived. An UPDATE that returns the same text keeps its origin and gains the call's inputs as
+derived. The earlier messages shown as context (``recent_messages``, off by default) are derived only.
 
 Faults (``MemorySystem.fault``, with the turn ids of the exchange being written): a malformed, off-schema or
 empty extraction or update reply (``malformed_reply`` / ``empty_reply``: upstream logs it and stores nothing), and
@@ -52,12 +52,12 @@ Deliberate deviations:
   - The answer prompt is written for one user instead of LoCoMo's two speakers: "memories from two speakers in a
     conversation" becomes "memories from conversations with the user", one memory list ("Memories for the user:")
     instead of two, and rule 7 warns against confusing people mentioned in the memories with the user.
-  - The paper's extraction context: the last ``recent_messages`` (m = 10 in the paper's setup) earlier messages
-    of the trace precede the new exchange as context only. The open-source code sends the new messages alone
-    (``recent_messages: 0`` restores that). The paper's asynchronously refreshed conversation summary S is not
+  - ``recent_messages: 0`` (default) sends the new exchange alone, as the cited open-source code does; the
+    paper's variant (``system.params.recent_messages=10``, its m = 10) puts the last m earlier messages of the
+    trace before the exchange as context only. The paper's asynchronously refreshed conversation summary S is not
     built: neither its prompt nor its refresh schedule is published, and the open-source code has none.
-  - The evaluation ran against the hosted platform with LoCoMo-specific ``custom_instructions`` (not published in
-    full); we use the open-source library's default at the cited commit, ``USER_MEMORY_EXTRACTION_PROMPT`` (which
+  - The evaluation ran against the hosted platform with LoCoMo-specific ``custom_instructions``, published at
+    ``evaluation/src/memzero/add.py`` lines 16-42 (d85fcda03), written for LoCoMo's two named speakers; we use the open-source library's default at the cited commit, ``USER_MEMORY_EXTRACTION_PROMPT`` (which
     upstream describes as the platform's prompt), or the older ``FACT_RETRIEVAL_PROMPT`` with
     ``extraction_prompt: legacy`` (results before version 2 of this module used it).
   - Memory ids are a counter in the state ("m000001"), not uuid4; timestamps are trace dates, not wall-clock
@@ -77,7 +77,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from inmind_exp.embed import TextIndex
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, turn_pairs, union_sources, write_json
+from inmind_exp.memory import (SYSTEMS, CallProfile, MemorySystem, Recall, kept_provenance, read_json, turn_pairs,
+                               write_json)
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.ranges import at_least
 from systems.prompts.mem0 import (ANSWER_PROMPT, CONTEXT_RULE, DEFAULT_UPDATE_MEMORY_PROMPT, FACT_RETRIEVAL_PROMPT,
@@ -127,8 +128,9 @@ def normalize_facts(raw: list[Any]) -> list[str]:
 class Mem0(MemorySystem):
     """Extract facts per exchange, reconcile them with similar memories (ADD/UPDATE/DELETE/NONE), retrieve top-k."""
 
-    version = "2"  # 2: upstream's extraction prompt by default (extraction_prompt=user), update message verbatim;
-    # empty extractions are diagnostics, JSON faults through MemorySystem.memory_json (issue 21)
+    version = "3"  # 2: upstream's extraction prompt by default (extraction_prompt=user), update message verbatim;
+    # empty extractions are diagnostics, JSON faults through MemorySystem.memory_json (issue 21); 3: provenance by
+    # the one rule (a merge or DELETE transfers origin), recent_messages 0 by default (the cited code)
 
     cost = CallProfile(memory_calls_per_user_turn=2.0, prompt_tokens_per_memory_call=1500,
                        answer_calls_per_query=1.0, prompt_tokens_per_answer_call=1400)
@@ -147,7 +149,7 @@ class Mem0(MemorySystem):
         return problems
 
     def __init__(self, llm, encoder, workdir: Path, top_k: int = 30, search_top_s: int = 5,
-                 recent_messages: int = 10, json_attempts: int = 1, extraction_prompt: str = "user",
+                 recent_messages: int = 0, json_attempts: int = 1, extraction_prompt: str = "user",
                  **params: Any) -> None:
         super().__init__(llm, encoder, workdir, **params)
         if encoder is None:
@@ -197,7 +199,7 @@ class Mem0(MemorySystem):
         temp_ids = {str(i): mem_id for i, mem_id in enumerate(candidates)}
         old = [{"id": str(i), "text": text} for i, text in enumerate(candidates.values())]
         actions = self.decide(old, facts, turns)
-        return self.apply(actions, temp_ids, date, turns, seen)
+        return self.apply(actions, temp_ids, date, turns, seen, facts)
 
     def _json_call(self, messages: tuple[Message, ...], validate, where: str, turns: tuple[str, ...]) -> dict | None:
         """One JSON memory call; on a reply that never parses (or is off-schema) record the fault and return None,
@@ -231,8 +233,16 @@ class Mem0(MemorySystem):
         obj = self._json_call((Message("user", prompt),), _actions_problem, "mem0.decide", turns)
         return [] if obj is None else obj["memory"]
 
-    def apply(self, actions: list[Any], temp_ids: dict[str, str], date: str,
-              turns: tuple[str, ...] = (), seen: list[str] = ()) -> list[dict[str, Any]]:
+    def apply(self, actions: list[Any], temp_ids: dict[str, str], date: str, turns: tuple[str, ...] = (),
+              seen: list[str] = (), facts: list[str] = ()) -> list[dict[str, Any]]:
+        """Apply the update call's entries. Provenance by the one rule (``kept_provenance``): the call's inputs
+        are the facts (origin: the exchange ``turns``), every memory it was shown as it was before the call (a
+        DELETE in the same call thereby transfers the removed memory's origin to an ADD or UPDATE that still
+        states it) and the context-only turns ``seen`` (derived); an ADD is made from the exchange regardless."""
+        inputs = [(m["text"], m.get("sources", ()), m.get("derived", ()))
+                  for m in (self.memories.get(i) for i in temp_ids.values()) if m is not None]
+        inputs += [(f, turns, ()) for f in facts] or [("", turns, ())]
+        inputs.append(("", (), seen))
         applied: list[dict[str, Any]] = []
         skipped: list[str] = []
         for resp in actions:
@@ -248,10 +258,11 @@ class Mem0(MemorySystem):
             if event == "ADD":
                 self.counter += 1
                 mem_id = f"m{self.counter:06d}"
-                self.memories[mem_id] = {"text": text, "timestamp": date, "created": date, "sources": list(turns),
-                                         **({"derived": list(seen)} if seen else {})}
+                sources, derived = kept_provenance(text, inputs, keep=turns)
+                self.memories[mem_id] = {"text": text, "timestamp": date, "created": date, "sources": sources,
+                                         **({"derived": derived} if derived else {})}
                 self.index.add([mem_id], [text])
-                applied.append({"event": "ADD", "id": mem_id, "text": text, "sources": list(turns)})
+                applied.append({"event": "ADD", "id": mem_id, "text": text, "sources": sources})
             elif event in ("UPDATE", "DELETE"):
                 mem_id = temp_ids.get(str(resp.get("id")))
                 if mem_id is None or mem_id not in self.memories:  # hallucinated id, or already deleted
@@ -259,12 +270,16 @@ class Mem0(MemorySystem):
                     continue
                 previous = self.memories[mem_id]
                 if event == "UPDATE":
-                    old_sources = list(previous.get("sources", ()))
-                    sources = union_sources(old_sources, turns) if text != previous["text"] else old_sources
-                    derived = [t for t in union_sources(previous.get("derived", ()), turns, seen) if t not in sources]
+                    if text == previous["text"]:  # echoed: its origin stands, the call's inputs are derived
+                        sources = list(previous.get("sources", ()))
+                        derived = [t for t in kept_provenance("", inputs)[1] if t not in sources]
+                    else:
+                        sources, derived = kept_provenance(text, inputs)
                     applied.append({"event": "UPDATE", "id": mem_id, "text": text, "previous": previous["text"],
                                     "sources": sources})
-                    previous.update(text=text, timestamp=date, sources=sources, **({"derived": derived} if derived else {}))
+                    previous.update(text=text, timestamp=date, sources=sources)
+                    previous.pop("derived", None)
+                    previous.update({"derived": derived} if derived else {})
                     self.index.replace(mem_id, text)
                 else:
                     del self.memories[mem_id]

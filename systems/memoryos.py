@@ -31,12 +31,14 @@ GENERATE_SYSTEM_RESPONSE_SYSTEM_PROMPT / _USER_PROMPT, verbatim: the role-play a
 drops the clause). ``meta.answer_prompt`` names the prompt used.
 
 Provenance (``Turn.id``s; origin and derived, ``ContextItem``): a short-term pair and its page have the pair's two
-turns as origin; a page's chain overview (meta info) carries the turns of the call that wrote it (the previous meta
-info's and the page's), and it follows the meta info along the chain: in the answer context they are the page's
-derived sources (a chain). A new mid-term session's summary carries the turns of the evicted batch it summarises (a
-merge keeps the old summary and its sources). The profile's origin is the turns of the pages of the last profile
-call that changed its text; what earlier profiles carried (the call saw them only as the previous profile) and the
-pages of a call that returned it unchanged are derived. Knowledge entries have as origin the turns of the pages of
+turns as origin. The chain overview (meta info) and the profile follow the one rule of
+``inmind_exp.memory.kept_provenance``: a rewrite keeps as origin the origin of each input (the previous overview or
+profile, each page's dialogue) whose content its new text still states, the rest of what the call saw is derived;
+a profile call that returns the text unchanged leaves its origin and adds the call's inputs as derived. The
+overview follows the meta info along the chain, so a page shown in the context has as origin its own pair and its
+overview's origin (the overview is part of the page's text), as derived the overview's derived turns. A new
+mid-term session's summary carries the turns of the evicted batch it summarises (a merge keeps the old summary and
+its sources). Knowledge entries have as origin the turns of the pages of
 the call that extracted them (the whole batch: the call gives no line-to-page link). Items in the context: every
 short-term pair and the profile (query-independent: ``visible``), each retrieved page and each knowledge entry
 (the top ``top_k_knowledge`` by similarity to the query: retrieved).
@@ -44,7 +46,8 @@ short-term pair and the profile (query-independent: ``visible``), each retrieved
 Faults (``MemorySystem.fault`` with the turns being written): an empty memory reply (``empty_reply``); a
 continuity verdict that is neither true nor false, taken as false (``malformed_reply``); a multi-summary reply with
 no topic, replaced by upstream's general segment (``malformed_reply``); a profile reply under 30 characters or
-"None", which leaves the old profile (``malformed_reply``); a knowledge reply with neither section marker, which
+"None", which leaves the old profile (``malformed_reply``), and, ours, a profile reply that is a refusal or chat reply
+or no longer states most of the previous profile (``inmind_exp.memory.unusable_state``; the old profile is kept); a knowledge reply with neither section marker, which
 stores nothing (``malformed_reply``); a half pair dropped on eviction (``fallback``). Upstream's behaviour is kept.
 Retrieval counts a visit on each session it returns pages from (heat, LFU counts), and, as upstream's
 ``get_response`` does, the answered Q/A is then written into memory with ``add_memory`` (``write_answers``). Both
@@ -89,7 +92,8 @@ from typing import Any
 import numpy as np
 
 from inmind_exp.records import Answer, ContextItem, Message, Session
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, turn_pairs, write_json
+from inmind_exp.memory import (SYSTEMS, CallProfile, MemorySystem, Recall, kept_provenance, read_json, turn_pairs,
+                               unusable_state, write_json)
 from inmind_exp.ranges import at_least, non_negative, similarity
 from systems.prompts.memoryos import CONTINUITY_CHECK_SYSTEM_PROMPT as CONTINUITY_SYSTEM_PROMPT
 from systems.prompts.memoryos import CONTINUITY_CHECK_USER_PROMPT as CONTINUITY_USER_PROMPT
@@ -265,6 +269,10 @@ def _union(*groups: Any) -> list[str]:
     return sorted({t for g in groups for t in (g or ()) if t})
 
 
+def _page_text(page: dict[str, Any]) -> str:
+    return f"{page.get('user_input', '')}\n{page.get('agent_response', '')}"
+
+
 def _pages_sources(pages: list[dict[str, Any]]) -> list[str]:
     return _union(*(p.get("sources", ()) for p in pages))
 
@@ -286,7 +294,8 @@ def _top_k_desc(scores: np.ndarray, k: int) -> list[int]:
 class MemoryOS(MemorySystem):
     """Short-term QA queue, heat-ranked mid-term sessions of pages, long-term profile and knowledge (see module doc)."""
 
-    version = "2"  # 2: upstream's memory-call prompts verbatim (were paraphrased)
+    version = "3"  # 2: upstream's memory-call prompts verbatim (were paraphrased); 3: profile, overview and page
+    # provenance by the one rule (kept_provenance); a refusal or a profile dropping most of the old one is a fault
 
     embeddings = ("minilm", "emb3")
     # ~250 pairs: each pair past the first 10 is evicted with 3 calls; a session reaches heat 5 about every 4 pages,
@@ -425,9 +434,9 @@ class MemoryOS(MemorySystem):
         return self._chat(META_INFO_SYSTEM_PROMPT, META_INFO_USER_PROMPT.format(
             last_meta=last_meta if last_meta else "None", new_dialogue=dialogue), "meta_info", page.get("sources", []))
 
-    def _propagate_meta(self, start_id: str, meta: str, meta_sources: list[str]) -> None:
+    def _propagate_meta(self, start_id: str, meta: str, meta_sources: list[str], meta_derived: list[str]) -> None:
         """Give a whole chain (linked through pre_page/next_page) the new meta info, breadth first from a page;
-        the meta info carries the turns of the call that wrote it."""
+        the meta info carries its provenance (origin and derived) from the call that wrote it."""
         queue, seen, head = [start_id], {start_id}, 0
         while head < len(queue):
             page = self._find_page(queue[head])
@@ -436,6 +445,7 @@ class MemoryOS(MemorySystem):
                 continue
             page["meta_info"] = meta
             page["meta_sources"] = list(meta_sources)
+            page["meta_derived"] = list(meta_derived)
             for nb in (page.get("pre_page"), page.get("next_page")):
                 if nb and nb not in seen:
                     queue.append(nb)
@@ -471,13 +481,17 @@ class MemoryOS(MemorySystem):
             if self._continuous(prev, page) and prev is not None:
                 page["pre_page"] = prev["page_id"]
                 page["meta_info"] = self._meta_info(prev.get("meta_info"), page)
-                # inputs of the call: the previous meta info (with its turns) and this page's dialogue
-                page["meta_sources"] = _union(prev.get("meta_sources"), sources)
+                # the one rule over the call's inputs: the previous meta info (with its provenance), this dialogue
+                page["meta_sources"], page["meta_derived"] = kept_provenance(page["meta_info"], [
+                    (prev.get("meta_info") or "", prev.get("meta_sources") or (), prev.get("meta_derived") or ()),
+                    (_page_text(page), sources, ())])
                 if self._find_page(prev["page_id"]) is not None:
-                    self._propagate_meta(prev["page_id"], page["meta_info"], page["meta_sources"])
+                    self._propagate_meta(prev["page_id"], page["meta_info"], page["meta_sources"],
+                                         page["meta_derived"])
             else:
                 page["meta_info"] = self._meta_info(None, page)
-                page["meta_sources"] = list(sources)
+                page["meta_sources"], page["meta_derived"] = kept_provenance(page["meta_info"],
+                                                                             [(_page_text(page), sources, ())])
             batch.append(page)
             prev = page
         self.last_evicted = json.loads(json.dumps(batch[-1]))
@@ -577,15 +591,19 @@ class MemoryOS(MemorySystem):
         knowledge_reply = self._chat(KNOWLEDGE_SYSTEM_PROMPT, KNOWLEDGE_USER_PROMPT.format(conversation=conversation),
                                      "knowledge", turns)
         private, assistant = parse_knowledge(knowledge_reply)
-        if new_profile.lower() != "none" and len(new_profile.strip()) >= MIN_PROFILE_CHARS:
-            # inputs of the call: the existing profile (with its turns) and the pages; the pages are the origin of
-            # a changed text, the earlier profile's turns only inherited
-            carried = _union(self.profile_sources, self.profile_derived) if existing == self.profile else []
+        unusable = unusable_state(new_profile, self.profile if existing == self.profile else "")
+        if unusable and new_profile.lower() != "none" and len(new_profile.strip()) >= MIN_PROFILE_CHARS:
+            self.fault("malformed_reply", "profile", f"{unusable}; the previous profile is kept: {new_profile[:200]}",
+                       turns)
+        elif new_profile.lower() != "none" and len(new_profile.strip()) >= MIN_PROFILE_CHARS:
+            # the one rule over the call's inputs: the existing profile (with its provenance) and each page
+            inputs = [(_page_text(p), p.get("sources") or (), ()) for p in pages]
+            if existing == self.profile:
+                inputs.append((self.profile, self.profile_sources, self.profile_derived))
             if new_profile != self.profile:
-                self.profile_sources = list(turns)
-                self.profile_derived = [t for t in carried if t not in turns]
-            else:
-                self.profile_derived = [t for t in _union(carried, turns) if t not in self.profile_sources]
+                self.profile_sources, self.profile_derived = kept_provenance(new_profile, inputs)
+            else:  # echoed: its origin stands, the call's inputs are derived
+                self.profile_derived = [t for t in kept_provenance("", inputs)[1] if t not in self.profile_sources]
             self.profile = new_profile
             self.profile_updated = self.clock
         elif profile_reply:  # an empty reply was recorded by _chat
@@ -679,8 +697,10 @@ class MemoryOS(MemorySystem):
                   for h, qa in zip(history, self.short_term)]
         retrieved = [f"【Historical Memory】\nUser: {p['user_input']}\nAssistant: {p['agent_response']}\n"
                      f"Time: {p['timestamp']}\nConversation chain overview: {p.get('meta_info', 'N/A')}" for p in pages]
-        items += [ContextItem("page", r, tuple(_union(p.get("sources"))), tuple(
-            t for t in _union(p.get("meta_sources")) if t not in (p.get("sources") or ()))) for r, p in zip(retrieved, pages)]
+        for r, p in zip(retrieved, pages):  # the page states its dialogue and the chain overview it shows
+            origin = _union(p.get("sources"), p.get("meta_sources"))
+            items.append(ContextItem("page", r, tuple(origin),
+                                     tuple(t for t in _union(p.get("meta_derived")) if t not in origin)))
         has_profile = bool(self.profile) and self.profile.lower() != "none"
         profile = self.profile if has_profile else "No detailed profile available yet."
         if has_profile:

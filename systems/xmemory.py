@@ -58,8 +58,9 @@ Deliberate deviations:
 - Themes are updated after every session (upstream: once per conversation, after the final flush). Theme summaries
   are computed over all members (upstream builds a fresh ThemeManager per update whose caches only hold the current
   batch, so in incremental use it summarised only the new members); unchanged themes are not re-summarised.
-- The buffer persists across sessions and snapshots. ``answer`` flushes the tail (upstream's end-of-conversation
-  flush) on a copy of the state, so answering never changes memory and later sessions behave as if unasked.
+- The buffer persists across sessions and snapshots; the tail is flushed once (upstream's end-of-conversation
+  flush) at the end of a task's ingestion (``end_ingestion``). A state with a buffered tail (the shared prefix, an
+  instance never told ingestion ended) is flushed on a copy at query time, so answering never changes memory.
 - ``buffer_size_max`` is enforced as a forced boundary without an LLM call; upstream's check sits in an ``elif``
   that is unreachable while smart boundaries are on, so its buffer is unbounded.
 - Buffer 20 / min episode 1 message follow evaluation/locomo/config.json (the run config); src/config.py says 25 / 2.
@@ -254,12 +255,12 @@ class Params:
 
 @SYSTEMS.register("xmemory")
 class XMemory(MemorySystem):
-    version = "2"  # 2: upstream's boundary, episode, prediction and extraction prompts verbatim (were paraphrased)
-
     # ~1.8 boundary calls per exchange + ~0.3 episodes (1 episode call + 1-2 fact calls) per exchange; ~4 theme
-    # summaries per session; per query: the tail flush (~3 calls, cached for the second query) on the memory role,
+    # summaries per session; the tail flush once per task (counted here per query: ~3 calls on the memory role),
     # the answer plus ~4 gate probes (base + early-stopped episode probes) on the answerer.
-    version = "2"  # empty extractions are diagnostics, JSON faults through MemorySystem.memory_json (issue 21)
+    # version 2: upstream's boundary, episode, prediction and extraction prompts verbatim (were paraphrased);
+    version = "3"  # empty extractions are diagnostics, JSON faults through MemorySystem.memory_json (issue 21);
+    # 3: the tail flushed once at the end of ingestion; gate_ran=False on the baseline path
     cost = CallProfile(memory_calls_per_user_turn=2.6, memory_calls_per_session=4.0, memory_calls_per_query=2.0,
                        answer_calls_per_query=5.0, prompt_tokens_per_memory_call=2000,
                        prompt_tokens_per_answer_call=2500)
@@ -292,6 +293,14 @@ class XMemory(MemorySystem):
         for t in session.with_turn_ids().turns:
             self._add_message(self.st, {"role": t.role, "content": t.content, "timestamp": ts, "id": t.id})
         self._update_themes(self.st)
+
+    def end_ingestion(self) -> None:
+        """Upstream's end-of-conversation flush: the buffered tail becomes an episode (and its facts) once, while
+        ingesting, so a fault writing it is a write fault on its turns."""
+        if self.st.buffer:
+            self._create_episode(self.st, list(self.st.buffer), "Force episode creation")
+            self.st.buffer.clear()
+            self._update_themes(self.st)
 
     @staticmethod
     def _cap(client: Any, n: int) -> Any:
@@ -772,7 +781,7 @@ class XMemory(MemorySystem):
         ep_ranked = sorted(ep_ids, key=lambda e: -ep_score[e])
         sem_ids = list(st.semantics)
         if not sem_ids:  # upstream falls back to its baseline vector search
-            meta.update(path="baseline", gate="none")
+            meta.update(path="baseline", gate="none", gate_ran=False)
             return [], ep_ranked[: p.top_k_episodes], set()
         sem_score = dict(zip(sem_ids, (_unit(np.stack([st.sem_vec[s] for s in sem_ids])) @ q).tolist()))
         pool = sorted(sem_ids, key=lambda s: -sem_score[s])[: p.sem_pool]

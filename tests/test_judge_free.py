@@ -129,9 +129,12 @@ def test_an_updater_reply_cut_at_the_token_limit_is_a_fault_on_the_fact(fake, mo
 
     rec = run_always_in_state(fake, models, tmp_path, CutReply("# About the user\n- Grows tomato"))
     assert rec.error is None
-    assert rec.fault_counts() == {"truncated_reply": 1}  # the fact's session only (the cut file lost the fact)
+    # the fact's session only: the cut file lost the fact, and most of the previous file, so it is also unusable
+    # (``unusable_state``) and the previous file is kept
+    assert rec.fault_counts() == {"truncated_reply": 1, "malformed_reply": 1}
     assert rec.fact_write_fault is True
-    assert rec.faults[0].where == "memory" and FACT_TURN_ID in rec.faults[0].turns
+    assert all(FACT_TURN_ID in f.turns for f in rec.faults)
+    assert any(f.where == "memory" and f.kind == "truncated_reply" for f in rec.faults)
     # the cut file lost the fact: no line is attributed to it, so provenance does not claim it reached the answerer
     assert rec.target_recall_provenance == 0
 

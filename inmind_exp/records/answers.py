@@ -14,10 +14,10 @@ class ContextItem:
 
     ``kind`` says what it is in the system's own terms (``memory``, ``note``, ``passage``, ``triple``, ``episode``,
     ``profile``, ``chunk``, ``file`` ...). ``sources`` are the item's *origin*: the turns whose content the item
-    states (the turns an extraction, note, page or triple was made from; a rewrite adds a turn only when the call
-    that wrote the item had that turn's content as input and the item's text changed). ``derived`` are the turns it
-    only inherited (an evolution that echoed it unchanged, a merge, a profile or summary rewrite, a chain overview,
-    context shown to an extraction call); ``sources`` and ``derived`` together are the looser union.
+    states (the turns an extraction, note, page or triple was made from; for a rewrite or merge, the origin of each
+    input whose content the new text still states, by the one rule of ``inmind_exp.memory.kept_provenance``).
+    ``derived`` are the rest of what the calls that wrote it saw; ``sources`` and ``derived`` together are the
+    looser union.
 
     ``visible`` marks an item that is query-independent (always in the answer context: a profile, a short-term
     history, an always-in-state file, the backbone's turns); the rest were retrieved for the query.

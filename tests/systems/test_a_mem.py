@@ -109,8 +109,8 @@ def test_strengthen_adds_links_and_retags_the_new_note(fake, models, encoder, tm
     assert (f.kind, f.where, f.turns) == ("malformed_reply", "a_mem.evolution", ("b#0",))
     assert "suggested connection 99 is not a memory index" in f.detail and "'x'" in f.detail
     assert new.tags == ["baking", "linked"]
-    # its tags were rewritten by a call that saw both neighbours: it carries their sources too
-    assert new.sources[0] == "b#0" and sorted(new.sources) == ["a#0", "a#1", "b#0"]
+    # its tags were rewritten by a call that saw both neighbours, but state neither: their turns are derived only
+    assert new.sources == ["b#0"] and sorted(new.derived) == ["a#0", "a#1"]
     assert mem.evo_cnt == 1
     assert mem.index.texts[2].endswith("tags: baking, linked")
     assert [n.tags for n in mem.notes[:2]] == [["chat", "weekends"], ["chat", "warm"]]  # neighbours untouched
@@ -127,7 +127,7 @@ def test_update_neighbor_rewrites_context_tags_and_embedding(fake, models, encod
         idx = seen["order"] = neighbour_indices(body)
         return {"should_evolve": True, "actions": ["update_neighbor"], "suggested_connections": [],
                 "tags_to_update": [],
-                "new_context_neighborhood": [f"Family visit plans (memory {i})." for i in idx[:-1]],  # one short
+                "new_context_neighborhood": [f"Linda from Cincinnati visits next week (memory {i})." for i in idx[:-1]],  # one short
                 "new_tags_neighborhood": [["family", f"n{i}"] for i in idx]}
 
     fake.add_rule(EVOLVE, evolve)
@@ -140,7 +140,8 @@ def test_update_neighbor_rewrites_context_tags_and_embedding(fake, models, encod
     order = seen["order"]
     assert len(order) == 2  # evolution_k neighbours, in ranking order
     first, second = (mem.notes[i] for i in order)
-    assert (first.context, first.tags) == (f"Family visit plans (memory {order[0]}).", ["family", f"n{order[0]}"])
+    assert (first.context, first.tags) == (f"Linda from Cincinnati visits next week (memory {order[0]}).",
+                                           ["family", f"n{order[0]}"])
     assert (second.context, second.tags) == (before[second.id][0], ["family", f"n{order[1]}"])  # context kept
     for n in (first, second):
         assert mem.index.texts[mem.index.ids.index(n.id)] == note_document(n)
@@ -149,9 +150,10 @@ def test_update_neighbor_rewrites_context_tags_and_embedding(fake, models, encod
         assert np.allclose(v, encoder.encode([note_document(n)])[0], atol=1e-5)
     untouched = next(n for i, n in enumerate(mem.notes[:3]) if i not in order)
     assert untouched.tags[0] == "chat" and np.allclose(mem.index.vector(untouched.id), before[untouched.id][1])
-    # both rewritten neighbours carry the union of the call's input notes: the new note and the two shown
-    inputs = {"b#0", first.id, second.id}
-    assert set(first.sources) == set(second.sources) == inputs and first.sources[0] == first.id
+    # the one rule: the first's new context states the new note (Linda's turn joins its origin); the second's
+    # tag-only edit states no shown note, so the call's other turns are only derived
+    assert first.sources == [first.id, "b#0"] and set(first.derived) == {second.id}
+    assert second.sources == [second.id] and set(second.derived) == {"b#0", first.id}
     assert untouched.sources == [untouched.id] and mem.notes[3].sources == ["b#0"]  # not rewritten: own turn only
     assert mem.faults == []  # a shorter context list is upstream's tolerated case, not a fault
     assert mem.notes[3].tags == ["chat", "week"]  # update_neighbor alone does not retag the new note
@@ -187,7 +189,7 @@ def test_unchanged_neighbour_evolution_adds_no_origin_source(fake, models, encod
     mem.ingest_session(session("c", "Linda from Cincinnati visits us next week."))
     [linda] = [n for n in mem.notes if n.id == "c#0"]
     changed = next(n for n in mem.notes if "family" in n.tags)
-    assert changed.sources[0] == changed.id and "c#0" in changed.sources  # changed by a call that showed c#0
+    assert changed.sources == [changed.id] and "c#0" in changed.derived  # a tag-only edit: c#0 derived only
     assert all(n.sources == [n.id] for n in mem.notes if n is not changed) and linda.sources == ["c#0"]
     assert b0 is changed or "b#0" in b0.sources and b0.sources == ["b#0"]
     items = mem.recall("logbook of train rides").items
@@ -241,7 +243,8 @@ def test_read_path_returns_top_k_plus_linked_notes(fake, models, encoder, tmp_pa
     assert ans.meta["answer_prompt"] == ANSWER_PROMPT_VERSION and ans.meta["keywords"] == "peanut, hives, allergy"
     assert [it.text for it in ans.items] == [raw_memory_line(by_id[i]) for i in ("b#0", "a#2", "a#0", "a#1", top[1])]
     assert [it.sources for it in ans.items][1:4] == [("a#2",), ("a#0",), ("a#1",)]  # linked notes: their own turns
-    assert set(ans.items[0].sources) == {"b#0", "a#0", "a#1", "a#2"}  # strengthened: it saw the three neighbours
+    assert ans.items[0].sources == ("b#0",)  # strengthened with a tag that states none of the three neighbours
+    assert set(ans.items[0].derived) == {"a#0", "a#1", "a#2"}
     # upstream's loop bound: at most k+1 linked notes follow a retrieved note
     assert mem.find_related_memories_raw("peanut hives", 1).count("talk start time:") == 3
 
@@ -294,7 +297,8 @@ def test_snapshot_restore_round_trips(fake, models, encoder, tmp_path):
     a2 = other.answer("What snacks should I pack?")
     assert a1.context == a2.context and a1.text == a2.text
     assert [vars(n) for n in other.notes] == [vars(n) for n in mem.notes] and other.evo_cnt == mem.evo_cnt == 1
-    assert other.notes[3].sources == mem.notes[3].sources and len(other.notes[3].sources) == 4  # provenance kept
+    assert (other.notes[3].sources, other.notes[3].derived) == (mem.notes[3].sources, mem.notes[3].derived)
+    assert len(other.notes[3].derived) == 3  # provenance kept
     assert a2.items == a1.items
     assert np.array_equal(other.index._vectors, mem.index._vectors)
     # a restored instance keeps writing where the original left off

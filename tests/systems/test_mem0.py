@@ -101,7 +101,7 @@ def test_extraction_and_update_cycle_adds_memories(fake, models, tmp_path, encod
     # upstream's f-string: str() of the facts list, inside its indented block
     assert "    ```\n    ['Drinks coffee every morning', 'Lives in Lisbon with two cats']\n    ```" in upd["messages"][0]["content"]
     # the cited commit's default extraction prompt: facts from the user's messages only
-    assert ext["messages"][0]["content"] == USER_MEMORY_EXTRACTION_PROMPT.format(date="2024-01-01", context_rule=CONTEXT_RULE)
+    assert ext["messages"][0]["content"] == USER_MEMORY_EXTRACTION_PROMPT.format(date="2024-01-01", context_rule="")
     assert mem.memories == {
         "m000001": {"text": "Drinks coffee every morning", "timestamp": D1, "created": D1, "sources": S1},
         "m000002": {"text": "Lives in Lisbon with two cats", "timestamp": D1, "created": D1, "sources": S1},
@@ -257,7 +257,8 @@ def test_recent_messages_are_derived_sources_not_origin(fake, models, tmp_path, 
     adds the new exchange to the origin, one that echoes it only to the derived."""
     fake.add_rule(EXTRACT, lambda body: {"facts": ["Fact from " + body["messages"][1]["content"].split("Input:\n")[1]
                                                    .splitlines()[0]]})
-    fake.add_rule(UPDATE, {"memory": [{"id": "0", "text": "Plays the cello", "event": "ADD"}]})
+    fake.add_rule(UPDATE, lambda body: {"memory": [{"id": "0", "text": new_facts(update_prompt(body))[0],
+                                                    "event": "ADD"}]})
     mem = Mem0(models, encoder, tmp_path / "work", recent_messages=2)
     mem.ingest_session(session("s1", D1, ("I play the cello", "nice"), ("second question", "second answer")))
     first, second = (mem.memories[k] for k in sorted(mem.memories))
@@ -268,13 +269,16 @@ def test_recent_messages_are_derived_sources_not_origin(fake, models, tmp_path, 
 
     fake.rules.clear()
     fake.add_rule(EXTRACT, {"facts": ["Plays the cello"]})
-    fake.add_rule(UPDATE, {"memory": [{"id": "0", "text": "Plays the cello", "event": "UPDATE"}]})  # unchanged
+    cello = "Fact from user: I play the cello"
+    fake.add_rule(UPDATE, lambda body: {"memory": [{"id": by_text(old_memory(update_prompt(body)), cello),
+                                                    "text": cello, "event": "UPDATE"}]})  # unchanged
     mem.ingest_session(session("s2", D2, ("cello again", "ok")))
-    updated = next(m for m in mem.memories.values() if m["text"] == "Plays the cello" and "s2#0" in m.get("derived", ()))
+    updated = next(m for m in mem.memories.values() if m["text"] == cello and "s2#0" in m.get("derived", ()))
     assert "s2#0" not in updated["sources"]
     fake.rules.clear()
     fake.add_rule(EXTRACT, {"facts": ["Plays the cello in an orchestra"]})
-    fake.add_rule(UPDATE, {"memory": [{"id": "0", "text": "Plays the cello in an orchestra", "event": "UPDATE"}]})
+    fake.add_rule(UPDATE, lambda body: {"memory": [{"id": by_text(old_memory(update_prompt(body)), cello),
+                                                    "text": "Plays the cello in an orchestra", "event": "UPDATE"}]})
     mem.ingest_session(session("s3", D3, ("orchestra now", "great")))
     changed = next(m for m in mem.memories.values() if m["text"] == "Plays the cello in an orchestra")
     assert changed["sources"][-2:] == ["s3#0", "s3#1"] and "s3#0" not in changed.get("derived", ())
@@ -357,7 +361,7 @@ def test_snapshot_restore_round_trip(fake, models, tmp_path, encoder):
     assert mem.add(batch, D2) == other.add(batch, D2)
     assert other.memories["m000003"]["text"] == "Adopted a puppy"
     exts = requests_with(fake, "I adopted a puppy")
-    assert "Lisbon with my two cats" in exts[0]["messages"][1]["content"]  # the recent-message window
+    assert exts[0]["messages"][1]["content"].startswith("Input:")  # recent_messages 0: the exchange alone
     assert len(exts) == 1  # the restored instance sent a byte-identical extraction prompt (a call-cache hit)
 
 
@@ -366,7 +370,7 @@ def test_registered_with_config_defaults_and_default_fake_replies(fake, models, 
     cls = SYSTEMS.get(cfg["name"])
     assert cls is Mem0
     mem = cls(models, encoder, tmp_path / "work", **cfg["params"])
-    assert (mem.top_k, mem.search_top_s, mem.recent_messages) == (30, 5, 10)
+    assert (mem.top_k, mem.search_top_s, mem.recent_messages) == (30, 5, 0)
     for s in make_trace(n_sessions=2).sessions:  # default JSON reply is off-schema: no facts, no crash
         mem.ingest_session(s)
     assert mem.n_batches == 4 and mem.memories == {}

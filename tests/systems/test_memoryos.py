@@ -22,7 +22,8 @@ MULTI = mos.MULTI_SUMMARY_SYSTEM_PROMPT[:45]
 PROFILE = mos.PROFILE_SYSTEM_PROMPT[:45]
 KNOW = mos.KNOWLEDGE_SYSTEM_PROMPT[:45]
 
-PROFILE_TEXT = "Food Interest ( High ): grows tomatoes at home and asks about plant care."
+# states the background pages' content (the one rule keeps a page's turns as the profile's origin only then)
+PROFILE_TEXT = "Food Interest ( High ): asks each week how to care for tomato plants; waters them deeply, stakes them."
 KNOWLEDGE_TEXT = (
     "【User Private Data】\n- Grows tomato plants: home garden, January 2024\n- None\n"
     "【Assistant Knowledge】\n- Assistant advised deep watering at week 0"
@@ -380,11 +381,12 @@ def test_continuous_pages_share_the_overview_and_its_sources(fake, models, tmp_p
     s = build(models, tmp_path / "w", short_term_capacity=1, mid_term_heat_threshold=100)
     s.ingest_session(make_trace(1, 3).sessions[0])
     p0, p1 = s.sessions[0]["details"]
+    # each overview ("META Session 0 question") states the page dialogue it was written from and the previous one
     assert p1["meta_sources"] == p0["meta_sources"] == ["bg_00#0", "bg_00#1", "bg_00#2", "bg_00#3"]
     items = {it.text.split("\n")[1]: it for it in s.recall("tomato plants").items if it.kind == "page"}
     page0 = items["User: Session 0 question 0: how do I care for my tomato plants in week 0?"]
-    # its text shows the overview written from both pages: the chain's turns are derived, the page's own the origin
-    assert (page0.sources, page0.derived) == (("bg_00#0", "bg_00#1"), ("bg_00#2", "bg_00#3"))
+    # its text shows the overview written from both pages, which states both: the chain's turns are origin too
+    assert (page0.sources, page0.derived) == (("bg_00#0", "bg_00#1", "bg_00#2", "bg_00#3"), ())
 
 
 def test_snapshot_keeps_provenance_and_old_snapshots_load(fake, models, tmp_path):
@@ -499,8 +501,9 @@ def test_a_profile_rewritten_from_the_fact_page_carries_it_as_visible_origin(fak
     [profile] = [it for it in rec.indirect.items if it.kind == "profile"]
     calls = requests_with(fake, PROFILE)
     assert FACT in calls[-1] and profile.text == CELLO_PROFILE  # the last call saw the fact's page and changed the text
-    assert set(profile.sources) == {FACT_TURN_ID, FACT_REPLY_TURN_ID, "bg_03#0", "bg_03#1"}  # that call's pages only
-    assert FACT_TURN_ID not in profile.derived and "bg_00#0" in profile.derived  # earlier profiles: inherited
+    # the rewrite states the fact's page and still states the earlier profile (its background pages): both origin
+    assert {FACT_TURN_ID, FACT_REPLY_TURN_ID, "bg_03#0", "bg_03#1", "bg_00#0"} <= set(profile.sources)
+    assert FACT_TURN_ID not in profile.derived
     assert rec.target_recall_provenance == 1 and rec.target_recall_provenance_union == 1
     assert rec.visible_state_recall_provenance == 1 and rec.retrieved_recall_provenance == 0
 

@@ -11,9 +11,10 @@ keeps both halves, each with its own routing rule, so a researcher can change on
 - **read-time retrieval**: every trace turn is one chunk of a ``TextIndex`` (MiniLM, text-embedding-3-large or BM25,
   as the ``embedding`` group says); a query retrieves the ``top_k`` most similar chunks (``visible=False``).
 
-Provenance: a retrieved chunk is one trace turn and carries its id; a profile line carries the turns among that
-update's inputs (the previous profile's lines and the session's user turns) it shares a content word with, or every
-input when it shares none (an upper bound, as in the built-in always_in_state). An empty rewrite keeps the previous
+Provenance: a retrieved chunk is one trace turn and carries its id; a profile line follows the project's one rule
+(``inmind_exp.memory.kept_provenance``, as every built-in does): a line kept verbatim keeps its provenance, a line
+the update wrote has as origin the origin of the inputs (the previous profile's lines, the session's user turns)
+whose content it still states, and everything else that call saw as derived. An empty rewrite keeps the previous
 profile and is counted as an ``empty_reply`` fault.
 
 Not from an upstream repository: this is the example of ``README.md``'s "Adding a memory system", written for this
@@ -22,12 +23,11 @@ project; no upstream code or prompt was read or copied, so there are no deviatio
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from inmind_exp.embed import TextIndex
-from inmind_exp.memory import CallProfile, MemorySystem, Recall, read_json, write_json
+from inmind_exp.memory import CallProfile, MemorySystem, Recall, kept_provenance, read_json, write_json
 from inmind_exp.ranges import at_least
 from inmind_exp.records import ContextItem, Message, Session
 
@@ -42,19 +42,13 @@ PROFILE_USER_PROMPT = (
     "What the user said in a new session ({date}):\n<session>\n{session}\n</session>\n\n"
     "Rewrite the complete profile."
 )
-STOP_WORDS = frozenset("a an and are as at be but by for from has have i in is it its me my of on or our so that the "
-                       "their them they this to was we were will with you your".split())
-
-
-def content_words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOP_WORDS and len(w) > 2}
 
 
 class ProfileRAG(MemorySystem):
     """A visible profile rewritten after every session, plus top-k retrieval over the raw turns."""
 
     embeddings = ("minilm", "emb3", "bm25")
-    version = "1"
+    version = "2"  # 2: profile-line provenance by the one rule (no catch-all origin)
     cost = CallProfile(memory_calls_per_session=1.0, prompt_tokens_per_memory_call=800,
                        completion_tokens_per_memory_call=200, prompt_tokens_per_answer_call=1500)
     param_ranges = {"top_k": at_least(1), "profile_lines": at_least(1)}
@@ -65,7 +59,7 @@ class ProfileRAG(MemorySystem):
         self.top_k = int(top_k)
         self.profile_lines = int(profile_lines)
         self.index = TextIndex(encoder)
-        self.profile: list[tuple[str, list[str]]] = []  # (line, source turn ids)
+        self.profile: list[tuple[str, list[str], list[str]]] = []  # (line, origin turn ids, derived turn ids)
 
     def ingest_session(self, session: Session) -> None:
         turns = session.with_turn_ids().turns
@@ -76,7 +70,7 @@ class ProfileRAG(MemorySystem):
         messages = (
             Message("system", PROFILE_SYSTEM_PROMPT.format(max_lines=self.profile_lines)),
             Message("user", PROFILE_USER_PROMPT.format(
-                profile="\n".join(line for line, _ in self.profile) or "(empty)", date=session.date,
+                profile="\n".join(line for line, *_ in self.profile) or "(empty)", date=session.date,
                 session="\n".join(t.content for t in said))),
         )
         with self.writing([t.id for t in said]):
@@ -87,29 +81,25 @@ class ProfileRAG(MemorySystem):
             self.fault("empty_reply", "profile", "the profile rewrite was empty; the previous profile is kept",
                        [t.id for t in said])
             return
-        inputs = [(line, src) for line, src in self.profile] + [(t.content, [t.id]) for t in said]
-        self.profile = [(line, self._sources(line, inputs)) for line in lines]
-
-    @staticmethod
-    def _sources(line: str, inputs: list[tuple[str, list[str]]]) -> list[str]:
-        words = content_words(line)
-        hits = [src for text, src in inputs if words & content_words(text)] or [src for _, src in inputs]
-        return list(dict.fromkeys(s for src in hits for s in src))
+        old = {line: (src, der) for line, src, der in self.profile}
+        inputs = [(line, src, der) for line, src, der in self.profile] + [(t.content, [t.id], []) for t in said]
+        self.profile = [(line, *(old[line] if line in old else kept_provenance(line, inputs))) for line in lines]
 
     def recall(self, query: str) -> Recall:
         by_id = dict(zip(self.index.ids, self.index.texts))
         hits = [(i, by_id[i]) for i, _ in self.index.search(query, self.top_k)] if len(self.index) else []
-        items = (tuple(ContextItem("profile", line, tuple(src), visible=True) for line, src in self.profile)
+        items = (tuple(ContextItem("profile", line, tuple(src), tuple(der), visible=True)
+                       for line, src, der in self.profile)
                  + tuple(ContextItem("chunk", text, (cid,)) for cid, text in hits))
-        text = ("User profile (always shown):\n" + ("\n".join(f"- {line}" for line, _ in self.profile) or "(empty)")
+        text = ("User profile (always shown):\n" + ("\n".join(f"- {line}" for line, *_ in self.profile) or "(empty)")
                 + "\n\nRetrieved conversation excerpts (most relevant first):\n"
                 + ("\n".join(f"- {t}" for _, t in hits) or "(none)"))
         return Recall(text, items, {"profile_lines": len(self.profile), "retrieved": len(hits)})
 
     def snapshot(self, directory: Path) -> None:
         self.index.save(directory / "index")
-        write_json(directory / "profile.json", [[line, src] for line, src in self.profile])
+        write_json(directory / "profile.json", [[line, src, der] for line, src, der in self.profile])
 
     def restore(self, directory: Path) -> None:
         self.index.load(directory / "index")
-        self.profile = [(line, list(src)) for line, src in read_json(directory / "profile.json")]
+        self.profile = [(e[0], list(e[1]), list(e[2]) if len(e) > 2 else []) for e in read_json(directory / "profile.json")]
