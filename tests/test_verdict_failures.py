@@ -152,3 +152,21 @@ def test_json_mode_is_part_of_the_judges_identity():
     strict = judge_set("strict")
     plain = judge_set("strict", json_mode=False)
     assert all(not j.json_mode and j.version != strict[k].version for k, j in plain.items())
+
+
+def test_a_reruns_spend_is_what_it_added_not_the_tasks_whole_usage(models, tmp_path, fake):
+    """Rerunning a failed verdict adds its judge calls to the task's usage (the task's cost); the run's own spend
+    line counts only those calls."""
+    import types
+
+    from inmind_exp.run.progress import PlanProgress
+
+    judge_replies(fake, "Score: 1 (prose)")
+    rec = run(models, tmp_path, judges=RELEASE_WAY, attempts=1)
+    judge_replies(fake, None)
+    fixed = run(models, tmp_path, judges=RELEASE_WAY, previous=rec, attempts=1)
+    plan = types.SimpleNamespace(tasks=[TASK], endpoints={}, embedding=None, prices={}, name="p")
+    progress = PlanProgress(plan, {rec.task_id: rec})
+    progress.new.append(fixed)
+    total = sum(u.calls - u.cached_calls for u in fixed.usage.values())
+    assert total > 1 and progress.spend().paid_calls == 1  # one judge call re-asked, not the task's every call

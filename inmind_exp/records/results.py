@@ -50,6 +50,9 @@ class Usage:
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(*(a + b for a, b in zip(astuple_usage(self), astuple_usage(other))))
 
+    def __sub__(self, other: "Usage") -> "Usage":
+        return Usage(*(a - b for a, b in zip(astuple_usage(self), astuple_usage(other))))
+
     @property
     def paid_prompt_tokens(self) -> int:
         return self.prompt_tokens - self.cached_prompt_tokens

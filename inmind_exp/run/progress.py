@@ -191,6 +191,9 @@ class PlanProgress:
         self.plan = plan
         self.records = records
         self.earlier = len(records)
+        #: the usage of the records an earlier run left, by task: a rerun that re-asks a failed verdict adds its
+        #: calls to that task's usage, and only what it added is this run's spend
+        self.earlier_usage = {tid: r.usage for tid, r in records.items() if r.rejudgeable}
         self.new: list[TaskRecord] = []
         self.prefix_usage: list[dict[str, Usage]] = []
         self.started = time.perf_counter()
@@ -247,11 +250,16 @@ class PlanProgress:
             n = sum(1 for r in self.new if r.attempts > 1)
         return f", {n} retried" if n else ""
 
+    def _added(self, record: TaskRecord) -> dict[str, Usage]:
+        """What this run spent on ``record``: all its usage, or what a rerun added to an earlier record's."""
+        before = self.earlier_usage.get(record.task_id, {})
+        return {role: u - before[role] if role in before else u for role, u in record.usage.items()}
+
     def spend(self) -> Spend:
         """This run's spend: the calls the board saw complete (every request answered, retried attempts included)
         or, when the records hold more (a board report still on its way, or no board), the records' and prefix's."""
         with self._lock:
-            usages = [r.usage for r in self.new] + list(self.prefix_usage)
+            usages = [self._added(r) for r in self.new] + list(self.prefix_usage)
             live = self.live_usage
         recorded = Spend.of(usages, dict(self.plan.prices), self.models)
         if live is None:
