@@ -106,8 +106,17 @@ def test_kept_provenance_keeps_what_the_text_states_and_nothing_by_default():
 EXAMPLE = "profile_memory.hybrid:ProfileRAG"  # the plug-in example, by reference from its folder (not installed)
 
 
+@pytest.fixture
+def forget_example():
+    """The example loaded by reference stays out of the registry after the test (a later test lists the plug-ins
+    the registry holds, to ship their code)."""
+    yield
+    SYSTEMS._items.pop(EXAMPLE, None)
+    SYSTEMS._refs.pop(EXAMPLE, None)
+
+
 @pytest.mark.parametrize("name", [*ALL, EXAMPLE])
-def test_provenance_invariants_hold_on_every_record(name, models, tmp_path, repo_root, monkeypatch):
+def test_provenance_invariants_hold_on_every_record(name, models, tmp_path, repo_root, monkeypatch, forget_example):
     monkeypatch.syspath_prepend(str(repo_root / "examples" / "plugin_memory"))
     cls = SYSTEMS.get(name)
     enc = encoder_for(cls)
@@ -192,7 +201,7 @@ def test_a_mem_tag_only_edit_of_a_neighbour_does_not_make_the_fact_origin(fake, 
 
 
 def test_plugin_example_profile_rewrite_keeps_the_fact_and_a_refusal_is_not_origin(fake, models, tmp_path, repo_root,
-                                                                                  monkeypatch):
+                                                                                  monkeypatch, forget_example):
     monkeypatch.syspath_prepend(str(repo_root / "examples" / "plugin_memory"))
     cls = SYSTEMS.get(EXAMPLE)
     fake.add_rule("Rewrite the complete profile", lambda body: (
