@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
+from typing import Any
 
 from inmind_exp.records import Usage
 
@@ -66,18 +67,15 @@ class UsageMeter:
 
     def note(self, role: str, kind: str, detail: str) -> None:
         """Note something about one of ``role``'s calls that its task record should show (a diagnostic kind)."""
-        with self._lock:
-            self._notes.setdefault(role, []).append((kind, detail))
+        self._append(self._notes, role, (kind, detail))
 
     def notes(self, role: str, since: int = 0) -> list[tuple[str, str]]:
         """``role``'s notes (kind, detail), from the ``since``-th on."""
-        with self._lock:
-            return list(self._notes.get(role, ())[since:])
+        return self._since(self._notes, role, since)
 
     def cut_calls(self, role: str, since: int = 0) -> list[tuple[str, tuple[str, ...] | None]]:
         """The cut replies of ``role`` from the ``since``-th on, each as (prompt text, declared turns or None)."""
-        with self._lock:
-            return list(self._cut.get(role, ())[since:])
+        return self._since(self._cut, role, since)
 
     def cut_prompts(self, role: str, since: int = 0) -> list[str]:
         """The prompt texts of the cut replies of ``role``, from the ``since``-th on."""
@@ -85,13 +83,21 @@ class UsageMeter:
 
     def served(self, role: str, model: str, host: str) -> None:
         """Note the model an endpoint reported for one chat reply of ``role`` (cached replies too), and its host."""
-        with self._lock:
-            self._served.setdefault(role, []).append((model, host))
+        self._append(self._served, role, (model, host))
 
     def served_calls(self, role: str, since: int = 0) -> list[tuple[str, str]]:
         """The (served model, host) of each chat reply of ``role`` from the ``since``-th on."""
+        return self._since(self._served, role, since)
+
+    def _append(self, log: dict[str, list[Any]], role: str, entry: Any) -> None:
+        """One entry on ``role``'s list of a per-role log (the cut replies, the notes, the served models)."""
         with self._lock:
-            return list(self._served.get(role, ())[since:])
+            log.setdefault(role, []).append(entry)
+
+    def _since(self, log: dict[str, list[Any]], role: str, since: int) -> list[Any]:
+        """``role``'s entries of a per-role log from the ``since``-th on (a copy, taken under the lock)."""
+        with self._lock:
+            return list(log.get(role, ())[since:])
 
     def snapshot(self) -> dict[str, Usage]:
         with self._lock:
