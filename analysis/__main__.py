@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Sequence
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
-from inmind_exp.metrics import METRICS  # noqa: E402
+from inmind_exp.protocol.metrics import METRICS  # noqa: E402
 
 from analysis.audit import LabelError  # noqa: E402
 from analysis.load import LoadError, RunSet, load_experiment, load_sweep_dir  # noqa: E402
@@ -244,7 +244,7 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
 
 def cmd_export_submission(args: argparse.Namespace) -> int:
     from inmind_exp.data.release import ReleaseError, find_release
-    from inmind_exp.submission import SELF_JUDGED, SubmissionError
+    from inmind_exp.official.submission import SELF_JUDGED, SubmissionError
 
     from analysis.submission_export import export_run, file_name
 
@@ -327,13 +327,13 @@ def parser() -> argparse.ArgumentParser:
     au.add_argument("--judges", nargs=2, metavar=("RUN_A", "RUN_B"), help="two runs differing in the judge model")
     au.add_argument("--out", type=Path, help="also write the tables (md, tex, csv) here")
     au.set_defaults(func=cmd_audit)
-    from inmind_exp.judges import JUDGE_SETS
+    from inmind_exp.protocol.judges import JUDGE_SETS
 
     rj = sub.add_parser("rejudge", help="re-judge the stored answers with another judge model, prompt set or N samples")
     _source_args(rj)
     rj.add_argument("--run", action="append", help="run label, id or config hash to re-judge (default: every run)")
     rj.add_argument("--judges", default="strict", choices=sorted(JUDGE_SETS),
-                    help="judge prompt set (inmind_exp.judges.JUDGE_SETS; default strict, the set runs use)")
+                    help="judge prompt set (inmind_exp.protocol.judges.JUDGE_SETS; default strict, the set runs use)")
     rj.add_argument("--judge-model", "--model", dest="judge_model", help="judge model (default: the run's judge)")
     rj.add_argument("--samples", type=int, default=1, help="repeated samples per verdict, each its own cache entry")
     rj.add_argument("--base-url", help="OpenAI-compatible endpoint for the judge (default: the run's judge endpoint)")

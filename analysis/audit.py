@@ -31,8 +31,8 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from inmind_exp.judges import JUDGES
-from inmind_exp.metrics import METRICS
+from inmind_exp.protocol.judges import JUDGES
+from inmind_exp.protocol.metrics import METRICS
 from inmind_exp.records import Answer
 
 from analysis.compare import verdict_outcome
@@ -40,7 +40,7 @@ from analysis.load import LoadError, Run, find_run
 from analysis.stats import cohen_kappa, rogan_gladen, wilson_interval
 from analysis.tables import METRIC_TITLES, Table
 
-LLM_JUDGES: tuple[str, ...] = tuple(JUDGES)  # the registry's judges (inmind_exp/judges.py)
+LLM_JUDGES: tuple[str, ...] = tuple(JUDGES)  # the registry's judges (inmind_exp/protocol/judges.py)
 
 
 class LabelError(ValueError):

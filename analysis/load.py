@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from inmind_exp import tags as T
-from inmind_exp.fidelity import FILE_NAME as FIDELITY_FILE
-from inmind_exp.metrics import RunMetrics, compute
+from inmind_exp.official.fidelity import FILE_NAME as FIDELITY_FILE
+from inmind_exp.protocol.metrics import RunMetrics, compute
 from inmind_exp.records import TaskRecord
-from inmind_exp.run import ledger
-from inmind_exp.run.labels import injection_label, run_label
-from inmind_exp.traits import CONTROL_ORDER, LEGACY, Traits, logged
+from inmind_exp.plan import ledger
+from inmind_exp.labels import injection_label, run_label
+from inmind_exp.memory.traits import CONTROL_ORDER, LEGACY, Traits, logged
 
 EMBEDDING_ORDER: dict[str, int] = {"minilm": 0, "emb3": 1, "bm25": 2}
 #: Systems whose results do not depend on the embedding, for runs logged before the traits were (``traits.LEGACY``);
@@ -49,7 +49,7 @@ class RunConfig:
     judge_model: str
     config_hash: str
     answer: str = "shared"
-    #: the system's traits as the run logged them (``inmind_exp.traits``); None: by name (``traits.LEGACY``)
+    #: the system's traits as the run logged them (``inmind_exp.memory.traits``); None: by name (``traits.LEGACY``)
     traits: Traits | None = None
 
     @classmethod
@@ -85,7 +85,7 @@ class RunConfig:
 
     @property
     def control(self) -> str:
-        """Which control the system is (``inmind_exp.traits.CONTROLS``); "" for a memory system."""
+        """Which control the system is (``inmind_exp.memory.traits.CONTROLS``); "" for a memory system."""
         return self.system_traits.control
 
     @property
@@ -115,7 +115,7 @@ class Run:
     status: str = ""
     source: str = ""
     params: Mapping[str, str] = field(default_factory=dict, compare=False)
-    #: the fidelity record the run stored (``fidelity.json``, ``inmind_exp.fidelity.Fidelity.to_dict``); None when
+    #: the fidelity record the run stored (``fidelity.json``, ``inmind_exp.official.fidelity.Fidelity.to_dict``); None when
     #: it stored none (a run older than the record, or a ledger without its job directory)
     fidelity: Mapping[str, Any] | None = field(default=None, compare=False)
 
@@ -210,7 +210,7 @@ def make_runs(items: Iterable[dict[str, Any]]) -> tuple[Run, ...]:
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, str]:
-    """A nested config as ``a.b.c -> str``, the way ``inmind_exp.run.settings.flatten_params`` logs MLflow params."""
+    """A nested config as ``a.b.c -> str``, the way ``inmind_exp.config.settings.flatten_params`` logs MLflow params."""
     out: dict[str, str] = {}
     if isinstance(node, dict):
         for k, v in sorted(node.items()):

@@ -1,5 +1,5 @@
-"""What the report says about the official benchmark: each run's protocol fidelity (``inmind_exp.fidelity``), the
-release's own aggregate beside our paired rates (``inmind_exp.official_aggregate``), and the paper's reported
+"""What the report says about the official benchmark: each run's protocol fidelity (``inmind_exp.official.fidelity``), the
+release's own aggregate beside our paired rates (``inmind_exp.official.aggregate``), and the paper's reported
 figures (``analysis.paper``) beside the measured ones of runs of the official tasks.
 """
 
@@ -9,10 +9,10 @@ from typing import Sequence
 
 import pandas as pd
 
-from inmind_exp.fidelity import RELEASE_RETRIEVAL_TOP_K, Fidelity, top_k_note
-from inmind_exp.headline import IN_CONTEXT, IN_CONTEXT_NOTE
-from inmind_exp.official_aggregate import NOTE as OFFICIAL_NOTE
-from inmind_exp.official_aggregate import official_rates
+from inmind_exp.official.fidelity import RELEASE_RETRIEVAL_TOP_K, Fidelity, top_k_note
+from inmind_exp.display.headline import IN_CONTEXT, IN_CONTEXT_NOTE
+from inmind_exp.official.aggregate import NOTE as OFFICIAL_NOTE
+from inmind_exp.official.aggregate import official_rates
 
 from analysis.load import Run
 from analysis.paper import PAPER_FIGURES, PaperFigure

@@ -221,8 +221,8 @@ def embedding_comparison(runs: Sequence[Run]) -> Figure | None:
 def forest(runs: Sequence[Run]) -> Figure:
     """The headline as a forest plot: application and target recall per configuration, each with its Wilson 95%
     interval, in the tables' row order on a shared axis of labels. A configuration whose fact-write fault rate is
-    above ``inmind_exp.headline.FACT_WRITE_FAULT_LIMIT`` is drawn hollow and its label carries the flag."""
-    from inmind_exp.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG
+    above ``inmind_exp.display.headline.FACT_WRITE_FAULT_LIMIT`` is drawn hollow and its label carries the flag."""
+    from inmind_exp.display.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG
 
     from analysis.headline import flagged
 
@@ -280,7 +280,7 @@ def delta_forest(runs: Sequence[Run]) -> Figure | None:
         ax.axvline(0, color="grey", lw=1, ls=":")
         ax.set(xlim=(-105, 105), xlabel=f"Δ {METRIC_TITLES[metric]}, points")
         ax.grid(axis="x", alpha=0.3)
-    from inmind_exp.headline import FAULT_FLAG
+    from inmind_exp.display.headline import FAULT_FLAG
 
     from analysis.headline import flagged
 

@@ -39,10 +39,10 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 
 from inmind_exp import tags as T
-from inmind_exp import judges as judges_mod
-from inmind_exp.judges import JUDGE_SETS, JUDGES, Judge, judge
+from inmind_exp.protocol import judges as judges_mod
+from inmind_exp.protocol.judges import JUDGE_SETS, JUDGES, Judge, judge
 from inmind_exp.llm import CallCache, Endpoint, LLMClient, LocalLimiter, cache_key
-from inmind_exp.metrics import Rate, compute, wilson_interval
+from inmind_exp.protocol.metrics import Rate, compute, wilson_interval
 from inmind_exp.records import Task, TaskRecord, Verdict, msgs, write_jsonl
 
 from analysis.compare import verdict_outcome
@@ -72,7 +72,7 @@ class RejudgeError(ValueError):
 
 
 def judge_set(name: str) -> dict[str, Judge]:
-    """The judges of a registered prompt set (``inmind_exp.judges.JUDGE_SETS``); only names that exist. ``paper``
+    """The judges of a registered prompt set (``inmind_exp.protocol.judges.JUDGE_SETS``); only names that exist. ``paper``
     reads the release's prompts (``$INMIND_RELEASE`` or the fetched copy), hash-checked."""
     if name not in JUDGE_SETS:
         raise RejudgeError(f"--judges {name!r}: no such judge prompt set; registered: {', '.join(sorted(JUDGE_SETS))}")
@@ -111,7 +111,7 @@ def _param(params: Mapping[str, str], key: str) -> str | None:
 
 def source_judge_endpoint(params: Mapping[str, str]) -> Endpoint:
     """The judge endpoint a run used, rebuilt from its flattened config (``llm.roles.judge.*`` over ``llm.*``, as
-    ``inmind_exp.run.settings.role_endpoints``): the same cache identity, so an unchanged judge hits the run's cache."""
+    ``inmind_exp.config.settings.role_endpoints``): the same cache identity, so an unchanged judge hits the run's cache."""
     def pick(key: str) -> str | None:
         return _param(params, f"llm.roles.judge.{key}") or _param(params, f"llm.{key}")
 
@@ -301,7 +301,7 @@ def write_mlflow(results: Sequence[Rejudged], tracking_uri: str, experiment: str
     samples. A rerun of the same setting reopens the same run (found by its key), more samples adding steps.
     Returns the run ids."""
     from inmind_exp import tracking
-    from inmind_exp.result_identity import identity_hash
+    from inmind_exp.config.identity import identity_hash
 
     tracker = tracking.Tracker(tracking_uri, experiment)
     groups: dict[tuple[str, str, str], list[Rejudged]] = {}

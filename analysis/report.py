@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from inmind_exp.headline import flag_note
+from inmind_exp.display.headline import flag_note
 
 from analysis import plots
 from analysis.audit import audit_human, corrected_rates, judge_agreement, judge_pairs, read_labels

@@ -25,7 +25,7 @@ import numpy as np
 from scipy.stats import binom
 from scipy.stats import t as student_t
 
-from inmind_exp.metrics import Z95, wilson_interval
+from inmind_exp.protocol.metrics import Z95, wilson_interval
 
 __all__ = [
     "wilson_interval", "mcnemar_exact", "mcnemar_midp", "bonett_price_ci", "newcombe_paired_ci", "mcnemar_power",

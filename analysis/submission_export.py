@@ -1,5 +1,5 @@
 """``python -m analysis export-submission``: a configuration's records as the official release's submission file
-(``inmind_exp.submission``), validated against the release's schema, with the run's protocol fidelity.
+(``inmind_exp.official.submission``), validated against the release's schema, with the run's protocol fidelity.
 
 A run is exported from what it logged (MLflow, or a sweep directory), never rerun: one file per configuration.
 """
@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from inmind_exp.fidelity import Fidelity
-from inmind_exp.submission import FILE_NAME, Submission, build_submission, submission_config, write_submission
+from inmind_exp.official.fidelity import Fidelity
+from inmind_exp.official.submission import FILE_NAME, Submission, build_submission, submission_config, write_submission
 
 from analysis.load import Run
 from analysis.official import run_fidelity

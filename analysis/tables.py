@@ -14,9 +14,9 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from inmind_exp.controls import CONTROLS
-from inmind_exp.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG, IN_CONTEXT, IN_CONTEXT_NOTE
-from inmind_exp.metrics import LABELS, METRIC_INFO, METRICS, Rate, RunMetrics, fmt_ran, upper_bound, valid
+from inmind_exp.protocol.controls import CONTROLS
+from inmind_exp.display.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG, IN_CONTEXT, IN_CONTEXT_NOTE
+from inmind_exp.protocol.metrics import LABELS, METRIC_INFO, METRICS, Rate, RunMetrics, fmt_ran, upper_bound, valid
 from inmind_exp.records import DOMAINS, OFFICIAL_DOMAINS, TaskRecord
 
 from analysis.caveats import FLAG, FLAG_NOTE, flag
@@ -25,7 +25,7 @@ from analysis.load import EMBEDDING_ORDER, Run
 from analysis.official import protocol_cell, protocol_cols
 from analysis.stats import MIN_CLUSTERS, benjamini_hochberg, cohen_kappa, holm
 
-#: Column titles: the results table's labels (``inmind_exp.metrics.LABELS``, from the judge registry and the
+#: Column titles: the results table's labels (``inmind_exp.protocol.metrics.LABELS``, from the judge registry and the
 #: judge-free metrics: the verbatim metric keeps its key ``target_recall_exact`` but is labelled a lower bound).
 METRIC_TITLES: dict[str, str] = {**LABELS, **{c.metric: c.label for c in CONTROLS.values()}}
 DELTA_TITLES: dict[str, str] = {
@@ -222,7 +222,7 @@ def _audit_cell(m: RunMetrics) -> str:
 
 
 def control_metrics(runs: Sequence[Run]) -> list[str]:
-    """The negative controls' metrics some run measured (``inmind_exp.controls``), in column order."""
+    """The negative controls' metrics some run measured (``inmind_exp.protocol.controls``), in column order."""
     return [c.metric for c in sorted(CONTROLS.values(), key=lambda c: c.order)
             if any(c.metric in run.metrics.controls for run in runs)]
 
@@ -402,7 +402,7 @@ def retrieval_leaders(runs: Sequence[Run], like: Run | None = None) -> list[Run]
 
 
 def _fact_flagged(run: Run) -> bool:
-    """A fact-write fault rate above ``inmind_exp.headline.FACT_WRITE_FAULT_LIMIT``: never a leader, nor in a tie."""
+    """A fact-write fault rate above ``inmind_exp.display.headline.FACT_WRITE_FAULT_LIMIT``: never a leader, nor in a tie."""
     fm = run.fault_metrics
     return fm is not None and fm.fact_write_fault_rate > FACT_WRITE_FAULT_LIMIT
 

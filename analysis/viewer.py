@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from inmind_exp.judges import JUDGES
-from inmind_exp.metrics import JUDGE_FREE, valid
+from inmind_exp.protocol.judges import JUDGES
+from inmind_exp.protocol.metrics import JUDGE_FREE, valid
 from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Answer, ContextItem, Task, TaskRecord
 
 from analysis.load import Run, RunSet

@@ -84,7 +84,7 @@ import json, re, sys, tempfile
 from pathlib import Path
 from inmind_exp.memory import SYSTEMS
 from inmind_exp.llm import CallCache, Models
-from inmind_exp.traits import Traits
+from inmind_exp.memory.traits import Traits
 from tests.conftest import fake_endpoints, make_trace
 from tests.fake_openai import FakeOpenAI
 

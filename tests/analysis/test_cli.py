@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from analysis.__main__ import main
-from inmind_exp.metrics import METRICS
+from inmind_exp.protocol.metrics import METRICS
 from tests.analysis.fixtures import log_to_mlflow, write_sweep
 
 REPO = Path(__file__).resolve().parents[2]

@@ -127,7 +127,7 @@ def test_majority_vote_fleiss_kappa_and_flip_intervals_over_three_samples():
     Wilson interval), Fleiss' κ as statsmodels computes it, and flip rates with Wilson intervals."""
     from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
 
-    from inmind_exp.metrics import wilson_interval
+    from inmind_exp.protocol.metrics import wilson_interval
 
     source = Run(label="mem0", config=CFG, records=_records("mem0", APP, RECALL), run_id="src1")
     samples = [_flip(APP, [0]), _flip(APP, [0, 1, 3]), _flip(APP, [1, 5])]

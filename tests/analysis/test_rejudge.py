@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from inmind_exp.judges import JUDGES, JUDGE_SETS
+from inmind_exp.protocol.judges import JUDGES, JUDGE_SETS
 from inmind_exp.records import TaskRecord
 
 from analysis.__main__ import main
@@ -29,8 +29,9 @@ def compose(tmp_path, base_url: str):
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """A finished in-process run of naive_rag on four tasks against the fake server, and the server still up."""
-    from inmind_exp.run import plan_config, run_plan
-    from inmind_exp.run.executor import InProcessExecutor
+    from inmind_exp.plan.plan import plan_config
+    from inmind_exp.run.driver import run_plan
+    from inmind_exp.exec.executor import InProcessExecutor
     from inmind_exp.run.resources import Resources
 
     tmp = tmp_path_factory.mktemp("rejudge")

@@ -89,7 +89,7 @@ def test_a_non_zero_tie_is_named_as_a_tie(tmp_path):
 def test_a_configuration_that_never_stored_the_fact_is_flagged_not_tied(tmp_path):
     """Mem0 with a fact-write fault on every task: flagged in the headline, Table 1 and the warnings, and never
     half of a "tie" (the issue's "finished: 4/4 tasks ... a report that calls it a tie")."""
-    from inmind_exp.headline import FAULT_FLAG
+    from inmind_exp.display.headline import FAULT_FLAG
 
     faulty = dataclasses.replace(ZERO_A, recall=1.0, application=1.0, fact_fault_every=1)
     full_b = dataclasses.replace(ZERO_B, recall=1.0, application=1.0)

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from inmind_exp.metrics import METRICS, compute
+from inmind_exp.protocol.metrics import METRICS, compute
 from inmind_exp.records import write_jsonl
 
 from analysis import plots
