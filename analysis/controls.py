@@ -15,8 +15,9 @@ from inmind_exp.protocol.controls import CONTROLS
 from inmind_exp.protocol.metrics import Rate
 
 from analysis.load import Run
-from analysis.tables import (METRIC_TITLES, Table, _rate_cols, control_metrics, flag_note, fmt_delta, fmt_rate,
-                             pairwise)
+from analysis.table import METRIC_TITLES, Table, flag_note, fmt_delta, fmt_rate
+from analysis.tables import _rate_cols, control_metrics
+from analysis.pairwise import pairwise
 
 #: what each control's rate is read beside: the rate it bounds (the same tasks, the same run)
 BESIDE: dict[str, str] = {"over_application": "application", "no_fact_warning": "answer_only",

@@ -12,7 +12,7 @@ from inmind_exp.display import headline as H
 
 from analysis.caveats import FLAG, FLAG_NOTE, flag
 from analysis.load import Run
-from analysis.tables import Table
+from analysis.table import Table
 
 FAULT_KEYS = ("memory_fault_rate", "fact_write_fault_rate", "memory_fault_tasks", "fact_write_fault_tasks")
 

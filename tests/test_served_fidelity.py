@@ -76,7 +76,7 @@ def test_a_leaderboard_run_against_a_local_endpoint_is_labelled_by_what_ran(rele
     """``+preset=leaderboard llm.base_url=<local server>`` that reports another model: the run's stored fidelity
     names the host and the served model; the MLflow tag, the artifact, the results table, the submission and the
     analysis all say what the record says."""
-    from analysis.load import load_experiment
+    from analysis.mlflow_runs import load_experiment
     from analysis.official import protocol_cell, run_fidelity
     from inmind_exp.plan.plan import plan_config
     from inmind_exp.run.driver import run_plan

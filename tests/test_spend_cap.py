@@ -56,8 +56,8 @@ def test_a_token_cap_stops_dispatch_and_a_rerun_resumes_paying_only_the_rest(tmp
         finish = re.search(r"run\.max_tokens=(\d+)$", closing)
         assert finish, closing
         # the report's first warning names what is missing and how to finish (#44 item 1)
-        from analysis.load import load_experiment
-        from analysis.report import warnings
+        from analysis.mlflow_runs import load_experiment
+        from analysis.notices import warnings
 
         store = f"sqlite:///{tmp_path / 'mlflow.db'}"
         runset = load_experiment("test", store)

@@ -130,7 +130,7 @@ def test_two_sweeps_in_one_directory_have_a_parent_each_and_analysis_lists_a_con
         p = run(first)  # the first sweep again: its own parent found again, nothing recomputed
         assert p.returncode == 0 and len(_parents(tmp_path)) == 2 and fake.chat_requests() == []
 
-    from analysis.load import load_experiment
+    from analysis.mlflow_runs import load_experiment
 
     runset = load_experiment("test", f"sqlite:///{tmp_path / 'mlflow.db'}")
     labels = [r.label for r in runset.runs]

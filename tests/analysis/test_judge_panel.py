@@ -13,8 +13,9 @@ from inmind_exp.records import Answer, Message, TaskRecord, Verdict
 
 from analysis.judge_panel import ORIGINAL, between_settings, self_audit, settings
 from analysis.load import Run, RunConfig
-from analysis.rejudge import P_SAMPLE, P_SETTING, P_SOURCE, panel
-from analysis.stats import cohen_kappa
+from analysis.judge_panel import panel
+from analysis.rejudge import P_SAMPLE, P_SETTING, P_SOURCE
+from analysis.agreement import cohen_kappa
 
 N = 10
 #: provenance 0 on t0, t1 (a target-recall verdict of 1 there is a certain FP); verbatim 1 on t8, t9 (a 0 a certain FN)

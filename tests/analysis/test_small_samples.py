@@ -13,8 +13,10 @@ from analysis import plots
 from analysis.__main__ import main
 from analysis.caveats import FLAG, MIN_N, degenerate, detectable, small_sample_warning, wilson_halfwidth_pp
 from analysis.load import EMBEDDING_FREE, RunSet
-from analysis.report import build, warnings
-from analysis.tables import by_embedding, embedding_free_repeats, embedding_groups, retrieval_leaders, table1, table2
+from analysis.notices import warnings
+from analysis.report import build
+from analysis.breakdowns import by_embedding, embedding_free_repeats, embedding_groups
+from analysis.tables import retrieval_leaders, table1, table2
 from tests.analysis.conftest import build_runs
 from tests.analysis.fixtures import SPECS, Spec, fixture_records, make_records
 
