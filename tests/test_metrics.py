@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-from inmind_exp.protocol.metrics import compute, results_table, wilson_interval
+from inmind_exp.protocol.metrics import compute, wilson_interval
+
+from inmind_exp.display.headline import results_table
 from inmind_exp.records import Answer, Message, TaskRecord, Usage, Verdict
 
 
@@ -66,7 +68,8 @@ def test_what_ran_rates_and_context_budget_per_run():
     """Per task the protocol copies what ran (``Answer.meta``: retrieval_mode, gate_ran, tool_calls, steps) and the
     context budget onto the record; per run they become rates and means (MLflow metrics, results-table columns)."""
     from inmind_exp.protocol.budget import count_tokens
-    from inmind_exp.protocol.metrics import compute, results_table
+    from inmind_exp.protocol.metrics import compute
+    from inmind_exp.display.headline import results_table
     from inmind_exp.protocol.task import task_record
     from inmind_exp.records import Answer, ContextItem, Message, Task
 

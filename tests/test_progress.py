@@ -12,7 +12,8 @@ from inmind_exp.records import Usage
 from inmind_exp.plan.plan import plan_config
 from inmind_exp.run.driver import run_plan
 from inmind_exp.exec.executor import InProcessExecutor
-from inmind_exp.display.progress import PhaseBoard, PhaseReporter, Spend, summarize_phases, unit_key
+from inmind_exp.display.phases import PhaseBoard, PhaseReporter, summarize_phases, unit_key
+from inmind_exp.display.progress import Spend
 from inmind_exp.run.resources import Resources
 from inmind_exp.exec.worker import TaskWorker
 from tests.fake_openai import FakeOpenAI

@@ -9,7 +9,8 @@ import pytest
 
 from inmind_exp.protocol.judges import JUDGES, parse_verdict_json
 from inmind_exp.memory import SYSTEMS
-from inmind_exp.protocol.metrics import compute, results_table
+from inmind_exp.protocol.metrics import compute
+from inmind_exp.display.headline import results_table
 from inmind_exp.official.aggregate import official_rates
 from inmind_exp.protocol.task import run_task
 from inmind_exp.records import Task, TaskRecord

@@ -15,10 +15,10 @@ row and explained under the table: its memory mostly never stored the fact, so i
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Collection, Mapping, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
-if TYPE_CHECKING:
-    from inmind_exp.protocol.metrics import RunMetrics
+from inmind_exp.protocol.controls import CONTROL_METRICS
+from inmind_exp.protocol.metrics import LABELS, METRICS, Rate, RunMetrics, fmt_ran
 
 #: Percent of tasks with a fault while writing the injected exchange above which a configuration is flagged.
 FACT_WRITE_FAULT_LIMIT = 20.0
@@ -147,3 +147,49 @@ def terminal(rows: Sequence[tuple[str, "RunMetrics"]], full: str = "", in_contex
     why a configuration is incomplete."""
     text = table([(name, m.flat()) for name, m in rows], width=TERMINAL_WIDTH, in_context=in_context, states=states)
     return text + (f"\nFull table (every metric, the Δ columns, the judge audit):\n  {full}" if full else "")
+
+
+def results_table(rows: list[tuple[str, RunMetrics]]) -> str:
+    """Table 1 as Markdown: one row per configuration, rates with Wilson intervals and the Δ columns."""
+    head = ("| configuration | n | err | " + " | ".join(LABELS[k] for k in METRICS)
+            + " | Δ R−N | Δ A−R | Δ A−N | judge FP / FN | memory faults | fact-write faults | context tokens "
+            + "| what ran |")
+    lines = [head, "|" + "---|" * (len(METRICS) + 11)]
+
+    def cell(r: Rate) -> str:
+        if not r.n:
+            return "–"
+        lo, hi = r.ci
+        return f"{r.pct:.1f} [{lo:.1f}, {hi:.1f}]"
+
+    def d(v: float) -> str:
+        return "–" if math.isnan(v) else f"{v:+.1f}"
+
+    for name, m in rows:
+        dl = m.deltas
+        lines.append(
+            f"| {name} | {m.n_tasks} | {m.n_errors} | " + " | ".join(cell(m.rates[k]) for k in METRICS)
+            + f" | {d(dl['delta_recall_naive'])} | {d(dl['delta_application_recall'])} | {d(dl['delta_application_naive'])}"
+            + f" | {len(m.audit.false_positives)} / {len(m.audit.false_negatives)}"
+            + f" | {pct(m.memory_fault_rate)} | {pct(m.fact_write_fault_rate)}"
+            + f" | {'–' if math.isnan(m.context_tokens) else f'{m.context_tokens:.0f}'} | {fmt_ran(m)} |"
+        )
+    notes = [f"{name}: negative controls: " + "; ".join(f"{CONTROL_METRICS[k].label} {cell(r)} (n={r.n}, {r.errors} "
+                                                      f"left out)" for k, r in m.controls.items())
+             for name, m in rows if m.controls]
+    notes += [f"{name}: left out of every rate (task failed): {', '.join(m.excluded)}" for name, m in rows if m.excluded]
+    notes += [f"{name}: left out of the {LABELS[k]} rate only (its verdict failed): {', '.join(ids)}"
+              for name, m in rows for k, ids in m.verdict_errors.items()]
+    notes += [f"{name}: judge target-recall false positives (union provenance 0): {', '.join(m.audit.false_positives)}"
+              for name, m in rows if m.audit.false_positives]
+    notes += [f"{name}: judge application false positives (union provenance 0): "
+              f"{', '.join(m.audit.application_false_positives)}" for name, m in rows if m.audit.application_false_positives]
+    notes += [f"{name}: judge target-recall false negatives (verbatim 1): {', '.join(m.audit.false_negatives)}"
+              for name, m in rows if m.audit.false_negatives]
+    if notes:
+        lines += [""] + [f"- {n}" for n in notes]
+    return "\n".join(lines)
+
+
+def pct(v: float) -> str:
+    return "–" if math.isnan(v) else f"{v:.1f}%"

@@ -1,5 +1,5 @@
-"""The Ray pool's three services in one actor on the head node: the limiter (``llm.services.LimiterActor``), the call
-cache (``llm.services.CacheActor``) and the phase board (``progress.PhaseBoard``).
+"""The Ray pool's three services in one actor on the head node: the limiter (``exec.services.LimiterActor``), the call
+cache (``exec.services.CacheActor``) and the phase board (``phases.PhaseBoard``).
 
 One process instead of three: a Ray worker process costs ~1 s of CPU to start and ~170 MB, and on a 2-core machine
 three of them started while the task actors did (and took two of the idle workers a local Ray starts with).
@@ -20,7 +20,7 @@ import ray
 
 from inmind_exp.exec.services import CacheActor, LimiterActor
 from inmind_exp.records import Usage
-from inmind_exp.display.progress import PhaseBoard
+from inmind_exp.display.phases import PhaseBoard
 
 #: each service's concurrency group: how many of its calls run at once
 CONCURRENCY_GROUPS = {"limiter": 1000, "cache": 32, "board": 1}

@@ -30,7 +30,7 @@ from inmind_exp.exec.interface import (ClusterError, Executor, Job, PoolWorker, 
                                       feed_usage, retry_or_report)
 from inmind_exp.plan.plan import Plan
 from inmind_exp.config.settings import ClusterSettings, local_cpu_cap
-from inmind_exp.display.progress import STARTING, PhaseBoard
+from inmind_exp.display.phases import STARTING, PhaseBoard
 from inmind_exp.exec.schedule import Schedule
 from inmind_exp.exec.shipping import code_runtime_env
 from inmind_exp.display.spend_cap import CapRecord, SpendCap

@@ -20,7 +20,7 @@ from inmind_exp.exec import snapshots
 from inmind_exp.exec.interface import (ClusterError, Job, Pool, PoolWorker, display_safely, feed_usage, first_line,
                                      retry_or_report)
 from inmind_exp.plan.plan import Plan
-from inmind_exp.display.progress import STARTING, unit_key
+from inmind_exp.display.phases import STARTING, unit_key
 from inmind_exp.display.spend_cap import SpendCap
 from inmind_exp.exec.worker import collect_api_keys, plan_endpoints
 

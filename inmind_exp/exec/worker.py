@@ -101,7 +101,7 @@ class TaskWorker:
     """Holds one process's clients and encoders; each call names its ``WorkerSpec``, and the same workers (and
     their loaded models) serve every configuration of a sweep. ``limiter`` is any ``llm.limits.Limiter``;
     ``cache`` is the cluster's ``CacheActor``, used by specs with ``cache == "cluster"`` instead of a local
-    ``CallCache`` of ``spec.cache_dir``. ``board`` is the ``progress.PhaseBoard`` (or its actor) each running unit
+    ``CallCache`` of ``spec.cache_dir``. ``board`` is the ``phases.PhaseBoard`` (or its actor) each running unit
     reports its phase to; None reports nothing."""
 
     def __init__(self, limiter: Any = None, cache: Any = None, board: Any = None) -> None:
@@ -217,7 +217,7 @@ class TaskWorker:
     def build_prefix(self, spec: WorkerSpec, trace: Trace, session_index: int) -> PrefixBuilt:
         """Ingest the sessions before the injection point; the packed snapshot and the calls it made."""
         from inmind_exp.protocol.task import build_prefix
-        from inmind_exp.display.progress import PhaseReporter, unit_key
+        from inmind_exp.display.phases import PhaseReporter, unit_key
 
         phase = PhaseReporter(self.board, unit_key(spec.config_hash))
         phase("prefix starting")
@@ -252,7 +252,7 @@ class TaskWorker:
         """One task of ``spec``; ``previous``, this task's record from an earlier run, is completed instead when
         only verdicts of it failed (``protocol.run_task``)."""
         from inmind_exp.protocol.task import run_task
-        from inmind_exp.display.progress import PhaseReporter, unit_key
+        from inmind_exp.display.phases import PhaseReporter, unit_key
 
         phase = PhaseReporter(self.board, unit_key(spec.config_hash, task.id, attempt))
         phase("starting")

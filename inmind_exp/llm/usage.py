@@ -25,7 +25,7 @@ class UsageMeter:
         self._about = threading.local()
         # per role, each chat reply's (model the endpoint reported, endpoint host), in call order
         self._served: dict[str, list[tuple[str, str]]] = {}
-        #: called with (role, Usage of one call) after each call is counted: the live spend (``progress.PhaseReporter``)
+        #: called with (role, Usage of one call) after each call is counted: the live spend (``phases.PhaseReporter``)
         self.listener: Callable[[str, Usage], None] | None = None
 
     def add(self, role: str, prompt_tokens: int, completion_tokens: int, cached: bool, provider_cached: int = 0) -> None:

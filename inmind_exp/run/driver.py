@@ -19,7 +19,8 @@ from inmind_exp.console import FILE_ONLY, permanent_errors, retry_summary
 from inmind_exp.errors import ClusterStartError, TrackingError
 from inmind_exp.official.fidelity import FILE_NAME as FIDELITY_FILE
 from inmind_exp.official.fidelity import Fidelity, fidelity, top_k_note
-from inmind_exp.protocol.metrics import RunMetrics, compute, cost_usd, results_table
+from inmind_exp.protocol.metrics import RunMetrics, compute, cost_usd
+from inmind_exp.display.headline import results_table
 from inmind_exp.official.aggregate import official_line, official_metrics
 from inmind_exp.records import Task, TaskRecord, write_jsonl
 from inmind_exp.config.identity import identity_hash
