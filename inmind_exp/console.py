@@ -4,10 +4,11 @@ messages go, the one-line form of an error that ended a configuration, and the c
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-from inmind_exp.safety.redact import scrub, visible
+from inmind_exp.safety.redact import redact_overrides, scrub, visible
 
 EXIT_TASK_ERRORS = 3
 #: nothing ran for a reason that passes (sysexits' EX_TEMPFAIL): another driver holds the sweep, Ray did not start
@@ -48,8 +49,6 @@ def route_project_logs(*file_handlers: logging.Handler) -> None:
 
 def retry_later(e: BaseException) -> int:
     """Print a ``ClusterStartError`` (or another transient start failure) with the command to rerun; its code."""
-    from inmind_exp.display.stop import resume_command
-
     print(f"error: {printable(str(e))}; nothing ran, and a rerun may pass (a loaded host often starts Ray on a "
           f"later try):\n  {resume_command()}", file=sys.stderr, flush=True)
     return EXIT_RETRY_LATER
@@ -80,8 +79,6 @@ def retry_summary(errored: list[tuple[str, int, int, int]], failed: list[str], r
     every task finished. It says to rerun, with the exact command, only when a rerun can help: errored tasks other
     than permanent ones while ``run.retry_errors`` is on, or a configuration that failed for a reason that can pass
     (not a non-retryable endpoint error such as an HTTP 400 or 401)."""
-    from inmind_exp.display.stop import resume_command
-
     n_err = sum(e for _, e, _, _ in errored)
     if not n_err and not failed:
         return None
@@ -111,3 +108,12 @@ def permanent(message: str) -> bool:
 def permanent_errors(records: Iterable[Any]) -> int:
     """How many task records ended in an error a rerun cannot fix (``permanent``; a failed verdict can pass)."""
     return sum(1 for r in records if r.error and permanent(r.error))
+
+
+def resume_command(change: Mapping[str, str] | None = None) -> str:
+    """The command that resumes this launch (this process's own argv, secrets redacted), with the overrides in
+    ``change`` set to their new values (an override of the same key, ``+`` or not, replaced)."""
+    argv = [sys.executable, *sys.argv]
+    for key, value in (change or {}).items():
+        argv = [a for a in argv if a.lstrip("+").split("=", 1)[0] != key] + [f"{key}={value}"]
+    return shlex.join(redact_overrides(argv))

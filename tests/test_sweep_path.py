@@ -86,7 +86,7 @@ def test_ctrl_c_before_anything_ran_prints_the_command(tmp_path):
 
 def test_the_retry_hint_says_the_command_and_only_when_a_rerun_helps():
     from inmind_exp.console import retry_summary
-    from inmind_exp.display.stop import resume_command
+    from inmind_exp.console import resume_command
 
     hint = retry_summary([("a", 2, 4, 0)], [])
     assert "Rerun the same command to retry them" in hint and hint.endswith("\n  " + resume_command())

@@ -82,7 +82,7 @@ class CapRecord:
             change["run.max_usd"] = f"{math.ceil(max(usd * FINISH_MARGIN, 0.01) * 100) / 100:.2f}"
         if any(p.run.max_tokens is not None for p in plans):
             change["run.max_tokens"] = str(math.ceil(max(tokens * FINISH_MARGIN, 1)))
-        from inmind_exp.display.stop import resume_command
+        from inmind_exp.console import resume_command
 
         seen = [per[n].observed for n in stopped]
         how = ("at the largest cost of one task seen so far" if all(seen) else

@@ -9,12 +9,13 @@ installs its own SIGTERM handler when it starts (it tears its processes down und
 
 from __future__ import annotations
 
-import shlex
 import signal
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator
+
+from inmind_exp.console import resume_command
 
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
@@ -73,17 +74,6 @@ def terminated() -> bool:
 def exit_code() -> int:
     """128 + the signal after SIGTERM (143) or SIGHUP (129), else 130 (an interrupt)."""
     return 128 + _received[0] if _received else EXIT_INTERRUPTED
-
-
-def resume_command(change: Mapping[str, str] | None = None) -> str:
-    """The command that resumes this launch (this process's own argv, secrets redacted), with the overrides in
-    ``change`` set to their new values (an override of the same key, ``+`` or not, replaced)."""
-    from inmind_exp.safety.redact import redact_overrides
-
-    argv = [sys.executable, *sys.argv]
-    for key, value in (change or {}).items():
-        argv = [a for a in argv if a.lstrip("+").split("=", 1)[0] != key] + [f"{key}={value}"]
-    return shlex.join(redact_overrides(argv))
 
 
 def stopped() -> None:
