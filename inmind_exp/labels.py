@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 #: Config groups (and their keys) the label already spells out: not repeated in the suffix.
 LABEL_GROUPS = ("system", "embedding", "injection", "llm", "answer")
