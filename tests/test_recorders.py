@@ -51,3 +51,20 @@ def test_an_extra_recorder_is_handed_every_record_and_its_outputs_reach_mlflow(t
     assert {"tally.txt", "records.jsonl", "results.md", "fidelity.json"} <= {
         a.path for a in client.list_artifacts(result.run_id)}
     assert (tmp_path / "job" / "tally.txt").read_text() == "t1 t2 t3 t4\n"
+
+
+def test_a_run_whose_cluster_never_started_opens_no_mlflow_run():
+    """``cancel`` (Ray did not start, no task ran) before the tasks were under way: the store is never touched."""
+    import threading
+    from typing import cast
+
+    from inmind_exp.run.recorders import MLflowRun
+
+    class NoStore:
+        def tracker(self, tracking):
+            raise AssertionError("the MLflow store was opened")
+
+    mlflow_run = MLflowRun(cast(Resources, NoStore()), "sweep:k", after=threading.Event())
+    mlflow_run.start(cast(Plan, object()))
+    mlflow_run.cancel()
+    assert mlflow_run.opened.cancelled()

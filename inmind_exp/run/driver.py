@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any
 
 from inmind_exp import tags as T
 from inmind_exp.console import FILE_ONLY, permanent_errors, retry_summary

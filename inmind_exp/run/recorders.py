@@ -10,10 +10,11 @@ import contextlib
 import json
 import logging
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any
 
 from inmind_exp import tags as T
 from inmind_exp.config.identity import identity_hash
@@ -56,8 +57,8 @@ class Finished:
         self.written, self.status = False, ("FAILED" if self.status == "FINISHED" else self.status)
 
 
-class Recorder(Protocol):
-    """A sink of one configuration's records; each method does nothing unless a recorder overrides it."""
+class Recorder:
+    """A sink of one configuration's records: a recorder overrides what it needs; the rest do nothing."""
 
     def start(self, plan: Plan) -> None:
         """The plan is prepared and about to run what the ledger does not hold yet."""
