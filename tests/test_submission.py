@@ -197,7 +197,7 @@ def test_export_submission_without_a_release_exits_2(tmp_path, capsys, monkeypat
 
 def test_a_run_of_the_official_tasks_logs_its_submission_and_the_official_aggregate(release, official_ids,
                                                                                      tmp_path, monkeypatch):
-    """The driver's outputs for a plan whose task file hashes as the release's: ``submission.jsonl`` beside
+    """The recorders' outputs for a plan whose task file hashes as the release's: ``submission.jsonl`` beside
     ``records.jsonl`` in the job directory and as an MLflow artifact, the official aggregate as metrics."""
     from dataclasses import replace
 
@@ -207,7 +207,7 @@ def test_a_run_of_the_official_tasks_logs_its_submission_and_the_official_aggreg
     from inmind_exp.data.release import PINNED_SHA256, TASKS
     from inmind_exp.protocol.metrics import compute
     from inmind_exp.records import Task
-    from inmind_exp.run import driver
+    from inmind_exp.run.recorders import Finished, JobDirectory, OfficialOutputs
     from inmind_exp.labels import CONF_DIR
     from inmind_exp.plan.plan import plan_config
     from inmind_exp.tracking import Tracker
@@ -226,7 +226,10 @@ def test_a_run_of_the_official_tasks_logs_its_submission_and_the_official_aggreg
     (tmp_path / "sweep").mkdir()
     parent = tracker.open_sweep_run("sweep:k", tmp_path / "sweep")
     run_id = tracker.open_config_run(plan, dict(plan.params), "k", parent)
-    shown = driver._write_outputs(plan, records, compute(records), tracker, run_id)
+    run = Finished(plan, records, compute(records), "FINISHED", None, metrics=compute(records).flat())
+    for recorder in (OfficialOutputs(), JobDirectory()):
+        recorder.finish(run)
+    shown = tracker.log_config_results(run_id, run.metrics, records, run.files, run.tags)
     tracker.add_to_sweep(parent, run_id, shown)
     table = json.loads(Path(tracker.client.download_artifacts(parent, "results_table.json", str(tmp_path / "p")))
                        .read_text())

@@ -310,14 +310,18 @@ def system_gaps(system: str, params: Mapping[str, Any], embedding: str | None, e
     return tuple(out)
 
 
-def top_k_note(params: Mapping[str, Any]) -> str | None:
-    """The note line stating a configuration's ``system.params.top_k`` against the release's example
-    ``retrieval_top_k`` (``params`` flattened); None for a system without ``top_k``."""
-    k = _get(params, "system.params.top_k")
-    if k is None:
+def retrieval_note(top_k: Any) -> str | None:
+    """The note line stating a configuration's ``top_k`` against the release's example ``retrieval_top_k``; None
+    for a system without one."""
+    if top_k is None:
         return None
-    return (f"top_k={k} (the release's example configuration: retrieval_top_k {RELEASE_RETRIEVAL_TOP_K}; "
+    return (f"top_k={top_k} (the release's example configuration: retrieval_top_k {RELEASE_RETRIEVAL_TOP_K}; "
             "its protocol does not fix it)")
+
+
+def top_k_note(params: Mapping[str, Any]) -> str | None:
+    """``retrieval_note`` of a stored run's flattened params (``system.params.top_k``)."""
+    return retrieval_note(_get(params, "system.params.top_k"))
 
 
 # -- reading a setting ----------------------------------------------------------------------------------------------

@@ -106,6 +106,8 @@ class Plan:
         return self.system_cls.asks_naive(dict(self.system_params))
     #: the task file the tasks were read from (the bundled set, a user's file or the release's), for MLflow
     tasks_path: Path | None = None
+    #: ``dataset.release_dir`` (None: ``$INMIND_RELEASE`` or the newest fetch), where the submission's schema is read
+    release_dir: Path | None = None
 
     @property
     def ledger_path(self) -> Path:
@@ -237,6 +239,7 @@ def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence
         system_params=params, answer_mode=cfg.answer.mode, endpoints=endpoints, embedding=embedding,
         tasks=tuple(tasks), trace=trace, session_index=session_index, root=root, job_dir=job_dir,
         tasks_path=dataset.path,
+        release_dir=Path(str(d)) if (d := OmegaConf.select(cfg, "dataset.release_dir", default=None)) else None,
         run=run_settings(cfg), cluster=cluster_settings(cfg), tracking=tracking_settings(cfg.tracking),
         local=local,
         prices=prices,

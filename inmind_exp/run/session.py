@@ -31,7 +31,7 @@ class Session:
     rows: list[tuple[str, Any]] = field(default_factory=list)
     #: the configurations that are the in-context control (their Naive is shown "–", ``inmind_exp.display.headline``)
     in_context: set[str] = field(default_factory=set)
-    #: each configuration's protocol-fidelity lines, printed under the table (``run.driver.protocol_note``)
+    #: each configuration's protocol-fidelity lines, printed under the table (``official.outputs.protocol_note``)
     notes: list[str] = field(default_factory=list)
     #: (configuration, tasks errored, tasks, of those a rerun cannot fix) of every configuration run
     errored: list[tuple[str, int, int, int]] = field(default_factory=list)
@@ -75,7 +75,7 @@ class Session:
     def add(self, result: Any) -> float:
         """A configuration that ran (a ``RunResult``): its row, note and error count; returns its value."""
         from inmind_exp.display import headline
-        from inmind_exp.run.driver import protocol_note
+        from inmind_exp.official.outputs import protocol_note
 
         value = result.metrics.rates["application"].pct
         self.ran[same_results_key(result.plan)] = (result.plan, value)

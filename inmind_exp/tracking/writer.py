@@ -1,5 +1,5 @@
-"""The MLflow writer (the driver's ``Tracker``): a parent run per sweep, one child run per configuration, found
-again by tags on resume so a rerun never duplicates a run.
+"""The MLflow writer (the ``Tracker`` of ``run.recorders.MLflowRun``): a parent run per sweep, one child run per
+configuration, found again by tags on resume so a rerun never duplicates a run.
 
 The layout answers "which system is better?" in the MLflow UI without setup: the experiment is a classic (non-GenAI)
 one so it opens on its runs; metrics are logged once at step 0 (one bar per run in the chart view); the coordinates

@@ -193,14 +193,14 @@ def test_the_backbone_naive_cell_is_a_dash_in_every_table():
 
 def test_top_k_is_stated_against_the_releases_retrieval_top_k():
     from inmind_exp.official.fidelity import fidelity, top_k_note
-    from inmind_exp.run.driver import protocol_lines
+    from inmind_exp.official.outputs import protocol_lines
 
     params = official_params("naive_rag", **{"system.params.top_k": 5})
     note = top_k_note(params)
     assert note == "top_k=5 (the release's example configuration: retrieval_top_k 10; its protocol does not fix it)"
     assert top_k_note(official_params("backbone")) is None
     assert fidelity(params).official  # a note, not a deviation
-    lines = protocol_lines(fidelity(params), [], params)
+    lines = protocol_lines(fidelity(params), [], 5)
     assert f"- Retrieval: {note}" in lines
     run = build([(params, records("naive_rag", 20))])[0]
     t = protocol_table([run])

@@ -1,0 +1,69 @@
+"""What a run of one configuration writes beside its records for the release's protocol: the fidelity's lines under
+its results table, the submission (runs of the official tasks) and ``controls.json`` (runs with negative controls).
+The driver's ``OfficialOutputs`` recorder (``inmind_exp.run.recorders``) calls these with the plan that ran."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from inmind_exp.errors import InmindError
+from inmind_exp.official.aggregate import official_line
+from inmind_exp.official.fidelity import Fidelity, fidelity, retrieval_note
+from inmind_exp.records import TaskRecord
+
+log = logging.getLogger(__name__)
+
+
+def protocol_lines(fid: Fidelity, records: Iterable[TaskRecord], top_k: Any = None) -> list[str]:
+    """The results table's protocol lines: the fidelity (with the configuration's ``top_k`` against the release's
+    example), what tasks ran, and for official tasks the release's own aggregate beside our paired rates."""
+    note = retrieval_note(top_k)
+    return [f"- {fid.line()}", *([f"- Retrieval: {note}"] if note else []), f"- Tasks: {fid.task_set}",
+            *([f"- {official_line(records)}"] if fid.official_data else [])]
+
+
+def protocol_note(result: Any) -> str:
+    """The lines printed under the terminal's results table for one configuration (a ``RunResult``): its fidelity,
+    and for the official tasks the release's aggregate."""
+    fid = fidelity(result.plan, result.records)
+    lines = [f"- {result.plan.name}: {fid.line()}" + ("" if fid.official_data else f" [{fid.task_set}]")]
+    if (note := retrieval_note(result.plan.system_params.get("top_k"))) is not None:
+        lines.append(f"  {note}")
+    if fid.official_data:
+        lines.append(f"  {official_line(result.records)}")
+    return "\n".join(lines)
+
+
+def export_submission(plan: Any, records: list[TaskRecord], fid: Fidelity) -> Path | None:
+    """A run of the official tasks writes the release's submission (validated against its schema) beside
+    ``records.jsonl``; a failure is logged, never lost records (they are written whatever this does)."""
+    from inmind_exp.data.release import find_release
+    from inmind_exp.official.submission import FILE_NAME, build_submission, submission_config, write_submission
+
+    try:
+        release = find_release(plan.release_dir)
+        sub = build_submission(records, submission_config(plan.name, plan.config_hash, plan.params, fid))
+        path = write_submission(plan.job_dir / FILE_NAME, sub.rows, release.schema())
+    except InmindError as e:
+        log.error(f"[inmind] {plan.name}: submission not written: {e}")
+        return None
+    log.info(f"[inmind] {plan.name}: submission {path}: {sub.summary()}")
+    return path
+
+
+def write_controls(plan: Any) -> Path | None:
+    """``controls.json``: the run's negative controls and the mismatched pairing (each task's partner), the same
+    pairing every task record carries; None for a run without controls."""
+    if plan.controls is None:
+        return None
+    from inmind_exp.protocol.controls import pairings_json
+
+    path = plan.job_dir / "controls.json"
+    path.write_text(json.dumps({"controls": list(plan.controls.names), "seed": plan.controls.seed,
+                                "pool": plan.controls.pool, "pairings": pairings_json(plan.controls)},
+                               indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return path

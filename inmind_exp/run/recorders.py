@@ -1,0 +1,187 @@
+"""Where a configuration's records go (inspect_ai's ``Recorder``, lm-eval's ``EvaluationTracker``): the driver hands
+each record and then the finished configuration to the recorders built once per plan (``recorders``): the release's
+outputs, the job directory and ledger, any extra ones, then MLflow, which logs the files, metrics and tags the ones
+before it left on the ``Finished`` record. A recorder's ``OSError`` (a full disk) marks the outputs not written and
+the run FAILED while the others still finish; any other error is raised once all have finished."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inmind_exp import tags as T
+from inmind_exp.config.identity import identity_hash
+from inmind_exp.errors import TrackingError
+from inmind_exp.official.aggregate import official_metrics
+from inmind_exp.official.fidelity import FILE_NAME as FIDELITY_FILE
+from inmind_exp.official.fidelity import fidelity
+from inmind_exp.official.outputs import export_submission, protocol_lines, write_controls
+from inmind_exp.plan.ledger import Ledger
+from inmind_exp.plan.plan import Plan
+from inmind_exp.protocol.metrics import RunMetrics, cost_usd
+from inmind_exp.display.headline import results_table
+from inmind_exp.records import TaskRecord, write_jsonl
+from inmind_exp.run.resources import Resources
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Finished:
+    """One configuration's end as each recorder in turn sees it: what ran (``records`` scrubbed, in task order), how
+    it ended, and what the recorders before left for the ones after (``files``, ``metrics``, ``tags`` for MLflow,
+    ``notes`` under the results table); ``written`` turns False when an output could not be written."""
+
+    plan: Plan
+    records: list[TaskRecord]
+    summary: RunMetrics
+    status: str
+    incomplete: str | None
+    files: list[Path] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    written: bool = True
+    run_id: str | None = None
+
+    def outputs_failed(self, e: OSError) -> None:
+        """A full disk must not hide why the run stopped, nor leave it RUNNING: say so, and end the run FAILED."""
+        log.error(f"[inmind] {self.plan.name}: outputs not written ({type(e).__name__}: {e}); the ledger "
+                  f"{self.plan.ledger_path} holds the finished results")
+        self.written, self.status = False, ("FAILED" if self.status == "FINISHED" else self.status)
+
+
+class Recorder:
+    """A sink of one configuration's records: a recorder overrides what it needs; the rest do nothing."""
+
+    def start(self, plan: Plan) -> None:
+        """The plan is prepared and about to run what the ledger does not hold yet."""
+
+    def record(self, rec: TaskRecord) -> None:
+        """One final (scrubbed) task record, as it arrives; an error here stops dispatch."""
+
+    def finish(self, run: Finished) -> None:
+        """The configuration ended (finished, interrupted or failed): write what it holds."""
+
+    def cancel(self) -> None:
+        """Nothing ran (the cluster did not start): record nothing."""
+
+
+class JobDirectory(Recorder):
+    """The ledger (each record appended and fsynced as it arrives) and the job directory: ``records.jsonl``,
+    ``config.yaml`` and ``results.md``."""
+
+    def start(self, plan: Plan) -> None:
+        from inmind_exp.plan.reuse import mark
+
+        self.ledger = Ledger(plan.ledger_path)
+        if plan.remaining():
+            mark(plan)  # a later dry run of the same configuration but the judge finds these answers (run.reuse)
+
+    def record(self, rec: TaskRecord) -> None:
+        self.ledger.append(rec)
+
+    def finish(self, run: Finished) -> None:
+        job = run.plan.job_dir
+        job.mkdir(parents=True, exist_ok=True)
+        write_jsonl(job / "records.jsonl", (r.to_dict() for r in run.records))
+        (job / "config.yaml").write_text(run.plan.config_yaml)
+        notes = "\n" + "\n".join(run.notes) + "\n" if run.notes else ""
+        (job / "results.md").write_text(results_table([(run.plan.name, run.summary)]) + "\n" + notes)
+        run.files += [job / "records.jsonl", job / "config.yaml", job / "results.md"]
+
+
+class OfficialOutputs(Recorder):
+    """What the release defines: ``fidelity.json`` (judged from what ran), its lines under the results table, and
+    for its tasks the submission and the release's aggregate; ``controls.json`` for a run with negative controls."""
+
+    def finish(self, run: Finished) -> None:
+        fid = fidelity(run.plan, run.records)  # what ran: the records' served models and hosts, the tasks they hold
+        path = run.plan.job_dir / FIDELITY_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(fid.to_dict(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        run.notes += protocol_lines(fid, run.records, run.plan.system_params.get("top_k"))
+        run.tags.update({T.FIDELITY: fid.tag, T.TASK_SET: fid.task_set})
+        if fid.official_data:
+            run.metrics.update(official_metrics(run.records))
+        outputs = [export_submission(run.plan, run.records, fid) if fid.official_data else None,
+                   write_controls(run.plan)]
+        run.files += [path, *(p for p in outputs if p is not None)]
+
+
+class MLflowRun(Recorder):
+    """The configuration's MLflow run (and its sweep's parent), opened in the background once ``after`` is set (the
+    tasks are under way: importing MLflow and opening a store take seconds of CPU the pool's start-up is short of);
+    at the end, the metrics, tags, per-task table and files the recorders before it left, and its status."""
+
+    def __init__(self, res: Resources, parent_key: str | None, after: threading.Event | None) -> None:
+        self.res, self.parent_key, self.after = res, parent_key, after
+        self.started, self.go, self.opened = False, threading.Event(), Future[tuple[Any, str | None, str]]()
+
+    def start(self, plan: Plan) -> None:
+        self.started = True
+        threading.Thread(target=self._opening, args=(plan,), name="inmind-mlflow-open", daemon=True).start()
+
+    def _opening(self, plan: Plan) -> None:
+        while self.after is not None and not self.after.is_set() and not self.go.wait(0.05):
+            pass
+        if self.opened.set_running_or_notify_cancel():  # not once cancelled
+            try:
+                self.opened.set_result(self._open(plan))
+            except BaseException as e:  # noqa: BLE001 - raised again by finish
+                self.opened.set_exception(e)
+
+    def _open(self, plan: Plan) -> tuple[Any, str | None, str]:
+        tracker = self.res.tracker(plan.tracking)
+        parent_id = tracker.open_sweep_run(self.parent_key, plan.root) if self.parent_key else None
+        # a configuration run per sweep identity: another sweep in the same directory holding it has its own child
+        key = identity_hash({"root": str(plan.root.resolve()), "config": plan.config_hash,
+                             **({"sweep": self.parent_key} if self.parent_key else {})})
+        return tracker, parent_id, tracker.open_config_run(plan, dict(plan.params), key, parent_id, plan.tasks_path)
+
+    def finish(self, run: Finished) -> None:
+        if not self.started:  # a recorder's start failed before this one's: open now, to end the run FAILED
+            self.start(run.plan)
+        try:
+            self.go.set()  # waiting no longer for the first task
+            tracker, parent_id, run.run_id = self.opened.result()
+            shown: dict[str, float] = {}
+            if run.written:
+                cost = cost_usd(run.summary.usage, dict(run.plan.prices),
+                                {r: e.model for r, e in run.plan.endpoints.items()})
+                try:
+                    shown = tracker.log_config_results(run.run_id, {**run.metrics, **(
+                        {"cost_usd": cost} if cost is not None else {})}, run.records, run.files, run.tags)
+                except OSError as e:
+                    run.outputs_failed(e)
+            tracker.mark_incomplete(run.run_id, run.incomplete)
+            tracker.finish(run.run_id, run.status)
+            if parent_id:
+                tracker.add_to_sweep(parent_id, run.run_id, shown)
+                tracker.finish(parent_id, run.status)
+        except Exception as e:  # noqa: BLE001 - the store failed (full, damaged): one line naming it
+            why = (str(e).strip().splitlines() or [""])[0][:200]
+            raise TrackingError(f"{run.plan.name}: the MLflow store {run.plan.tracking.uri} failed "
+                                f"({type(e).__name__}: {why}); the ledger {run.plan.ledger_path} holds the finished "
+                                f"results: a rerun logs them, paying for no call") from None
+
+    def cancel(self) -> None:
+        if not self.opened.cancel():  # no MLflow run is opened just to be marked FAILED, nor one opened left RUNNING
+            with contextlib.suppress(Exception):
+                tracker, _, run_id = self.opened.result()
+                tracker.finish(run_id, "FAILED")
+        self.go.set()
+
+
+def recorders(res: Resources, parent_key: str | None, after: threading.Event | None,
+              extra: Sequence[Recorder] = ()) -> list[Recorder]:
+    """The recorders of one configuration, built once per plan: ``OfficialOutputs`` first (``JobDirectory`` writes
+    its lines under the results table); ``extra`` ones go before MLflow, so what they leave is logged too."""
+    return [OfficialOutputs(), JobDirectory(), *extra, MLflowRun(res, parent_key, after)]

@@ -1,0 +1,70 @@
+"""The driver hands records to recorders: an extra recorder given to ``run_plan`` sees the plan start, every record
+as it arrives and the finished configuration, and what it leaves on the ``Finished`` record (a file, a metric, a
+tag) reaches the MLflow run beside the built-in outputs."""
+
+from __future__ import annotations
+
+from inmind_exp.exec.executor import InProcessExecutor
+from inmind_exp.plan.plan import Plan, plan_config
+from inmind_exp.records import TaskRecord
+from inmind_exp.run.driver import run_plan
+from inmind_exp.run.recorders import Finished, Recorder
+from inmind_exp.run.resources import Resources
+from inmind_exp.tracking import MlflowClient
+from tests.fake_openai import FakeOpenAI
+from tests.test_runner_ray import compose
+
+
+class Tally(Recorder):
+    """Counts what it is handed and leaves one file, one metric and one tag for MLflow."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.seen: list[str] = []
+
+    def start(self, plan: Plan) -> None:
+        self.calls.append(f"start {plan.config_hash}")
+
+    def record(self, rec: TaskRecord) -> None:
+        self.seen.append(rec.task_id)
+
+    def finish(self, run: Finished) -> None:
+        self.calls.append(f"finish {run.status} {len(run.records)}")
+        path = run.plan.job_dir / "tally.txt"
+        path.write_text(" ".join(sorted(self.seen)) + "\n")
+        run.files.append(path)
+        run.metrics["tally"] = float(len(self.seen))
+        run.tags["inmind.tally"] = "yes"
+
+
+def test_an_extra_recorder_is_handed_every_record_and_its_outputs_reach_mlflow(tmp_path):
+    tally = Tally()
+    with FakeOpenAI() as fake:
+        cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25")
+        plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+        result = run_plan(plan, executor=InProcessExecutor(), resources=Resources(), extra=[tally])
+    assert tally.calls == [f"start {plan.config_hash}", "finish FINISHED 4"]
+    assert sorted(tally.seen) == [r.task_id for r in result.records] == ["t1", "t2", "t3", "t4"]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run = client.get_run(result.run_id)
+    assert run.data.metrics["tally"] == 4.0 and run.data.tags["inmind.tally"] == "yes"
+    assert {"tally.txt", "records.jsonl", "results.md", "fidelity.json"} <= {
+        a.path for a in client.list_artifacts(result.run_id)}
+    assert (tmp_path / "job" / "tally.txt").read_text() == "t1 t2 t3 t4\n"
+
+
+def test_a_run_whose_cluster_never_started_opens_no_mlflow_run():
+    """``cancel`` (Ray did not start, no task ran) before the tasks were under way: the store is never touched."""
+    import threading
+    from typing import cast
+
+    from inmind_exp.run.recorders import MLflowRun
+
+    class NoStore:
+        def tracker(self, tracking):
+            raise AssertionError("the MLflow store was opened")
+
+    mlflow_run = MLflowRun(cast(Resources, NoStore()), "sweep:k", after=threading.Event())
+    mlflow_run.start(cast(Plan, object()))
+    mlflow_run.cancel()
+    assert mlflow_run.opened.cancelled()
