@@ -90,6 +90,22 @@ def test_every_relative_link_and_anchor_resolves(md: Path):
     assert not broken, f"{md.relative_to(REPO)}: " + "; ".join(broken)
 
 
+def test_lists_and_tables_follow_a_blank_line():
+    """MkDocs' Markdown, unlike GitHub's, reads a list or table right under a paragraph line as more paragraph."""
+    bad = []
+    for md in DOCS.glob("*.md"):
+        lines = md.read_text().splitlines()
+        fenced = False
+        for i, line in enumerate(lines[1:], 2):
+            if line.startswith("```"):
+                fenced = not fenced
+            prev = lines[i - 2]
+            if (not fenced and re.match(r"(\* |\d+\. |\|)", line) and prev.strip()
+                    and not re.match(r"(\* |\d+\. |\||  )", prev)):
+                bad.append(f"{md.name}:{i}")
+    assert not bad, bad
+
+
 def test_every_guide_page_is_in_the_nav():
     nav = set(nav_pages())
     assert {p.name for p in DOCS.glob("*.md")} <= nav
