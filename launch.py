@@ -31,23 +31,23 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from inmind_exp.config import register_configs  # noqa: E402
+from inmind_exp.config.schema import register_configs  # noqa: E402
 from inmind_exp.console import (EXIT_TASK_ERRORS, error_line, printable, retry_later,  # noqa: E402
                                 route_project_logs)
 from inmind_exp.errors import ClusterStartError, InmindError  # noqa: E402
 from inmind_exp.launch.check_sweep import EXIT_BAD_INPUT  # noqa: E402
-from inmind_exp.run import run_plan  # noqa: E402
-from inmind_exp.run import stop  # noqa: E402
+from inmind_exp.run.driver import run_plan  # noqa: E402
+from inmind_exp.display import stop  # noqa: E402
 from inmind_exp.run.session import Session, hydra_job_plan  # noqa: E402
 
 register_configs()
-stop.install()  # SIGTERM stops like Ctrl-C (installed again once Ray has started: inmind_exp.run.stop)
+stop.install()  # SIGTERM stops like Ctrl-C (installed again once Ray has started: inmind_exp.display.stop)
 
 
 def sweep_label_keys(root: Path) -> list[str]:
     """The keys a basic-launcher sweep varies (its overrides in ``multirun.yaml``, expanded as Hydra does) that a
     run label does not already show; the inmind launcher knows them from its planning pass."""
-    from inmind_exp.run.labels import varying_keys
+    from inmind_exp.labels import varying_keys
     from inmind_exp.launch.check_sweep import expand_overrides
     from inmind_exp.tracking import sweep_overrides
 

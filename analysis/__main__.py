@@ -19,22 +19,24 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
-from inmind_exp.metrics import METRICS  # noqa: E402
+from inmind_exp.protocol.metrics import METRICS  # noqa: E402
 
 from analysis.audit import LabelError  # noqa: E402
-from analysis.load import LoadError, RunSet, load_experiment, load_sweep_dir  # noqa: E402
+from analysis.load import LoadError, RunSet, load_sweep_dir  # noqa: E402
+from analysis.mlflow_runs import load_experiment  # noqa: E402
+from analysis.pairwise import verdict_lines  # noqa: E402
 from analysis.rejudge import RejudgeError  # noqa: E402
 from inmind_exp.data.errors import DataError  # noqa: E402
 from inmind_exp.data.release import ReleaseError  # noqa: E402
 from inmind_exp.errors import EndpointError  # noqa: E402
 
 if TYPE_CHECKING:
-    from analysis.compare import Comparison
+    pass
 
 DEFAULT_URI = os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db")
 
@@ -49,7 +51,7 @@ def _source_args(p: argparse.ArgumentParser) -> None:
 def _load(args: argparse.Namespace) -> RunSet:
     import dataclasses
 
-    from analysis.rejudge import load_rejudged
+    from analysis.rejudged import load_rejudged
 
     if args.experiment:
         runset = load_experiment(args.experiment, args.tracking_uri)
@@ -60,7 +62,8 @@ def _load(args: argparse.Namespace) -> RunSet:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from analysis.headline import terminal
-    from analysis.report import build, publish
+    from analysis.publish import publish
+    from analysis.report import build
     from analysis.viewer import write_viewer
 
     runset = _load(args)
@@ -88,7 +91,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from analysis.viewer import publish_viewer, write_viewer
+    from analysis.publish import publish_viewer
+    from analysis.viewer import write_viewer
 
     runset = _load(args)
     path, problems = write_viewer(runset, args.out, args.tasks)
@@ -134,25 +138,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def verdict_lines(comps: Sequence[Comparison], link: tuple[int, int]) -> str:
-    """``compare``'s first lines: the verdict on each metric, application first, each with its discordant task ids
-    (application's viewer links index the run set's order, as ``python -m analysis view`` over the same source
-    does)."""
-    from analysis.tables import METRIC_TITLES, _ids, verdict_line
-
-    out = []
-    for c in sorted(comps, key=lambda c: c.metric != "application"):
-        shown = link if c.metric == "application" else None  # the viewer's A/B filter is on application
-        out.append(f"{METRIC_TITLES.get(c.metric, c.metric)}: {verdict_line(c, link=shown)}")
-        for who, ids in (("A only", c.a_only_tasks), ("B only", c.b_only_tasks)):
-            if ids:
-                out.append(f"    {who}: {_ids(ids, where='compare --json')}")
-    return "\n".join(out)
-
-
 def cmd_runs(args: argparse.Namespace) -> int:
-    from analysis.load import list_runs
-    from analysis.tables import to_markdown
+    from analysis.mlflow_runs import list_runs
+    from analysis.table import to_markdown
 
     import pandas as pd
 
@@ -200,8 +188,8 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
     from inmind_exp.data.tasks import load_tasks
     from inmind_exp.llm import CallCache
 
-    from analysis.rejudge import (DEFAULT_CACHE_DIR, planned_calls, rejudge, setting_for, task_path, tasks_for,
-                                  write_mlflow, write_sweep)
+    from analysis.rejudge import DEFAULT_CACHE_DIR, planned_calls, rejudge, setting_for, task_path, tasks_for
+    from analysis.rejudged import write_mlflow, write_sweep
 
     runset = _load(args)
     runs = [runset.get(ref) for ref in args.run] if args.run else list(runset.runs)
@@ -243,35 +231,9 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
 
 
 def cmd_export_submission(args: argparse.Namespace) -> int:
-    from inmind_exp.data.release import ReleaseError, find_release
-    from inmind_exp.submission import SELF_JUDGED, SubmissionError
+    from analysis.submission_export import export_selected
 
-    from analysis.submission_export import export_run, file_name
-
-    try:
-        schema = find_release(args.release_dir, where="export-submission").schema()
-    except ReleaseError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    runset = _load(args)
-    runs = [runset.get(ref) for ref in args.run] if args.run else list(runset.runs)
-    out = Path(args.out)
-    single = out.suffix == ".jsonl"
-    if single and len(runs) != 1:
-        print(f"error: --out {out} is one file but {len(runs)} configurations are selected: give a directory, or "
-              "one --run", file=sys.stderr)
-        return 2
-    failed = 0
-    for run in runs:
-        try:
-            ex = export_run(run, out if single else out / file_name(run), schema, system=args.system)
-        except SubmissionError as e:
-            print(f"error: {run.label}: {e}", file=sys.stderr)
-            failed += 1
-            continue
-        print(f"[analysis] {run.label}: {ex.path}: {ex.submission.summary()} ({SELF_JUDGED}: the InMind team "
-              f"judges submissions again)\n[analysis]   {ex.fidelity.line()}")
-    return 2 if failed else 0
+    return export_selected(args, lambda: _load(args))
 
 
 #: ``analysis.plots.FORMATS``, spelled here so that ``--help`` imports no matplotlib
@@ -327,13 +289,13 @@ def parser() -> argparse.ArgumentParser:
     au.add_argument("--judges", nargs=2, metavar=("RUN_A", "RUN_B"), help="two runs differing in the judge model")
     au.add_argument("--out", type=Path, help="also write the tables (md, tex, csv) here")
     au.set_defaults(func=cmd_audit)
-    from inmind_exp.judges import JUDGE_SETS
+    from inmind_exp.protocol.judges import JUDGE_SETS
 
     rj = sub.add_parser("rejudge", help="re-judge the stored answers with another judge model, prompt set or N samples")
     _source_args(rj)
     rj.add_argument("--run", action="append", help="run label, id or config hash to re-judge (default: every run)")
     rj.add_argument("--judges", default="strict", choices=sorted(JUDGE_SETS),
-                    help="judge prompt set (inmind_exp.judges.JUDGE_SETS; default strict, the set runs use)")
+                    help="judge prompt set (inmind_exp.protocol.judges.JUDGE_SETS; default strict, the set runs use)")
     rj.add_argument("--judge-model", "--model", dest="judge_model", help="judge model (default: the run's judge)")
     rj.add_argument("--samples", type=int, default=1, help="repeated samples per verdict, each its own cache entry")
     rj.add_argument("--base-url", help="OpenAI-compatible endpoint for the judge (default: the run's judge endpoint)")

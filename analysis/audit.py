@@ -31,16 +31,17 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from inmind_exp.judges import JUDGES
-from inmind_exp.metrics import METRICS
+from inmind_exp.protocol.judges import JUDGES
+from inmind_exp.protocol.metrics import METRICS
 from inmind_exp.records import Answer
 
 from analysis.compare import verdict_outcome
 from analysis.load import LoadError, Run, find_run
-from analysis.stats import cohen_kappa, rogan_gladen, wilson_interval
-from analysis.tables import METRIC_TITLES, Table
+from analysis.agreement import cohen_kappa, rogan_gladen
+from analysis.stats import wilson_interval
+from analysis.table import METRIC_TITLES, Table
 
-LLM_JUDGES: tuple[str, ...] = tuple(JUDGES)  # the registry's judges (inmind_exp/judges.py)
+LLM_JUDGES: tuple[str, ...] = tuple(JUDGES)  # the registry's judges (inmind_exp/protocol/judges.py)
 
 
 class LabelError(ValueError):
@@ -180,7 +181,7 @@ def audit_human(labels: Sequence[HumanLabel], runs: Sequence[Run]) -> Table:
 
 def corrected_rates(labels: Sequence[HumanLabel], runs: Sequence[Run]) -> Table:
     """Per run and labelled judge: the judge's rate as observed and corrected for its misclassification
-    (``stats.rogan_gladen``), the judge's sensitivity and specificity from every label of that judge (all runs and
+    (``agreement.rogan_gladen``), the judge's sensitivity and specificity from every label of that judge (all runs and
     annotators pooled), and a 95% interval carrying both the run's and the audit's sampling error."""
     resolve = _resolver(runs)
     rows, display = [], []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-from inmind_exp.metrics import Z95
+from inmind_exp.protocol.metrics import Z95
 
 #: Below this many valid tasks per configuration the report warns that intervals are wide and rankings anecdotal.
 MIN_N = 30

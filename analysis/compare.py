@@ -5,7 +5,7 @@ within-domain (stratified) interval for this design's fixed domains, the differe
 for "would it hold on another domain mix" an approximate CR2 interval with Bell–McCaffrey degrees of freedom (given
 from ``stats.MIN_CLUSTERS`` domains up); and an account of every task left out.
 
-Rates are paired as in ``inmind_exp.metrics``: a task counts only if it ran and *every* verdict it got is valid
+Rates are paired as in ``inmind_exp.protocol.metrics``: a task counts only if it ran and *every* verdict it got is valid
 (``metrics.valid``), so all rates of a row, the Δ columns and the paired tests use the same tasks. A task enters a
 paired test only when it is valid in both runs; the others are counted under ``excluded``, never scored as 0.
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from inmind_exp.controls import CONTROL_METRICS
-from inmind_exp.metrics import METRICS, rate, valid
+from inmind_exp.protocol.controls import CONTROL_METRICS
+from inmind_exp.protocol.metrics import METRICS, rate, valid
 from inmind_exp.records import TaskRecord
 
 from analysis.caveats import FLAG, degenerate
@@ -38,7 +38,7 @@ def outcome(record: TaskRecord, metric: str) -> int | None:
     """The task's paired 0/1 for ``metric``: None when the task is left out (it failed or this verdict failed) or
     the metric does not apply (the backbone's naive query, provenance from a system that reports no items).
 
-    It is ``inmind_exp.metrics.rate`` over this one task, so it can never disagree with Table 1.
+    It is ``inmind_exp.protocol.metrics.rate`` over this one task, so it can never disagree with Table 1.
     """
     if metric not in METRICS and metric not in CONTROL_METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {', '.join([*METRICS, *CONTROL_METRICS])}")

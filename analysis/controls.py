@@ -1,8 +1,8 @@
 """The negative controls in the report (issue #22, item 1): per configuration, application beside over-application
 (like sensitivity beside a false-positive rate) and answer-only beside the no-fact warning (how much of the warning
 appears with nothing remembered), each with its Wilson 95% interval; and the paired comparisons of the controls'
-metrics between configurations. Everything reads ``RunMetrics.controls`` (``inmind_exp.metrics.control_metrics``),
-so a control added to ``inmind_exp.controls.CONTROLS`` appears here without an edit."""
+metrics between configurations. Everything reads ``RunMetrics.controls`` (``inmind_exp.protocol.metrics.control_metrics``),
+so a control added to ``inmind_exp.protocol.controls.CONTROLS`` appears here without an edit."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from typing import Sequence
 
 import pandas as pd
 
-from inmind_exp.controls import CONTROLS
-from inmind_exp.metrics import Rate
+from inmind_exp.protocol.controls import CONTROLS
+from inmind_exp.protocol.metrics import Rate
 
 from analysis.load import Run
-from analysis.tables import (METRIC_TITLES, Table, _rate_cols, control_metrics, flag_note, fmt_delta, fmt_rate,
-                             pairwise)
+from analysis.table import METRIC_TITLES, Table, flag_note, fmt_delta, fmt_rate
+from analysis.tables import _rate_cols, control_metrics
+from analysis.pairwise import pairwise
 
 #: what each control's rate is read beside: the rate it bounds (the same tasks, the same run)
 BESIDE: dict[str, str] = {"over_application": "application", "no_fact_warning": "answer_only",

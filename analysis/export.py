@@ -12,8 +12,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from inmind_exp.judges import JUDGES
-from inmind_exp.metrics import JUDGE_FREE, valid
+from inmind_exp.protocol.judges import JUDGES
+from inmind_exp.protocol.metrics import JUDGE_FREE, valid
 
 from analysis.load import Run, RunSet
 

@@ -1,4 +1,4 @@
-"""The report's headline table: ``inmind_exp.headline`` (the terminal's and MLflow ``results.md``'s table, one
+"""The report's headline table: ``inmind_exp.display.headline`` (the terminal's and MLflow ``results.md``'s table, one
 definition) over the analysis runs, as a ``Table`` (Markdown, LaTeX, CSV, HTML) with Table 1 one link away."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from typing import Sequence
 
 import pandas as pd
 
-from inmind_exp import headline as H
+from inmind_exp.display import headline as H
 
 from analysis.caveats import FLAG, FLAG_NOTE, flag
 from analysis.load import Run
-from analysis.tables import Table
+from analysis.table import Table
 
 FAULT_KEYS = ("memory_fault_rate", "fact_write_fault_rate", "memory_fault_tasks", "fact_write_fault_tasks")
 
@@ -30,7 +30,7 @@ def flat(run: Run) -> dict[str, float]:
 
 
 def flagged(run: Run) -> bool:
-    """The run's fact-write fault rate is above ``inmind_exp.headline.FACT_WRITE_FAULT_LIMIT``."""
+    """The run's fact-write fault rate is above ``inmind_exp.display.headline.FACT_WRITE_FAULT_LIMIT``."""
     return H.fact_write_flagged(flat(run))
 
 

@@ -1,5 +1,5 @@
-"""What the report says about the official benchmark: each run's protocol fidelity (``inmind_exp.fidelity``), the
-release's own aggregate beside our paired rates (``inmind_exp.official_aggregate``), and the paper's reported
+"""What the report says about the official benchmark: each run's protocol fidelity (``inmind_exp.official.fidelity``), the
+release's own aggregate beside our paired rates (``inmind_exp.official.aggregate``), and the paper's reported
 figures (``analysis.paper``) beside the measured ones of runs of the official tasks.
 """
 
@@ -9,13 +9,14 @@ from typing import Sequence
 
 import pandas as pd
 
-from inmind_exp.fidelity import RELEASE_RETRIEVAL_TOP_K, Fidelity, top_k_note
-from inmind_exp.headline import IN_CONTEXT, IN_CONTEXT_NOTE
-from inmind_exp.official_aggregate import NOTE as OFFICIAL_NOTE
-from inmind_exp.official_aggregate import official_rates
+from inmind_exp.official.fidelity import RELEASE_RETRIEVAL_TOP_K, Fidelity, top_k_note
+from inmind_exp.display.headline import IN_CONTEXT, IN_CONTEXT_NOTE
+from inmind_exp.official.aggregate import NOTE as OFFICIAL_NOTE
+from inmind_exp.official.aggregate import official_rates
 
 from analysis.load import Run
 from analysis.paper import PAPER_FIGURES, PaperFigure
+from analysis.table import Table, fmt_rate
 
 OFFICIAL_METRICS = ("application", "target_recall", "naive")
 
@@ -55,8 +56,6 @@ def protocol_cols(run: Run) -> dict[str, object]:
 def protocol_table(runs: Sequence[Run]):
     """Per run: the task set, the protocol fidelity line and, for runs of the official tasks, the release's
     aggregate (score-1 / 125) beside our paired rate, named apart."""
-    from analysis.tables import Table, fmt_rate
-
     data, display = [], []
     hidden = False
     for run in runs:
@@ -124,8 +123,6 @@ def paper_table(runs: Sequence[Run]):
     """The paper's reported figures beside the measured ones of the runs of the official tasks, row by row the
     paper's configuration (system × embedding) and the runs of that configuration, each with their fidelity; None
     when no run is of the official tasks."""
-    from analysis.tables import Table
-
     official = [r for r in runs if run_fidelity(r).official_data]
     if not official:
         return None

@@ -21,7 +21,8 @@ from inmind_exp.records import DOMAINS  # noqa: E402
 from analysis.caveats import FLAG  # noqa: E402
 from analysis.compare import compare, outcome  # noqa: E402
 from analysis.load import EMBEDDING_ORDER, Run  # noqa: E402
-from analysis.tables import METRIC_TITLES, embedding_groups, fmt_p  # noqa: E402
+from analysis.breakdowns import embedding_groups  # noqa: E402
+from analysis.table import METRIC_TITLES, fmt_p  # noqa: E402
 
 plt.rcParams.update({"svg.hashsalt": "inmind", "font.size": 9})
 _METADATA = {"png": {"Software": None}, "svg": {"Date": None}}
@@ -174,7 +175,7 @@ def domain_heatmap(runs: Sequence[Run], metric: str = "application") -> Figure:
 def embedding_comparison(runs: Sequence[Run]) -> Figure | None:
     """Per system, target recall and application under each embedding (Section 4.5: MiniLM vs emb3), with Wilson
     bars; the application panel notes the paired exact McNemar p between the first two embeddings. Only systems
-    that use an embedding appear (``tables.embedding_groups``); None when there are none to compare."""
+    that use an embedding appear (``breakdowns.embedding_groups``); None when there are none to compare."""
     groups = embedding_groups(runs)
     if not groups:
         return None
@@ -221,8 +222,8 @@ def embedding_comparison(runs: Sequence[Run]) -> Figure | None:
 def forest(runs: Sequence[Run]) -> Figure:
     """The headline as a forest plot: application and target recall per configuration, each with its Wilson 95%
     interval, in the tables' row order on a shared axis of labels. A configuration whose fact-write fault rate is
-    above ``inmind_exp.headline.FACT_WRITE_FAULT_LIMIT`` is drawn hollow and its label carries the flag."""
-    from inmind_exp.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG
+    above ``inmind_exp.display.headline.FACT_WRITE_FAULT_LIMIT`` is drawn hollow and its label carries the flag."""
+    from inmind_exp.display.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG
 
     from analysis.headline import flagged
 
@@ -252,9 +253,10 @@ def forest(runs: Sequence[Run]) -> Figure:
 def delta_forest(runs: Sequence[Run]) -> Figure | None:
     """The paired Δ of every configuration against the best retrieval configuration (``tables.best_retrieval``), on
     application and target recall: the difference over shared valid tasks with its 95% Bonett–Price interval and
-    the exact McNemar p, Holm-adjusted over all pairs as in the pairwise matrix (``tables.holm_by_pair``). None when
+    the exact McNemar p, Holm-adjusted over all pairs as in the pairwise matrix (``pairwise.holm_by_pair``). None when
     there is no reference or nothing to compare it with."""
-    from analysis.tables import best_retrieval, holm_by_pair
+    from analysis.tables import best_retrieval
+    from analysis.pairwise import holm_by_pair
 
     ref = best_retrieval(runs)
     others = [r for r in runs if ref is not None and r is not ref]
@@ -280,7 +282,7 @@ def delta_forest(runs: Sequence[Run]) -> Figure | None:
         ax.axvline(0, color="grey", lw=1, ls=":")
         ax.set(xlim=(-105, 105), xlabel=f"Δ {METRIC_TITLES[metric]}, points")
         ax.grid(axis="x", alpha=0.3)
-    from inmind_exp.headline import FAULT_FLAG
+    from inmind_exp.display.headline import FAULT_FLAG
 
     from analysis.headline import flagged
 

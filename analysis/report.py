@@ -10,25 +10,24 @@ import datetime as dt
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
-from inmind_exp.headline import flag_note
 
 from analysis import plots
 from analysis.audit import audit_human, corrected_rates, judge_agreement, judge_pairs, read_labels
-from analysis.caveats import FLAG_NOTE, MIN_N, detectable, n_range, small_sample_warning, wilson_halfwidth_pp
+from analysis.caveats import FLAG_NOTE, MIN_N, detectable, n_range, wilson_halfwidth_pp
 from analysis.compare import EXCLUSION_NOTE
-from analysis.headline import flagged, headline_table
+from analysis.headline import headline_table
 from analysis.load import Run, RunSet
-from analysis.official import paper_table, protocol_table, run_fidelity
+from analysis.notices import valid_sizes, warnings
+from analysis.official import paper_table, protocol_table
 from analysis.stats import MIN_CLUSTERS
 from analysis.viewer import VIEWER_FILE
-from analysis.tables import (Table, by_domain, by_embedding, by_injection, embedding_free_repeats,
-                             judge_self_audit, pairwise, retrieval_leaders, table1, table2, Verdict,
-                             verdict_line, verdicts, viewer_link)
+from analysis.table import Table
+from analysis.breakdowns import by_domain, by_embedding, by_injection
+from analysis.tables import judge_self_audit, retrieval_leaders, table1, table2
+from analysis.pairwise import pairwise, Verdict, verdict_line, verdicts, viewer_link
 
 PAIRED_METRICS: tuple[str, ...] = ("application", "target_recall")
-ARTIFACT_DIR = "analysis"
 
 
 @dataclass
@@ -123,7 +122,7 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None,
 
     if runset.rejudged:
         from analysis import judge_panel
-        from analysis.rejudge import panel
+        from analysis.judge_panel import panel
 
         sections.append(Section("Judge robustness: stored answers re-judged (python -m analysis rejudge)",
                                 (panel(runs, runset.rejudged), *judge_panel.tables(runs, runset.rejudged))))
@@ -137,65 +136,6 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None,
     rep.html.write_text(_html(runset, sections, rep), encoding="utf-8")
     rep.files += [rep.markdown, rep.html]
     return rep
-
-
-def valid_sizes(runs: list[Run]) -> list[tuple[str, int]]:
-    """Per run, the tasks that count towards its rates (those that ran; a failed verdict leaves only its own rate)."""
-    return [(r.label, r.metrics.n_tasks - len(r.metrics.excluded)) for r in runs]
-
-
-def warnings(runset: RunSet) -> list[str]:
-    """What a reader must see before the numbers: too few tasks, a tie at the top, repeated embedding-free runs."""
-    runs = list(runset.runs)
-    out = []
-    if runset.incomplete:
-        out.append(incomplete_warning(runset.incomplete))
-    small = small_sample_warning(valid_sizes(runs))
-    if small:
-        out.append(small)
-    leaders = retrieval_leaders(runs)
-    if len(leaders) > 1:
-        app = leaders[0].metrics.rates["application"].pct
-        out.append(f"Tie: no single best retrieval configuration; {', '.join(r.label for r in leaders)} share "
-                   f"application {app:.1f}% and the same target recall.")
-    demo = [r.label for r in runs if run_fidelity(r).demo]
-    if demo:
-        out.append(f"Demo tasks: {len(demo)} of {len(runs)} configuration(s) ran the bundled demo tasks, not the "
-                   f"official InMind set ({', '.join(demo)}): their numbers cannot be set beside the paper's or a "
-                   "leaderboard's (dataset=official runs the release's tasks).")
-    bad = [r for r in runs if flagged(r)]
-    if bad:
-        out.append(flag_note([f"{r.label} {r.fault_metrics.fact_write_fault_rate:.0f}%" for r in bad]))
-    repeats = embedding_free_repeats(runs)
-    if repeats:
-        out.append(f"{', '.join(repeats)} use(s) no embedding but ran under several embeddings: those runs repeat one "
-                   "configuration (differences between them are run-to-run noise) and are left out of the embedding "
-                   "comparison.")
-    return out
-
-
-#: what stopped an incomplete run (``tags.INCOMPLETE``), and how to finish it
-INCOMPLETE_WHY = {
-    "capped": ("stopped at the spend cap", "rerun the launch with a higher run.max_usd (its last lines print the "
-               "command with the cap that finishes)"),
-    "interrupted": ("interrupted", "rerun the same command"),
-    "errors": ("tasks ended in error", "rerun the same command to retry them"),
-}
-
-
-def incomplete_warning(incomplete: Sequence[tuple[str, int, int, str]]) -> str:
-    """The report's first warning: which configurations did not run every planned task, why, and how to finish;
-    finished tasks are never run or paid again."""
-    parts, hows = [], []
-    for name, done, planned, why in incomplete:
-        what, how = INCOMPLETE_WHY.get(why, (why, "rerun the same command"))
-        missing = f"{planned - done} of {planned} planned tasks missing" if planned > done else "tasks in error"
-        parts.append(f"{name} ({missing}: {what})")
-        if how not in hows:
-            hows.append(how)
-    return (f"Incomplete: {len(parts)} configuration(s) did not finish: {'; '.join(parts)}. Their rates cover only "
-            f"the tasks that ran (and a comparison only the tasks both ran). To finish, {' / '.join(hows)}; "
-            f"finished tasks are not run or paid again.")
 
 
 def _methods(runs: list[Run]) -> list[str]:
@@ -388,22 +328,3 @@ def _html(runset: RunSet, sections: list[Section], rep: Report) -> str:
     return "\n".join(parts)
 
 
-def publish(runset: RunSet, out: Path | str) -> list[str]:
-    """Log the report directory to every MLflow parent (sweep) run of the run set, under ``analysis/``.
-    Returns the run ids written to (none for a sweep directory or runs without a parent)."""
-    return log_to_parents(runset, Path(out), "inmind.report", "report.html")
-
-
-def log_to_parents(runset: RunSet, path: Path, tag: str, tagged: str) -> list[str]:
-    """Log ``path`` (a directory's files, or one file) under ``analysis/`` to every MLflow parent run of the run set
-    and tag each with ``tag`` = ``analysis/<tagged>``; the run ids written to."""
-    if not runset.tracking_uri or not runset.parent_run_ids:
-        return []
-    from inmind_exp import tracking
-
-    client = tracking.MlflowClient(tracking_uri=runset.tracking_uri)
-    log = client.log_artifacts if path.is_dir() else client.log_artifact
-    for rid in runset.parent_run_ids:
-        log(rid, str(path), artifact_path=ARTIFACT_DIR)
-        client.set_tag(rid, tag, f"{ARTIFACT_DIR}/{tagged}")
-    return list(runset.parent_run_ids)

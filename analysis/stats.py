@@ -1,8 +1,8 @@
 """Paired statistics for comparing two configurations on the same tasks: an interval for a paired difference of
 proportions (Bonett–Price, reported; Newcombe's hybrid score, compared), exact and mid-p McNemar, the exact test's
 power and minimum detectable difference, a paired bootstrap interval (for statistics that are not proportions), Holm
-and Benjamini–Hochberg adjustment, Cohen's and Fleiss' κ, and positive/negative specific agreement. Pure functions
-over 0/1 outcomes or the paired 2×2 counts.
+and Benjamini–Hochberg adjustment. Pure functions over 0/1 outcomes or the paired 2×2 counts (agreement between
+raters is ``analysis.agreement``).
 
 The percentile bootstrap of a mean of {−1, 0, 1} under-covers where the paper's differences live (91–93% at 2%/0%,
 3%/1% and 5%/2% discordance, n = 125; ``[0, 0]`` with no discordant task). Newcombe's hybrid score interval, the
@@ -25,13 +25,12 @@ import numpy as np
 from scipy.stats import binom
 from scipy.stats import t as student_t
 
-from inmind_exp.metrics import Z95, wilson_interval
+from inmind_exp.protocol.metrics import Z95, wilson_interval
 
 __all__ = [
     "wilson_interval", "mcnemar_exact", "mcnemar_midp", "bonett_price_ci", "newcombe_paired_ci", "mcnemar_power",
     "min_detectable_diff", "stratified_bonett_price_ci", "cr2_bm_ci", "leave_one_out", "MIN_CLUSTERS", "discordant",
-    "paired_bootstrap_ci", "holm", "benjamini_hochberg", "cohen_kappa", "confusion", "fleiss_kappa",
-    "specific_agreement", "rogan_gladen",
+    "paired_bootstrap_ci", "holm", "benjamini_hochberg",
 ]
 
 #: Below this many domains no between-domain interval is given (``cr2_bm_ci``): a handful of clusters cannot
@@ -273,79 +272,3 @@ def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
     return out
 
 
-def confusion(a: Sequence[Hashable], b: Sequence[Hashable]) -> dict[tuple[Hashable, Hashable], int]:
-    """Counts of each (a, b) label pair."""
-    if len(a) != len(b):
-        raise ValueError(f"ratings must align: {len(a)} vs {len(b)}")
-    return dict(Counter(zip(a, b)))
-
-
-def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float:
-    """Cohen's κ of two raters over the same items; NaN when chance agreement is 1 (both raters constant)."""
-    if len(a) != len(b):
-        raise ValueError(f"ratings must align: {len(a)} vs {len(b)}")
-    n = len(a)
-    if n == 0:
-        return float("nan")
-    po = sum(1 for x, y in zip(a, b) if x == y) / n
-    ca, cb = Counter(a), Counter(b)
-    pe = sum(ca[k] * cb[k] for k in ca) / (n * n)
-    if pe >= 1.0:
-        return float("nan")
-    return (po - pe) / (1.0 - pe)
-
-
-def fleiss_kappa(counts: Sequence[Sequence[int]]) -> float:
-    """Fleiss' κ of items × categories rating counts, every item rated by the same number of raters (as
-    ``statsmodels.stats.inter_rater.fleiss_kappa``); NaN without items or when chance agreement is 1."""
-    table = np.asarray(counts, dtype=float)
-    if table.ndim != 2 or not len(table):
-        return float("nan")
-    raters = table.sum(axis=1)
-    if raters[0] < 2 or not np.all(raters == raters[0]):
-        raise ValueError(f"Fleiss' κ needs the same number (≥ 2) of ratings per item, got {sorted(set(raters))}")
-    k = raters[0]
-    p_cat = table.sum(axis=0) / table.sum()
-    p_item = ((table * table).sum(axis=1) - k) / (k * (k - 1))
-    pe = float((p_cat * p_cat).sum())
-    if pe >= 1.0:
-        return float("nan")
-    return (float(p_item.mean()) - pe) / (1.0 - pe)
-
-
-def specific_agreement(a: Sequence[int], b: Sequence[int]) -> tuple[float, float]:
-    """(positive, negative) specific agreement of two 0/1 raters: 2·both1 / (2·both1 + discordant) and the same for
-    0; beside κ, which collapses at low prevalence though the raters agree. NaN where a class never occurs."""
-    if len(a) != len(b):
-        raise ValueError(f"ratings must align: {len(a)} vs {len(b)}")
-    both1 = sum(1 for x, y in zip(a, b) if x == y == 1)
-    both0 = sum(1 for x, y in zip(a, b) if x == y == 0)
-    disc = len(a) - both1 - both0
-    pos = 2 * both1 + disc
-    neg = 2 * both0 + disc
-    return (2 * both1 / pos if pos else float("nan"), 2 * both0 / neg if neg else float("nan"))
-
-
-def rogan_gladen(positives: int, n: int, tp: int, fn: int, tn: int, fp: int, z: float = Z95
-                 ) -> tuple[float, float, float]:
-    """A judge's rate corrected for its misclassification (Rogan & Gladen 1978): (p + Sp − 1) / (Se + Sp − 1), with
-    ``positives`` of ``n`` the judge's observed 1s and Se = tp / (tp + fn), Sp = tn / (tn + fp) from an audit against
-    human labels. The delta-method interval carries both sampling errors, the run's and the audit's
-    (Var = [p(1−p)/n + π²·Se(1−Se)/n₁ + (1−π)²·Sp(1−Sp)/n₀] / (Se + Sp − 1)², Greenland 1996), so a small audit
-    widens it. (corrected, low, high) as fractions, the estimate and the bounds clipped to [0, 1]; NaN when the
-    audit has no labelled 1 or no labelled 0, or Se + Sp ≤ 1 (a judge no better than chance cannot be inverted)."""
-    n1, n0 = tp + fn, tn + fp
-    if n <= 0 or n1 <= 0 or n0 <= 0:
-        return (math.nan,) * 3
-    p, se, sp = positives / n, tp / n1, tn / n0
-    j = se + sp - 1.0
-    if j <= 0:
-        return (math.nan,) * 3
-    pi = (p + sp - 1.0) / j
-    var = (p * (1 - p) / n + pi * pi * se * (1 - se) / n1 + (1 - pi) ** 2 * sp * (1 - sp) / n0) / (j * j)
-    half = z * math.sqrt(var)
-
-    def clip(x: float) -> float:
-        return min(1.0, max(0.0, x))
-
-    return clip(pi), clip(pi - half), clip(pi + half)

@@ -35,8 +35,9 @@ def report_sweep(tracking_uri: str, experiment: str, root: Path, parent_key: str
     ``sweep:<root>`` when not given) into ``<root>/analysis`` and log it to the sweep's parent run; the report's
     HTML path, or None when the sweep logged no configuration run (nothing ran); the same tables and intervals as
     ``python -m analysis report``, its figures drawn in ``formats``."""
-    from analysis.load import load_experiment
-    from analysis.report import build, publish
+    from analysis.mlflow_runs import load_experiment
+    from analysis.publish import publish
+    from analysis.report import build
     from inmind_exp.tracking import Tracker
 
     tracker = Tracker(tracking_uri, experiment)
@@ -61,10 +62,10 @@ def report_sweep(tracking_uri: str, experiment: str, root: Path, parent_key: str
 
 
 def verdict_text(runs: Sequence[Any]) -> str:
-    """The verdict lines under the sweep's end table (``tables.verdicts``: each configuration against the best
+    """The verdict lines under the sweep's end table (``pairwise.verdicts``: each configuration against the best
     retrieval one and the backbone, Holm-adjusted as in the report's matrix), or "" with nothing to compare."""
     from analysis.caveats import FLAG_NOTE
-    from analysis.tables import verdicts
+    from analysis.pairwise import verdicts
 
     lines = verdicts(list(runs))
     if not lines:

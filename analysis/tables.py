@@ -6,121 +6,28 @@ Markdown and LaTeX and shown in the HTML report). Rates are percentages with Wil
 
 from __future__ import annotations
 
-import itertools
 import math
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import pandas as pd
 
-from inmind_exp.controls import CONTROLS
-from inmind_exp.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG, IN_CONTEXT, IN_CONTEXT_NOTE
-from inmind_exp.metrics import LABELS, METRIC_INFO, METRICS, Rate, RunMetrics, fmt_ran, upper_bound, valid
-from inmind_exp.records import DOMAINS, OFFICIAL_DOMAINS, TaskRecord
+from inmind_exp.protocol.controls import CONTROLS
+from inmind_exp.display.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG, IN_CONTEXT, IN_CONTEXT_NOTE
+from inmind_exp.protocol.metrics import METRIC_INFO, METRICS, Rate, RunMetrics, fmt_ran, upper_bound, valid
 
-from analysis.caveats import FLAG, FLAG_NOTE, flag
-from analysis.compare import EXCLUSION_NOTE, HEALTH, Comparison, compare, outcome
-from analysis.load import EMBEDDING_ORDER, Run
+from analysis.compare import EXCLUSION_NOTE, compare, outcome
+from analysis.load import Run
 from analysis.official import protocol_cell, protocol_cols
-from analysis.stats import MIN_CLUSTERS, benjamini_hochberg, cohen_kappa, holm
+from analysis.table import (CLUSTER_NOTE, DELTA_TITLES, METRIC_TITLES, Table, _comparison_row, flag_note,
+                            fmt_count, fmt_delta, fmt_diff_ci, fmt_domain_cells, fmt_p, fmt_rate)
+from analysis.agreement import cohen_kappa
 
-#: Column titles: the results table's labels (``inmind_exp.metrics.LABELS``, from the judge registry and the
-#: judge-free metrics: the verbatim metric keeps its key ``target_recall_exact`` but is labelled a lower bound).
-METRIC_TITLES: dict[str, str] = {**LABELS, **{c.metric: c.label for c in CONTROLS.values()}}
-DELTA_TITLES: dict[str, str] = {
-    "delta_recall_naive": "Δ Recall−Naive",
-    "delta_application_recall": "Δ Application−Recall",
-    "delta_application_naive": "Δ Application−Naive",
-}
-SHORT: dict[str, str] = {k: m.short for k, m in METRIC_INFO.items()}
-ALPHA = 0.05
-CLUSTER_NOTE = ("[95% CI] (the Bonett–Price interval for paired proportions) and McNemar treat tasks as "
-                "independent. Tasks of one domain share a fact type and a bridge, so two more answers are given. "
-                "Within-domain: a stratified Bonett–Price interval, the difference on this design (these domains at "
-                "these sizes). Domain mix: whether it would hold on another mix of domains, an approximate CR2 "
-                "cluster-robust interval with Bell–McCaffrey degrees of freedom, given only from "
-                f"{MIN_CLUSTERS} domains up. Leave one out: the range of the difference with each domain left out "
-                "in turn, and the difference without the health domain.")
 
 CONTROLS_NOTE = (" Negative controls (controls=): " + "; ".join(f"{c.label} = {c.means}" for c in CONTROLS.values())
                  + ". A control's rate is over the row's valid tasks whose control query and verdict succeeded.")
 
 
-@dataclass(frozen=True)
-class Table:
-    """A named table: numbers for CSV, formatted cells for Markdown/LaTeX/HTML, and a caption."""
-
-    name: str
-    caption: str
-    data: pd.DataFrame
-    display: pd.DataFrame
-    note: str = ""
-    #: facts listed under the note, one per line (e.g. the tasks left out of a row and why)
-    items: tuple[str, ...] = ()
-
-    def markdown(self) -> str:
-        return to_markdown(self.display)
-
-    def notes_markdown(self) -> str:
-        """The note and the listed items as Markdown (empty when there are none)."""
-        parts = [self.note] if self.note else []
-        if self.items:
-            parts.append("\n".join(f"- {x}" for x in self.items))
-        return "\n\n".join(parts)
-
-    def latex(self) -> str:
-        return to_latex(self.display, self.caption, f"tab:{self.name}")
-
-    def write(self, directory: Path) -> list[Path]:
-        directory.mkdir(parents=True, exist_ok=True)
-        paths = [directory / f"{self.name}.{ext}" for ext in ("md", "tex", "csv")]
-        notes = self.notes_markdown()
-        note = f"\n\n{notes}" if notes else ""
-        paths[0].write_text(f"**{self.caption}**\n\n{self.markdown()}{note}\n", encoding="utf-8")
-        paths[1].write_text(self.latex() + "\n", encoding="utf-8")
-        self.data.to_csv(paths[2], index=False)
-        return paths
-
-
 # -- formatting ---------------------------------------------------------------------------------------------------
-
-def display_frame(rows: list[dict[str, object]]) -> pd.DataFrame:
-    """A table's display rows as a frame; with no row, an empty frame that still has its Configuration column."""
-    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=["Configuration"])
-
-
-def fmt_rate(pct: float, lo: float, hi: float, n: int = 0) -> str:
-    """"pct [lo, hi]" with ``caveats.FLAG`` when the interval is uninformative for ``n`` tasks; "–" for NaN."""
-    return "–" if math.isnan(pct) else f"{pct:.1f} [{lo:.1f}, {hi:.1f}]{flag(lo, hi, n)}"
-
-
-def fmt_diff_ci(c: Comparison) -> str:
-    """A paired difference with its Bonett–Price interval, flagged when the interval is degenerate; "–" if n = 0."""
-    if not c.n:
-        return "–"
-    return f"{fmt_delta(c.diff)} [{fmt_delta(c.ci_low)}, {fmt_delta(c.ci_high)}]{FLAG if c.degenerate else ''}"
-
-
-def fmt_domain_cells(c: Comparison) -> dict[str, str]:
-    """The domain structure of a paired difference as display cells: the within-domain interval, the domain-mix
-    interval (CR2, approximate; "–" below ``stats.MIN_CLUSTERS`` domains) and the leave-one-domain-out range."""
-    if not c.n:
-        return {"within-domain 95% CI": "–", "domain mix 95% CI (approx.)": "–", "leave one domain out": "–"}
-    within = f"[{fmt_delta(c.st_low)}, {fmt_delta(c.st_high)}]"
-    mix = (f"[{fmt_delta(c.cr_low)}, {fmt_delta(c.cr_high)}] (df {c.cr_df:.1f})" if not math.isnan(c.cr_low)
-           else f"– ({c.n_domains} domains)")
-    lo, hi = c.loo_range
-    loo = "–" if math.isnan(lo) else f"{fmt_delta(lo)} to {fmt_delta(hi)}"
-    if not math.isnan(c.health_out):
-        loo += f"; without health {fmt_delta(c.health_out)}"
-    return {"within-domain 95% CI": within, "domain mix 95% CI (approx.)": mix, "leave one domain out": loo}
-
-
-def flag_note(*frames: pd.DataFrame) -> str:
-    """``caveats.FLAG_NOTE`` (with a leading space) when some cell of ``frames`` carries the flag, else ""."""
-    flagged = any(FLAG in str(v) for df in frames for v in df.to_numpy().ravel())
-    return f" {FLAG_NOTE}" if flagged else ""
 
 
 #: the rates read from the naive query, and the Δ columns built on the naive rate
@@ -138,56 +45,6 @@ def _rate_cells(m: RunMetrics, in_context: bool = False) -> dict[str, str]:
     in-context control, for the rates of the naive query: answered with the fact in context, not recall)."""
     return {METRIC_TITLES[k]: fmt_rate(m.rates[k].pct, *m.rates[k].ci, m.rates[k].n)
             if m.rates[k].n and not (in_context and k in NAIVE_METRICS) else "–" for k in METRICS}
-
-
-def fmt_delta(v: float) -> str:
-    if math.isnan(v):
-        return "–"
-    text = f"{v:+.1f}"
-    return "+0.0" if text == "-0.0" else text.replace("-", "−")
-
-
-def fmt_p(p: float) -> str:
-    if math.isnan(p):
-        return "–"
-    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
-
-
-def fmt_count(k: int, n: int) -> str:
-    return "–" if not n else f"{100.0 * k / n:.1f} ({k}/{n})"
-
-
-def to_markdown(df: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table of a frame of strings (``|`` in cells escaped)."""
-    cols = [str(c) for c in df.columns]
-
-    def cell(v: object) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines)
-
-
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "Δ": r"$\Delta$", "−": "$-$",
-        "–": "--", "—": "---", "κ": r"$\kappa$", "×": r"$\times$", "→": r"$\to$", "≤": r"$\le$",
-        "*": r"$^{*}$", "†": r"$^{\dagger}$", "…": r"\ldots{}"}
-
-
-def tex_escape(text: object) -> str:
-    return "".join(_TEX.get(ch, ch) for ch in str(text))
-
-
-def to_latex(df: pd.DataFrame, caption: str, label: str) -> str:
-    """A booktabs ``table`` environment (first column left-aligned, the rest centred)."""
-    spec = "l" + "c" * (len(df.columns) - 1)
-    lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\caption{{{tex_escape(caption)}}}",
-             rf"\label{{{label}}}", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
-             " & ".join(tex_escape(c) for c in df.columns) + r" \\", r"\midrule"]
-    lines += [" & ".join(tex_escape(v) for v in row) + r" \\" for row in df.itertuples(index=False)]
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-    return "\n".join(lines)
 
 
 # -- Table 1 ------------------------------------------------------------------------------------------------------
@@ -222,7 +79,7 @@ def _audit_cell(m: RunMetrics) -> str:
 
 
 def control_metrics(runs: Sequence[Run]) -> list[str]:
-    """The negative controls' metrics some run measured (``inmind_exp.controls``), in column order."""
+    """The negative controls' metrics some run measured (``inmind_exp.protocol.controls``), in column order."""
     return [c.metric for c in sorted(CONTROLS.values(), key=lambda c: c.order)
             if any(c.metric in run.metrics.controls for run in runs)]
 
@@ -402,7 +259,7 @@ def retrieval_leaders(runs: Sequence[Run], like: Run | None = None) -> list[Run]
 
 
 def _fact_flagged(run: Run) -> bool:
-    """A fact-write fault rate above ``inmind_exp.headline.FACT_WRITE_FAULT_LIMIT``: never a leader, nor in a tie."""
+    """A fact-write fault rate above ``inmind_exp.display.headline.FACT_WRITE_FAULT_LIMIT``: never a leader, nor in a tie."""
     fm = run.fault_metrics
     return fm is not None and fm.fact_write_fault_rate > FACT_WRITE_FAULT_LIMIT
 
@@ -461,272 +318,8 @@ def table2(runs: Sequence[Run]) -> Table | None:
 
 # -- paired comparisons -------------------------------------------------------------------------------------------
 
-def _comparison_row(c: Comparison, **extra: str) -> dict[str, object]:
-    return {
-        **extra, "a": c.a, "b": c.b, "metric": c.metric, "n_paired": c.n, "rate_a": c.rate_a, "rate_b": c.rate_b,
-        "diff_pp": c.diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "both": c.both, "a_only": c.a_only,
-        "b_only": c.b_only, "neither": c.neither, "ci_method": c.ci_method, "p_exact": c.p_exact,
-        "p_midp": c.p_midp, "mdd_80": c.mdd, "excluded": c.n_excluded,
-        "within_domain_ci_low": c.st_low, "within_domain_ci_high": c.st_high, "domain_mix_ci_low": c.cr_low,
-        "domain_mix_ci_high": c.cr_high, "domain_mix_df": c.cr_df, "loo_min": c.loo_range[0],
-        "loo_max": c.loo_range[1], "health_out": c.health_out, "n_domains": c.n_domains,
-        **{f"excluded_{k.replace(' ', '_')}": v for k, v in c.excluded.items()},
-    }
-
-
-def _pairs(runs: Sequence[Run], metric: str) -> list[tuple[int, int, Comparison]]:
-    """Every pair of runs (by index in ``runs``, the matrix's and the viewer's order) compared on ``metric``."""
-    return [(i, j, compare(runs[i], runs[j], metric)) for i, j in itertools.combinations(range(len(runs)), 2)]
-
-
-def holm_by_pair(runs: Sequence[Run], metric: str = "application") -> dict[tuple[int, int], float]:
-    """The Holm-adjusted exact McNemar p of every pair of runs (by index, both orders), over all pairs: the one p
-    that the matrix, the Δ forest plot and the verdict lines show."""
-    pairs = _pairs(runs, metric)
-    out: dict[tuple[int, int], float] = {}
-    for (i, j, _), h in zip(pairs, holm([c.p_exact for _, _, c in pairs])):
-        out[i, j] = out[j, i] = h
-    return out
-
-
-def pairwise(runs: Sequence[Run], metric: str = "application") -> list[Table]:
-    """Every pair of runs on ``metric``: paired difference, Bonett–Price CI, exact McNemar, Holm and BH adjustment.
-    Returns the long table and the matrix (row − column, Holm-adjusted p)."""
-    comps = [c for _, _, c in _pairs(runs, metric)]
-    raw = [c.p_exact for c in comps]
-    p_holm, p_bh = holm(raw), benjamini_hochberg(raw)
-    data = pd.DataFrame([{**_comparison_row(c), "p_holm": h, "p_bh": q} for c, h, q in zip(comps, p_holm, p_bh)])
-    display = pd.DataFrame([{
-        "A": c.a, "B": c.b, "n": str(c.n), "A %": f"{c.rate_a:.1f}" if c.n else "–",
-        "B %": f"{c.rate_b:.1f}" if c.n else "–",
-        "A−B [95% CI]": fmt_diff_ci(c), **fmt_domain_cells(c),
-        "A only / B only": f"{c.a_only} / {c.b_only}", "exact p": fmt_p(c.p_exact),
-        "mid-p": fmt_p(c.p_midp), "Holm p": fmt_p(h), "BH q": fmt_p(q),
-        "MDD (80%)": "–" if math.isnan(c.mdd) else f"{c.mdd:.1f}", "excluded": str(c.n_excluded),
-    } for c, h, q in zip(comps, p_holm, p_bh)])
-    title = METRIC_TITLES[metric]
-    note = (f"{len(comps)} pairs; Holm controls the family-wise error over all of them, BH the false discovery rate. "
-            "MDD (80%): the paired difference (points) the exact McNemar test detects with 80% power at the pair's n "
-            "and share of discordant tasks ('–': too few discordant tasks for any). "
-            f"{CLUSTER_NOTE} {EXCLUSION_NOTE}{flag_note(display)}")
-    long = Table(f"pairwise_{metric}", f"Paired comparisons of {title}: all pairs of configurations", data,
-                 display if len(display) else pd.DataFrame(columns=["A", "B"]), note=note)
-    labels = [r.label for r in runs]
-    cells = {lab: {other: "—" for other in labels} for lab in labels}
-    for c, h in zip(comps, p_holm):
-        if not c.n:
-            cells[c.a][c.b] = cells[c.b][c.a] = "–"
-            continue
-        mark = "*" if h < ALPHA else ""
-        dflag = FLAG if c.degenerate else ""
-        cells[c.a][c.b] = f"{fmt_delta(c.diff)}{mark}{dflag} ({fmt_p(h)})"
-        cells[c.b][c.a] = f"{fmt_delta(-c.diff)}{mark}{dflag} ({fmt_p(h)})"
-    matrix = pd.DataFrame([{"row − column": lab, **cells[lab]} for lab in labels])
-    diffs = {lab: {other: (0.0 if other == lab else math.nan) for other in labels} for lab in labels}
-    for c in comps:
-        diffs[c.a][c.b], diffs[c.b][c.a] = c.diff, -c.diff
-    numeric = pd.DataFrame([{"row_minus_column": lab, **diffs[lab]} for lab in labels])
-    mat = Table(f"pairwise_{metric}_matrix",
-                f"{title}: row − column difference in points (Holm-adjusted exact McNemar p; * p<{ALPHA})",
-                numeric, matrix, note=note + f" The CSV holds the differences; p-values are in pairwise_{metric}.csv.")
-    return [long, mat]
-
 
 # -- the verdict ---------------------------------------------------------------------------------------------------
 
-def viewer_link(a: int, b: int, viewer: str = "viewer.html") -> str:
-    """The per-task viewer filtered to the tasks run ``a`` applied and run ``b`` did not (indices in the run set)."""
-    return f"{viewer}?a={a}&b={b}"
-
-
-def verdict_line(c: Comparison, p: float | None = None, pairs: int = 1, link: tuple[int, int] | None = None,
-                 viewer: str = "viewer.html") -> str:
-    """The verdict on one comparison in one line: "A − B: +Δ points [low, high], McNemar p, k/j discordant tasks";
-    ``p`` is the Holm-adjusted p when ``pairs`` (the family's size) is above one, else the exact p; ``link`` (the
-    indices of A and B in the run set) adds the viewer's links to the k tasks only A applied and the j only B did."""
-    if not c.n:
-        return f"{c.a} − {c.b}: no shared task with a valid {METRIC_TITLES.get(c.metric, c.metric)}"
-    test = f"McNemar p = {fmt_p(c.p_exact if p is None else p)}" + (f" (Holm-adjusted, {pairs} pairs)" if pairs > 1 else "")
-    line = (f"{c.a} − {c.b}: {fmt_delta(c.diff)} points [{fmt_delta(c.ci_low)}, {fmt_delta(c.ci_high)}]"
-            f"{' ' + FLAG if c.degenerate else ''}, {test}, {c.a_only}/{c.b_only} discordant tasks")
-    if link is not None and c.a_only + c.b_only:
-        line += f" ({viewer_link(*link, viewer)}, {viewer_link(link[1], link[0], viewer)})"
-    return line
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One comparison that matters, with the p the matrix shows for it and the runs' indices (the viewer's order)."""
-
-    comparison: Comparison
-    a: int
-    b: int
-    p: float
-    pairs: int
-
-    def line(self, viewer: str = "viewer.html") -> str:
-        return verdict_line(self.comparison, self.p, self.pairs, (self.a, self.b), viewer)
-
-
-def verdicts(runs: Sequence[Run], metric: str = "application") -> list[Verdict]:
-    """The comparisons that matter on ``metric``: each configuration against the best retrieval configuration
-    (``best_retrieval``) and against the backbone (the in-context control), each pair once, the reference as B; in a
-    run set of two with neither, the pair. Their p is Holm-adjusted over all pairs, as in the matrix."""
-    runs = list(runs)
-    best = best_retrieval(runs)
-    refs = ([best] if best is not None else []) + [r for r in runs if r.config.control == IN_CONTEXT and r is not best]
-    if not refs and len(runs) == 2:
-        refs = [runs[1]]
-    if not refs:
-        return []
-    index = {id(r): k for k, r in enumerate(runs)}
-    holm_p = holm_by_pair(runs, metric)
-    seen: set[frozenset[int]] = set()
-    out = []
-    for ref in refs:
-        j = index[id(ref)]
-        for i, run in enumerate(runs):
-            if i == j or frozenset((i, j)) in seen:
-                continue
-            seen.add(frozenset((i, j)))
-            out.append(Verdict(compare(run, ref, metric), i, j, holm_p[i, j], len(runs) * (len(runs) - 1) // 2))
-    return out
-
 
 # -- breakdowns ---------------------------------------------------------------------------------------------------
-
-def _counts(records: Iterable, metric: str) -> tuple[int, int, int]:
-    vals = [outcome(r, metric) for r in records]
-    valid = [v for v in vals if v is not None]
-    return sum(valid), len(valid), len(vals) - len(valid)
-
-
-def _long_row(k: int, n: int, errors: int) -> dict[str, float]:
-    from analysis.stats import wilson_interval
-
-    lo, hi = wilson_interval(k, n)
-    return {"k": k, "n": n, "errors": errors, "pct": 100.0 * k / n if n else math.nan,
-            "ci_low": 100.0 * lo, "ci_high": 100.0 * hi}
-
-
-def by_domain(runs: Sequence[Run], metric: str = "application") -> Table:
-    """Per-run, per-domain rate with counts (k/n); the first row counts the tasks in each domain."""
-    present = {r.domain for run in runs for r in run.records}
-    rank = {d: i for names in (DOMAINS, OFFICIAL_DOMAINS) for i, d in enumerate(names)}  # the release's names too
-    domains = sorted(present, key=lambda d: (rank.get(d, len(DOMAINS)), d))
-    data = []
-    tasks = {d: len({r.task_id for run in runs for r in run.records if r.domain == d}) for d in domains}
-    display = [{"Configuration": "tasks", **{d: str(tasks[d]) for d in domains}, "pooled": str(sum(tasks.values())),
-                "domain-macro": f"{len(domains)} domains",
-                "non-health": str(sum(n for d, n in tasks.items() if d not in HEALTH))}]
-    for run in runs:
-        disp = {"Configuration": run.label}
-        rates = []
-        for d in domains:
-            k, n, e = _counts([r for r in run.records if r.domain == d], metric)
-            row = _long_row(k, n, e)
-            data.append({"configuration": run.label, "domain": d, "metric": metric, **row})
-            disp[d] = fmt_count(k, n) + (f" [{row['ci_low']:.1f}, {row['ci_high']:.1f}]" if n else "")
-            if n:
-                rates.append(row["pct"])
-        pooled = _counts(run.records, metric)
-        other = _counts([r for r in run.records if r.domain not in HEALTH], metric)
-        macro = sum(rates) / len(rates) if rates else math.nan
-        for name, (k, n, e) in (("pooled", pooled), ("non-health", other)):
-            data.append({"configuration": run.label, "domain": name, "metric": metric, **_long_row(k, n, e)})
-        data.append({"configuration": run.label, "domain": "domain-macro", "metric": metric, "k": math.nan,
-                     "n": len(rates), "errors": math.nan, "pct": macro, "ci_low": math.nan, "ci_high": math.nan})
-        disp["pooled"] = fmt_count(pooled[0], pooled[1])
-        disp["domain-macro"] = "–" if math.isnan(macro) else f"{macro:.1f}"
-        disp["non-health"] = fmt_count(other[0], other[1])
-        display.append(disp)
-    return Table(f"by_domain_{metric}",
-                 f"{METRIC_TITLES[metric]} by domain: % (successes/valid verdicts) [Wilson 95% interval]",
-                 pd.DataFrame(data), pd.DataFrame(display),
-                 note=("pooled: every task; domain-macro: the mean of the domain rates (each domain weighs the "
-                       "same, whatever its size); non-health: the tasks outside the health domain, beside the "
-                       "health column (46 of the release's 125 tasks are health tasks). "
-                       "Tasks left out (failed, or this metric's verdict failed) are not in n; they are counted in "
-                       "the CSV's `errors` column. Domains are the `domain` strings the records carry. A domain's "
-                       "interval is wide at the few tasks it holds: read it as where the rate plausibly lies, not "
-                       "as a ranking of domains."))
-
-
-def by_injection(runs: Sequence[Run], metric: str = "application") -> Table:
-    """Rate by injection position for each system/embedding/LLM, with counts and the injected session."""
-    data, positions = [], {}
-    groups: dict[str, dict[str, str]] = {}
-    several_judges = len({r.config.judge_model for r in runs}) > 1
-    for run in runs:
-        c = run.config
-        sessions = run.injection_sessions
-        pos = c.injection + (f" (session {sessions[0] + 1})" if len(sessions) == 1 else "")
-        positions[pos] = min(sessions) if sessions else -1
-        k, n, e = _counts(run.records, metric)
-        group = f"{c.system}/{c.embedding}/{c.llm}" + (f" [judge {c.judge_model}]" if several_judges else "")
-        data.append({"configuration": run.label, "group": group, "injection": c.injection,
-                     "session": sessions[0] + 1 if len(sessions) == 1 else math.nan, "metric": metric,
-                     **_long_row(k, n, e)})
-        cell = fmt_count(k, n)
-        prev = groups.setdefault(group, {}).get(pos)
-        groups[group][pos] = cell if prev is None else f"{prev}; {cell}"
-    cols = sorted(positions, key=lambda p: (positions[p], p))
-    display = pd.DataFrame([{"System/embedding/LLM": g, **{p: cells.get(p, "") for p in cols}}
-                            for g, cells in groups.items()])
-    return Table(f"by_injection_{metric}", f"{METRIC_TITLES[metric]} by injection position: % (successes/valid)",
-                 pd.DataFrame(data), display,
-                 note="Columns are ordered by the session the fact was injected into (1-based).")
-
-
-def embedding_groups(runs: Sequence[Run]) -> dict[str, list[Run]]:
-    """Runs that differ only in the embedding, keyed by system/injection/LLM(/judge); groups of two or more, for
-    systems that use an embedding only (``RunConfig.uses_embedding``)."""
-    groups: dict[str, list[Run]] = {}
-    for r in runs:
-        c = r.config
-        if not c.uses_embedding:
-            continue
-        groups.setdefault(f"{c.system}/{c.injection}/{c.llm}/{c.judge_model}", []).append(r)
-    return {k: sorted(v, key=lambda r: (EMBEDDING_ORDER.get(r.config.embedding, 9), r.config.embedding))
-            for k, v in groups.items() if len({r.config.embedding for r in v}) > 1}
-
-
-def embedding_free_repeats(runs: Sequence[Run]) -> list[str]:
-    """Systems that use no embedding but were run under several embeddings (the same configuration repeated)."""
-    seen: dict[str, set[str]] = {}
-    for r in runs:
-        if not r.config.uses_embedding:
-            seen.setdefault(r.config.system, set()).add(r.config.embedding)
-    return sorted(s for s, embs in seen.items() if len(embs) > 1)
-
-
-def by_embedding(runs: Sequence[Run]) -> Table | None:
-    """Section 4.5: per system, target recall and application under each embedding and the paired change from the
-    first embedding (MiniLM) to each other one, with its Bonett–Price interval and exact McNemar p."""
-    groups = embedding_groups(runs)
-    if not groups:
-        return None
-    repeats = embedding_free_repeats(runs)
-    data, display = [], []
-    for key, members in groups.items():
-        base = members[0]
-        for other in members[1:]:
-            row = {"System": key.split("/")[0], "Change": f"{base.config.embedding} → {other.config.embedding}",
-                   "Setting": "/".join(key.split("/")[1:])}
-            for metric in ("target_recall", "application"):
-                c = compare(other, base, metric)
-                data.append(_comparison_row(c, group=key, change=row["Change"]))
-                title = METRIC_TITLES[metric]
-                row[title] = f"{c.rate_b:.1f} → {c.rate_a:.1f}" if c.n else "–"
-                row[f"Δ {title} [95% CI]"] = fmt_diff_ci(c)
-                row[f"Δ {title} within-domain"] = fmt_domain_cells(c)["within-domain 95% CI"]
-                row[f"Δ {title} without health"] = fmt_delta(c.health_out)
-                row[f"p ({title})"] = fmt_p(c.p_exact)
-            display.append(row)
-    shown = pd.DataFrame(display)
-    return Table("by_embedding", "Embedding comparison per system (Section 4.5): paired change in points",
-                 pd.DataFrame(data), shown,
-                 note=("Rates over the tasks valid in both runs; exact McNemar p, not adjusted. Only systems that use "
-                       "an embedding are compared" + (f" ({', '.join(repeats)} use none: their runs under different "
-                                                      "embeddings repeat one configuration)" if repeats else "")
-                       + f". {CLUSTER_NOTE} {EXCLUSION_NOTE}{flag_note(shown)}"))

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from inmind_exp.judges import JUDGES
-from inmind_exp.metrics import JUDGE_FREE, valid
+from inmind_exp.protocol.judges import JUDGES
+from inmind_exp.protocol.metrics import JUDGE_FREE, valid
 from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Answer, ContextItem, Task, TaskRecord
 
 from analysis.load import Run, RunSet
@@ -30,6 +30,10 @@ VIEWER_FILE = "viewer.html"
 #: Contexts up to this many characters, lists up to this many items, open unfolded (long ones stay one click away).
 OPEN_CONTEXT_CHARS = 2500
 OPEN_ITEMS = 8
+#: the viewer's style and script, inlined into the one self-contained HTML file it writes
+_ASSETS = Path(__file__).parent / "assets"
+_CSS = (_ASSETS / "viewer.css").read_text(encoding="utf-8")
+_JS = (_ASSETS / "viewer.js").read_text(encoding="utf-8")
 
 
 def esc(text: object) -> str:
@@ -302,96 +306,5 @@ def write_viewer(runset: RunSet, out: Path | str, tasks_path: Path | str | None 
     return path, problems
 
 
-def publish_viewer(runset: RunSet, path: Path) -> list[str]:
-    """Log ``viewer.html`` to every MLflow parent (sweep) run of the run set under ``analysis/``."""
-    from analysis.report import log_to_parents
-
-    return log_to_parents(runset, Path(path), "inmind.viewer", Path(path).name)
-
-
-_CSS = """
-*{box-sizing:border-box}body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;
-color:#222;line-height:1.35;font-size:14px}header{padding:.5em 1em;border-bottom:1px solid #ddd}h1{font-size:1.3em;
-margin:.2em 0}#layout{display:flex;align-items:flex-start}#side{width:260px;flex:none;position:sticky;top:0;
-max-height:100vh;overflow-y:auto;padding:.6em;border-right:1px solid #ddd;background:#fafafa}
-#side label{display:block;margin:.3em 0}#side select{width:100%}#main{flex:1;min-width:0;padding:.5em 1em}
-#task-list{padding-left:1.2em;margin:.3em 0}#task-list li{margin:.1em 0}#task-list li.cur{font-weight:700}
-.legend{font-size:.8em;padding-left:1.5em;margin:0}
-.marks i{display:inline-block;width:.7em;height:.7em;margin-left:2px;border-radius:2px}.a1{background:#2a8}
-.a0{background:#d54}.an{background:#bbb}.dom{color:#777;font-size:.85em}.muted{color:#777;font-size:.85em}
-dl.fact{display:grid;grid-template-columns:max-content 1fr;gap:.2em 1em;background:#f3f6fb;padding:.6em;
-border-radius:4px}dl.fact dt{font-weight:600}dl.fact dd{margin:0;white-space:pre-wrap}
-.configs{display:grid;grid-template-columns:repeat(auto-fit,minmax(340px,1fr));gap:.8em;margin-top:.8em}
-.config{border:1px solid #ccd;border-radius:4px;padding:.5em;min-width:0}.config h3{margin:0;font-size:1.05em;
-word-break:break-all}.config h4{margin:.6em 0 .2em;font-size:.95em}
-table.v{border-collapse:collapse;width:100%;font-size:.85em}table.v td,table.v th{border:1px solid #ddd;
-padding:.15em .35em;vertical-align:top;text-align:left}.s1{color:#185;font-weight:700}.s0{color:#b22;
-font-weight:700}.sn{color:#999}tr.bound td{background:#f7f7f7}.warnrow{background:#fff4e0}
-pre{white-space:pre-wrap;word-break:break-word;margin:.2em 0;font-size:.85em}pre.reply{background:#f5f5f0;
-padding:.4em;border-left:3px solid #889}.msg{border-top:1px dashed #ddd}.role{font-size:.75em;color:#557;
-text-transform:uppercase}mark{background:#ffe066;outline:1px solid #e0b000}
-.items li{font-size:.85em;margin:.15em 0}.items li.fact{background:#ffe066}.kind{color:#557;font-size:.85em}
-.src{color:#888;font-size:.8em;margin-left:.4em}.err{color:#b22}.fwf{background:#fde2e2;padding:.2em .4em;
-border-left:3px solid #b22}.warn{background:#fff4e0;border-left:4px solid #e08a00;padding:.3em .8em;margin:.3em 0}
-.pos{margin:.1em 0;font-size:.9em}.pager{display:none}body.js .pager{display:block}body.js section.task{display:none}
-body.js section.task.shown{display:block}section.task{border-bottom:2px solid #ccd;padding-bottom:1em}
-"""
-
 # Shows and hides what the HTML holds; never builds markup from data. State in the URL query (a, b, domain,
 # disagree, fwf, failed, task) so a filtered view can be linked and a headless browser can open it.
-_JS = r"""
-(function(){
-document.body.classList.add('js');
-var secs=[].slice.call(document.querySelectorAll('section.task'));
-var items=[].slice.call(document.querySelectorAll('#task-list li'));
-var f={domain:document.getElementById('f-domain'),a:document.getElementById('f-a'),b:document.getElementById('f-b'),
- disagree:document.getElementById('f-disagree'),fwf:document.getElementById('f-fwf'),
- failed:document.getElementById('f-failed')};
-var cur=-1;
-function data(s,k){return JSON.parse(s.getAttribute('data-'+k));}
-function matches(s){
- if(f.domain.value&&s.getAttribute('data-domain')!==f.domain.value)return false;
- var app=data(s,'app');
- if(f.a.value!==''&&app[+f.a.value]!==1)return false;
- if(f.b.value!==''&&app[+f.b.value]!==0)return false;
- if(f.disagree.checked&&!data(s,'disagree').length)return false;
- if(f.fwf.checked&&!data(s,'fwf').length)return false;
- if(f.failed.checked&&!data(s,'failed').length)return false;
- return true;}
-function visible(){return secs.map(function(s,i){return matches(s)?i:-1;}).filter(function(i){return i>=0;});}
-function show(i){
- cur=i;secs.forEach(function(s,j){s.classList.toggle('shown',j===i);});
- items.forEach(function(li,j){li.classList.toggle('cur',j===i);});
- save();}
-function save(){
- var q=new URLSearchParams();
- ['domain','a','b'].forEach(function(k){if(f[k].value!=='')q.set(k,f[k].value);});
- ['disagree','fwf','failed'].forEach(function(k){if(f[k].checked)q.set(k,'1');});
- if(cur>=0)q.set('task',secs[cur].getAttribute('data-task'));
- try{history.replaceState(null,'','?'+q.toString());}catch(e){}}
-function apply(){
- var vis=visible(),n=0;
- items.forEach(function(li,j){var on=vis.indexOf(j)>=0;li.hidden=!on;if(on)n++;});
- document.getElementById('count').textContent=n+' of '+secs.length+' tasks';
- document.getElementById('none').hidden=n>0;
- if(vis.indexOf(cur)<0)show(vis.length?vis[0]:-1);else save();}
-function step(d){var vis=visible(),k=vis.indexOf(cur);if(vis.length)show(vis[(k+d+vis.length)%vis.length]);}
-var q=new URLSearchParams(location.search);
-['domain','a','b'].forEach(function(k){if(q.has(k))f[k].value=q.get(k);});
-['disagree','fwf','failed'].forEach(function(k){f[k].checked=q.get(k)==='1';});
-var want=q.get('task');if(location.hash.indexOf('#task-')===0)cur=+location.hash.slice(6);
-secs.forEach(function(s,i){if(s.getAttribute('data-task')===want)cur=i;});
-Object.keys(f).forEach(function(k){f[k].addEventListener('change',apply);});
-document.getElementById('f-reset').addEventListener('click',function(){
- ['domain','a','b'].forEach(function(k){f[k].value='';});
- ['disagree','fwf','failed'].forEach(function(k){f[k].checked=false;});apply();});
-items.forEach(function(li,j){li.querySelector('a').addEventListener('click',function(e){e.preventDefault();show(j);
- window.scrollTo(0,0);});});
-document.getElementById('prev').addEventListener('click',function(){step(-1);});
-document.getElementById('next').addEventListener('click',function(){step(1);});
-document.addEventListener('keydown',function(e){if(e.target.tagName==='SELECT'||e.target.tagName==='INPUT')return;
- if(e.key==='ArrowRight'||e.key==='j')step(1);if(e.key==='ArrowLeft'||e.key==='k')step(-1);});
-if(cur<0&&secs.length)cur=0;
-apply();show(cur);
-})();
-"""

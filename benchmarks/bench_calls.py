@@ -17,12 +17,12 @@ from typing import Any
 
 from inmind_exp import env
 from inmind_exp.data import load_tasks, load_trace
-from inmind_exp.embed import MiniLMEncoder
+from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.testing.fake_openai import FakeOpenAI
 from inmind_exp.testing.replies import plausible_reply
 from inmind_exp.llm import CallCache, Endpoint, Models
 from inmind_exp.safety.paths import child_dir
-from inmind_exp.protocol import build_prefix, injection_session_index, run_task
+from inmind_exp.protocol.task import build_prefix, injection_session_index, run_task
 from inmind_exp.records import InjectionSpec, Usage
 from inmind_exp.memory import SYSTEMS
 

@@ -23,13 +23,13 @@ env.apply(env.HF)
 
 from inmind_exp.testing.replies import plausible_reply  # noqa: E402
 from inmind_exp.data import load_tasks, load_trace  # noqa: E402
-from inmind_exp.embed import MiniLMEncoder  # noqa: E402
+from inmind_exp.llm.embed import MiniLMEncoder  # noqa: E402
 from inmind_exp.testing.fake_openai import FakeOpenAI  # noqa: E402
 from inmind_exp.llm import CallCache, Endpoint, Models  # noqa: E402
 from inmind_exp.memory import SYSTEMS  # noqa: E402
-from inmind_exp.metrics import compute, fmt_ran  # noqa: E402
+from inmind_exp.protocol.metrics import compute, fmt_ran  # noqa: E402
 from inmind_exp.safety.paths import child_dir  # noqa: E402
-from inmind_exp.protocol import build_prefix, injection_session_index, run_task  # noqa: E402
+from inmind_exp.protocol.task import build_prefix, injection_session_index, run_task  # noqa: E402
 from inmind_exp.records import InjectionSpec  # noqa: E402
 
 

@@ -48,7 +48,7 @@ def route_project_logs(*file_handlers: logging.Handler) -> None:
 
 def retry_later(e: BaseException) -> int:
     """Print a ``ClusterStartError`` (or another transient start failure) with the command to rerun; its code."""
-    from inmind_exp.run.stop import resume_command
+    from inmind_exp.display.stop import resume_command
 
     print(f"error: {printable(str(e))}; nothing ran, and a rerun may pass (a loaded host often starts Ray on a "
           f"later try):\n  {resume_command()}", file=sys.stderr, flush=True)
@@ -80,7 +80,7 @@ def retry_summary(errored: list[tuple[str, int, int, int]], failed: list[str], r
     every task finished. It says to rerun, with the exact command, only when a rerun can help: errored tasks other
     than permanent ones while ``run.retry_errors`` is on, or a configuration that failed for a reason that can pass
     (not a non-retryable endpoint error such as an HTTP 400 or 401)."""
-    from inmind_exp.run.stop import resume_command
+    from inmind_exp.display.stop import resume_command
 
     n_err = sum(e for _, e, _, _ in errored)
     if not n_err and not failed:

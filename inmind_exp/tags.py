@@ -13,7 +13,7 @@ GIT_DIRTY = "inmind.git_dirty"
 GIT_COMMIT = "mlflow.source.git.commit"
 PARENT_RUN = "mlflow.parentRunId"
 SWEEP_NAME = "inmind.sweep"  # the sweep parent's name on each of its configuration runs (the saved view groups by it)
-FIDELITY = "inmind.fidelity"  # "paper", "leaderboard", or the deviations, from what ran (inmind_exp.fidelity)
+FIDELITY = "inmind.fidelity"  # "paper", "leaderboard", or the deviations, from what ran (inmind_exp.official.fidelity)
 TASK_SET = "inmind.task_set"  # official, or demo tasks (the bundled set), or a custom task file
 #: on a configuration run (and its sweep parent) that did not finish every planned task: why, one of INCOMPLETE_WHY;
 #: removed when a rerun completes it

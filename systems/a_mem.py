@@ -23,7 +23,7 @@ question into keywords, then ``find_related_memories_raw`` takes the top ``retri
 after each, up to k+1 of its linked notes, each line "talk start time:…memory content: …memory context: …memory
 keywords: […]memory tags: […]"; every line is one ``note`` item.
 
-Answer modes: ``shared`` (default) gives those lines to the shared prompt of ``inmind_exp.answering``; ``native``
+Answer modes: ``shared`` (default) gives those lines to the shared prompt of ``inmind_exp.memory.answering``; ``native``
 sends the reproduction's default answer prompt (``test_advanced.py`` ``answer_question``, the one it sends for LoCoMo
 categories 1, 3 and 4: "write an answer in the form of a short phrase … Answer with exact words from the context
 whenever possible", then "Short answer:") with its JSON output ``{"answer": …}``; an unparseable reply is used as the
@@ -72,12 +72,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from inmind_exp.embed import TextIndex
+from inmind_exp.llm.embed import TextIndex
 from inmind_exp.llm import parse_json_object
 from inmind_exp.memory import (SYSTEMS, CallProfile, MemorySystem, Recall, kept_provenance, read_json, union_sources,
                                write_json)
 from inmind_exp.records import Answer, ContextItem, Message, Session
-from inmind_exp.ranges import at_least
+from inmind_exp.memory.ranges import at_least
 from systems.prompts.a_mem import (ANALYZE_PROMPT, ANSWER_PROMPT, ANSWER_SYSTEM_PROMPT, EVOLUTION_PROMPT,
                                    JSON_SYSTEM_PROMPT, PROMPTS_VERSION, QUERY_KEYWORDS_PROMPT)
 

@@ -33,7 +33,7 @@ Answer modes (the answerer of A-RAG is its agent loop, so both modes run the sam
   calls, tool results and, if forced, the demand). ``meta['answer_prompt']`` is ``NATIVE_ANSWER_VERSION``.
 - ``shared`` (default): the loop unchanged as retrieval; it stops at the model's own reply (kept in
   ``meta['agent_answer']``) or at a limit, where no forced answer is asked for. The answer is then the shared prompt
-  of ``inmind_exp.answering`` over everything the tools returned into the loop's context (``recall``: every tool
+  of ``inmind_exp.memory.answering`` over everything the tools returned into the loop's context (``recall``: every tool
   output that returned memory, in order); ``Answer.context`` is the shared prompt's two messages.
 - ``paper``: as ``shared``, with the official release's answer prompt instead of the shared one; its ``{context}``
   (and ``Answer.visible``) is the same tool-output text.
@@ -94,11 +94,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from inmind_exp.answering import paper_answer, shared_answer
+from inmind_exp.memory.answering import paper_answer, shared_answer
 from inmind_exp.llm import EndpointError
 from inmind_exp.records import Answer, ContextItem, Message, Session, Turn
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, turn_pairs, write_json
-from inmind_exp.ranges import at_least
+from inmind_exp.memory.ranges import at_least
 from systems.prompts.a_rag import (CHUNK_IDS_PARAMETER, FORCE_ANSWER_PROMPT, KEYWORD_SEARCH_DESCRIPTION,
                                    KEYWORD_TOP_K_PARAMETER, KEYWORDS_PARAMETER, PROMPTS_VERSION, QUERY_PARAMETER,
                                    READ_CHUNK_DESCRIPTION, SEMANTIC_SEARCH_DESCRIPTION, SEMANTIC_TOP_K_PARAMETER,
@@ -644,7 +644,7 @@ class ARAG(MemorySystem):
             "stop_reason": stop,  # answered | tool_call_as_text | max_loops | token_budget
             "forced_final_answer": False,
             "steps": steps,
-            "tool_calls": len(trajectory),  # every tool call the agent made (what ran, ``inmind_exp.budget``)
+            "tool_calls": len(trajectory),  # every tool call the agent made (what ran, ``inmind_exp.protocol.budget``)
             "llm_calls": len(calls),
             "calls": calls,
             "trajectory": trajectory,

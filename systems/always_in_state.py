@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inmind_exp.answering import paper_answer, shared_messages
+from inmind_exp.memory.answering import paper_answer, shared_messages
 from inmind_exp.memory import (SYSTEMS, CallProfile, MemorySystem, Recall, content_words, kept_provenance, read_json,
                                unusable_state, write_json)
 from inmind_exp.records import Answer, ContextItem, Message, Session
-from inmind_exp.ranges import at_least
+from inmind_exp.memory.ranges import at_least
 
 PROMPT_VERSION = "always_in_state-v1"
 

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from inmind_exp.answering import paper_messages
+from inmind_exp.memory.answering import paper_messages
 from inmind_exp.records import Answer, ContextItem, Message, Session, Turn
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
 

@@ -52,7 +52,7 @@ Read path, per query:
 
 Answer modes (``answer=shared|native``): ``recall`` returns the top ``qa_top_k`` passages in rank order, rendered as
 the passage texts separated by blank lines (no facts: upstream's QA step shows passages only). ``shared`` (the
-default) answers them with the shared prompt of ``inmind_exp.answering``; ``native`` uses upstream's QA prompt,
+default) answers them with the shared prompt of ``inmind_exp.memory.answering``; ``native`` uses upstream's QA prompt,
 ``prompts/templates/rag_qa_musique.py`` verbatim (system prompt, the Neville A. Stanton one-shot demonstration)
 laid out as ``HippoRAG.qa`` does ("Wikipedia Title: <passage>" blocks, "Question: <query>", "Thought: "), and the
 answer is the text after "Answer:" (the whole reply when there is none). ``meta.answer_prompt`` names the prompt.
@@ -112,7 +112,7 @@ import numpy as np
 from inmind_exp.llm import parse_json_object
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
-from inmind_exp.ranges import at_least, non_negative, similarity, unit
+from inmind_exp.memory.ranges import at_least, non_negative, similarity, unit
 from systems.prompts.hipporag2 import FILTER_DEMOS, FILTER_INPUT, FILTER_SYSTEM, PROMPTS_VERSION
 
 PROMPT_VERSION = "hipporag2-v3"
@@ -653,7 +653,7 @@ class HippoRAG2(MemorySystem):
         top = ranked[: self.qa_top_k]
         text_of = dict(zip(self.passage_ids, self.passage_texts))
         items = tuple(ContextItem("passage", text_of[p], self.passage_turns(p)) for p in top)
-        # what ran (``inmind_exp.budget``): PPR over the graph, or the dense fallback when the filter kept no fact
+        # what ran (``inmind_exp.protocol.budget``): PPR over the graph, or the dense fallback when the filter kept no fact
         mode = "ppr" if log["mode"] == "ppr" else "dense"
         return Recall("\n\n".join(it.text for it in items), items, {**log, "passages": top, "retrieval_mode": mode})
 

@@ -24,7 +24,7 @@ Write path, per (user, assistant) exchange of a session (the evaluation adds two
 Read path (``recall``): the top ``top_k`` memories by cosine similarity, rendered as upstream's ``search.py`` does,
 a JSON list of ``"<timestamp>: <memory>"`` strings; each is one ``memory`` item.
 
-Answer modes: ``shared`` (default) gives that JSON list to the shared prompt of ``inmind_exp.answering``;
+Answer modes: ``shared`` (default) gives that JSON list to the shared prompt of ``inmind_exp.memory.answering``;
 ``native`` sends the evaluation's ``ANSWER_PROMPT`` (``evaluation/prompts.py``, rendered by
 ``src/memzero/search.py`` as one system message), including its rules "The answer should be less than 5-6 words"
 and "based solely on the evidence in the memories"; ``answer_prompt`` in the answer's meta names which.
@@ -76,11 +76,11 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from inmind_exp.embed import TextIndex
+from inmind_exp.llm.embed import TextIndex
 from inmind_exp.memory import (SYSTEMS, CallProfile, MemorySystem, Recall, kept_provenance, read_json, turn_pairs,
                                write_json)
 from inmind_exp.records import Answer, ContextItem, Message, Session
-from inmind_exp.ranges import at_least
+from inmind_exp.memory.ranges import at_least
 from systems.prompts.mem0 import (ANSWER_PROMPT, CONTEXT_RULE, DEFAULT_UPDATE_MEMORY_PROMPT, FACT_RETRIEVAL_PROMPT,
                                   PROMPTS_VERSION, UPDATE_CURRENT_MEMORY, UPDATE_EMPTY_MEMORY, UPDATE_MEMORY_MESSAGE,
                                   USER_MEMORY_EXTRACTION_PROMPT)

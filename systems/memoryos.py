@@ -25,7 +25,7 @@ Read path (``Memoryos.get_response``): the top ``top_k_sessions`` mid-term sessi
 Answer modes: ``recall`` renders those blocks as upstream formats them (【Historical Memory】 pages with their chain
 overview, 【User Profile】 and 【Relevant User Knowledge Entries】, 【Assistant Knowledge Base】) under upstream's
 <CONTEXT>/<MEMORY>/<USER TRAITS> tags (``SHARED_RENDERING``); ``answer=shared`` (the default) answers it with the
-shared prompt of ``inmind_exp.answering``. ``answer=native`` uses upstream's answer prompt, memoryos-pypi/prompts.py
+shared prompt of ``inmind_exp.memory.answering``. ``answer=native`` uses upstream's answer prompt, memoryos-pypi/prompts.py
 GENERATE_SYSTEM_RESPONSE_SYSTEM_PROMPT / _USER_PROMPT, verbatim: the role-play as the user's ``relationship``
 ("friend", as ``get_response``'s default) and "maximum 30 words, must be in English" (``answer_word_limit``; null
 drops the clause). ``meta.answer_prompt`` names the prompt used.
@@ -94,7 +94,7 @@ import numpy as np
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.memory import (SYSTEMS, CallProfile, MemorySystem, Recall, kept_provenance, read_json, turn_pairs,
                                unusable_state, write_json)
-from inmind_exp.ranges import at_least, non_negative, similarity
+from inmind_exp.memory.ranges import at_least, non_negative, similarity
 from systems.prompts.memoryos import CONTINUITY_CHECK_SYSTEM_PROMPT as CONTINUITY_SYSTEM_PROMPT
 from systems.prompts.memoryos import CONTINUITY_CHECK_USER_PROMPT as CONTINUITY_USER_PROMPT
 from systems.prompts.memoryos import KNOWLEDGE_EXTRACTION_SYSTEM_PROMPT as KNOWLEDGE_SYSTEM_PROMPT

@@ -18,17 +18,17 @@ single-shot``; report it as a single-shot control, not a stateful middle-injecti
 default) makes each injected turn its own chunk too.
 
 ``top_k`` 5 is this project's default; the release's example configuration retrieves 10 (``retrieval_top_k``, its
-``evaluation/README.md``), which the fidelity note states beside every run (``inmind_exp.fidelity.top_k_note``).
+``evaluation/README.md``), which the fidelity note states beside every run (``inmind_exp.official.fidelity.top_k_note``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from inmind_exp.embed import TextIndex
+from inmind_exp.llm.embed import TextIndex
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
 from inmind_exp.records import Answer, ContextItem, Message, Session, Turn
-from inmind_exp.ranges import at_least
+from inmind_exp.memory.ranges import at_least
 
 ANSWER_SYSTEM_PROMPT = (  # naive_rag-v1
     "You are a helpful assistant with access to excerpts of your earlier conversations with this user. "

@@ -28,7 +28,7 @@ overall; at most 10 are kept and the best-ranked is kept if none is. ``recall`` 
 "Semantic Memories" and "Episodic Memories" blocks (raw messages under expanded episodes). With no facts at all the
 upstream baseline is used instead (top 10 episodes by vector, no raw messages).
 
-Answer modes: ``shared`` (default) gives the two blocks to the shared prompt of ``inmind_exp.answering`` with the
+Answer modes: ``shared`` (default) gives the two blocks to the shared prompt of ``inmind_exp.memory.answering`` with the
 answerer's defaults; ``native`` uses upstream's ``ANSWER_PROMPT`` of evaluation/locomo/xMemory_search_framework.py
 word for word (dedented; its LoCoMo "two speakers" wording and "less than 5-8 words" limit included), as one user
 message at temperature 0 with upstream's 64-token cap. ``Answer.meta['answer_prompt']`` names the prompt used.
@@ -91,7 +91,7 @@ import numpy as np
 
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
-from inmind_exp.ranges import Range, at_least, similarity, unit
+from inmind_exp.memory.ranges import Range, at_least, similarity, unit
 from systems.prompts.xmemory import (BOUNDARY_PROMPT, COLD_START_PROMPT, COMPARISON_PROMPT, EPISODE_PROMPT,
                                      PREDICTION_PROMPT, PROMPTS_VERSION)
 
@@ -822,7 +822,7 @@ class XMemory(MemorySystem):
             base = self._nll(question, st, themes, sems, [])
             if base is None:
                 self.fault("logprobs_unavailable", "gate", no_logprobs)
-        meta["gate_ran"] = base is not None  # what ran (``inmind_exp.budget``): the gate read the reader's logprobs
+        meta["gate_ran"] = base is not None  # what ran (``inmind_exp.protocol.budget``): the gate read the reader's logprobs
         if base is None:
             meta["gate"] = "fallback_no_logprobs" if p.logprob_gate else "disabled"
             kept = probe[: p.top_k_episodes]

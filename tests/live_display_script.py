@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 from inmind_exp.console import route_project_logs
-from inmind_exp.run import plan_config, run_plan
-from inmind_exp.run.executor import InProcessExecutor
+from inmind_exp.plan.plan import plan_config
+from inmind_exp.run.driver import run_plan
+from inmind_exp.exec.executor import InProcessExecutor
 from inmind_exp.run.resources import Resources
 from tests.fake_openai import FakeOpenAI
 from tests.test_runner_ray import compose

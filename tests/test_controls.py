@@ -9,9 +9,9 @@ import random
 import numpy as np
 import pytest
 
-from inmind_exp.controls import Pairing, mismatched_fields, mismatched_pairs, pair_text, tfidf_similarity
+from inmind_exp.protocol.controls import Pairing, mismatched_fields, mismatched_pairs, pair_text, tfidf_similarity
 from inmind_exp.data.tasks import load_tasks
-from inmind_exp.judges import CONTROL_JUDGES, JUDGES, OVER_APPLICATION_JUDGE, judge
+from inmind_exp.protocol.judges import CONTROL_JUDGES, JUDGES, OVER_APPLICATION_JUDGE, judge
 from inmind_exp.llm import Endpoint, LLMClient
 from inmind_exp.records import Answer, Message, Task
 from tests.fake_openai import FakeOpenAI

@@ -13,14 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from inmind_exp.controls import CONTROLS, PAIRING_VERSION, ControlSpec
+from inmind_exp.protocol.controls import CONTROLS, PAIRING_VERSION, ControlSpec
 from inmind_exp.errors import PlanError
-from inmind_exp.judges import OVER_APPLICATION_JUDGE
-from inmind_exp.metrics import compute, control_rate
+from inmind_exp.protocol.judges import OVER_APPLICATION_JUDGE
+from inmind_exp.protocol.metrics import compute, control_rate
 from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, ControlResult, TaskRecord, Verdict
-from inmind_exp.run import estimate, plan_config, run_plan
-from inmind_exp.run.estimate import price
-from inmind_exp.run.executor import InProcessExecutor
+from inmind_exp.plan.estimate import estimate
+from inmind_exp.plan.plan import plan_config
+from inmind_exp.run.driver import run_plan
+from inmind_exp.plan.estimate import price
+from inmind_exp.exec.executor import InProcessExecutor
 from inmind_exp.run.resources import Resources
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import TASKS
@@ -261,7 +263,7 @@ def test_control_spec_is_registry_driven():
 def test_no_fact_application_shares_the_no_fact_answer_and_its_failure(tmp_path):
     """The application judge's no-fact control asks nothing itself: when the no-fact query fails it fails with it,
     on the control, never as a score."""
-    from inmind_exp.controls import control_spec, run_controls
+    from inmind_exp.protocol.controls import control_spec, run_controls
     from inmind_exp.records import Task
 
     def ask(*a, **k):
@@ -270,7 +272,7 @@ def test_no_fact_application_shares_the_no_fact_answer_and_its_failure(tmp_path)
     task = Task("t1", "health", "a fact", "ok", "naive?", "indirect?", "bridge")
     spec = control_spec(["no_fact"], [task])
     assert spec.names == ("no_fact", "no_fact_application") and spec.asked == ("no_fact",)
-    from inmind_exp.judges import JUDGES
+    from inmind_exp.protocol.judges import JUDGES
 
     out = run_controls(spec, task, lambda w: None, None, JUDGES, tmp_path, None, tmp_path, ask=ask)
     assert out["no_fact"].error.startswith("RuntimeError: the no-fact state was not built")

@@ -9,9 +9,11 @@ import os
 import pytest
 
 from inmind_exp.errors import PlanError
-from inmind_exp.run import Ledger, plan_config, run_plan
-from inmind_exp.run.executor import InProcessExecutor
-from inmind_exp.run.ledger import LedgerWriteError
+from inmind_exp.plan.ledger import Ledger
+from inmind_exp.plan.plan import plan_config
+from inmind_exp.run.driver import run_plan
+from inmind_exp.exec.executor import InProcessExecutor
+from inmind_exp.plan.ledger import LedgerWriteError
 from inmind_exp.run.resources import Resources
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import launch_cmd, mlflow_runs, run, write_small_data
@@ -32,14 +34,14 @@ def test_a_full_disk_under_the_ledger_stops_the_run_failed_naming_the_path(tmp_p
         assert str(plan.ledger_path) in text and "No space left on device" in text and "free on its filesystem" in text
         assert len(fake.chat_requests()) < 4 * 5  # dispatch stopped at the first task's record
         run_info = res.tracker(plan.tracking).run_info(res.tracker(plan.tracking).find_run(
-            __import__("inmind_exp.result_identity", fromlist=["identity_hash"]).identity_hash(
+            __import__("inmind_exp.config.identity", fromlist=["identity_hash"]).identity_hash(
                 {"root": str(plan.root.resolve()), "config": plan.config_hash})))
         assert run_info.info.status == "FAILED"
 
 
 def test_a_ledger_append_keeps_earlier_records(tmp_path):
     from inmind_exp.data import load_tasks
-    from inmind_exp.protocol import failed_record
+    from inmind_exp.protocol.task import failed_record
 
     tasks, _ = write_small_data(tmp_path / "data")
     rec = failed_record(load_tasks(str(tasks))[0], config_hash="h", system_name="s", session_index=0, error="x",

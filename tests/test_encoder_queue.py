@@ -7,7 +7,7 @@ import threading
 import time
 
 import numpy as np
-from inmind_exp.embed import MiniLMEncoder
+from inmind_exp.llm.embed import MiniLMEncoder
 
 
 def _encode_all(enc: MiniLMEncoder, groups: list[list[str]]) -> list[np.ndarray]:

@@ -12,8 +12,8 @@ def plan_for(tmp_path, *overrides: str):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from inmind_exp.config import register_configs
-    from inmind_exp.run import plan_config
+    from inmind_exp.config.schema import register_configs
+    from inmind_exp.plan.plan import plan_config
     from tests.launch_helpers import REPO, write_small_data
 
     tasks, trace = write_small_data(tmp_path / "data")
@@ -26,7 +26,7 @@ def plan_for(tmp_path, *overrides: str):
 
 
 def test_each_role_is_priced_at_its_own_model_with_completions(tmp_path):
-    from inmind_exp.run.estimate import estimate, price
+    from inmind_exp.plan.estimate import estimate, price
 
     plan = plan_for(tmp_path, "system=mem0", "llm.roles.judge.model=gpt-4o")
     est = estimate(plan)
@@ -43,7 +43,7 @@ def test_each_role_is_priced_at_its_own_model_with_completions(tmp_path):
 
 
 def test_a_model_without_a_price_gives_no_cost_and_is_named(tmp_path):
-    from inmind_exp.run.estimate import estimate, price
+    from inmind_exp.plan.estimate import estimate, price
 
     plan = plan_for(tmp_path, "system=naive_rag", "llm.roles.judge.model=my-own-judge")
     cost, unpriced = price(plan, estimate(plan))
@@ -72,7 +72,7 @@ def test_a_dry_run_sweep_ends_with_its_total(tmp_path, launcher):
 def test_the_wall_time_estimate_follows_latency_slots_and_chains(tmp_path):
     """Calls spread over the slots in flight (workers x tasks per worker, capped by the tightest endpoint limit), plus
     the prefix chain and one task's chain, at ``run.latency_s`` per call; twice the latency is twice the time."""
-    from inmind_exp.run.estimate import estimate
+    from inmind_exp.plan.estimate import estimate
 
     one = estimate(plan_for(tmp_path, "system=naive_rag", "embedding=bm25", "run.latency_s=2",
                             "cluster.workers=8", "llm.max_concurrency=3"))

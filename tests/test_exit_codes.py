@@ -82,7 +82,7 @@ def test_more_local_workers_than_the_machine_takes_exit_2(tmp_path):
     before Ray starts, naming the key and the machine's cap."""
     import os
 
-    from inmind_exp.run.settings import local_cpu_cap
+    from inmind_exp.config.settings import local_cpu_cap
 
     assert local_cpu_cap() == max(2, 2 * (os.cpu_count() or 1))
     write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from inmind_exp.fidelity import (DEMO_TASKS, LEADERBOARD, PAPER, Fidelity, RoleSetting, Setting, deviations,
+from inmind_exp.official.fidelity import (DEMO_TASKS, LEADERBOARD, PAPER, Fidelity, RoleSetting, Setting, deviations,
                                  fidelity, setting_of_params)
 from inmind_exp.records import TaskRecord
 
@@ -155,9 +155,9 @@ def test_the_judge_prompt_set_defaults_to_strict():
 def test_a_plan_of_the_default_config_is_demo_tasks(tmp_path):
     from hydra import compose, initialize_config_dir
 
-    from inmind_exp.config import register_configs
-    from inmind_exp.run.labels import CONF_DIR
-    from inmind_exp.run.plan import plan_config
+    from inmind_exp.config.schema import register_configs
+    from inmind_exp.labels import CONF_DIR
+    from inmind_exp.plan.plan import plan_config
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):

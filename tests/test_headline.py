@@ -3,8 +3,8 @@ with long configuration names, and the flag on a configuration whose fact-write 
 
 from __future__ import annotations
 
-from inmind_exp import headline
-from inmind_exp.metrics import compute
+from inmind_exp.display import headline
+from inmind_exp.protocol.metrics import compute
 from inmind_exp.records import TaskRecord
 from tests.analysis.fixtures import Spec, make_records
 

@@ -1,5 +1,5 @@
-"""The result identity covers the code and settings that make a result (``inmind_exp.identity``,
-``inmind_exp.result_identity.result_identity``): a changed answer, judge or system prompt, a bumped system ``version``,
+"""The result identity covers the code and settings that make a result (``inmind_exp.config.code``,
+``inmind_exp.config.identity.result_identity``): a changed answer, judge or system prompt, a bumped system ``version``,
 ``run.judge_attempts`` or ``llm.max_tokens_param`` gives a new config hash, so nothing stale is reused from a ledger
 (the issue's probe: a replaced shared answer prompt rerun as "2 already done"); the system's prompts and version
 also key the prefix snapshot. Credentials in a base URL are no part of it."""
@@ -10,14 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from inmind_exp import answering, judges
+from inmind_exp.memory import answering
+
+from inmind_exp.protocol import judges
 from inmind_exp.memory import SYSTEMS
 from tests.launch_helpers import REPO
 
 
 def _plan(tmp_path: Path, *overrides: str):
     """A plan of ``tests.test_runner_ray.compose``'s small data with "system=naive_rag", "embedding=bm25" and ``overrides``."""
-    from inmind_exp.run.plan import plan_config
+    from inmind_exp.plan.plan import plan_config
     from tests.test_runner_ray import compose
 
     return plan_config(compose(tmp_path, "http://127.0.0.1:9/v1", "system=naive_rag", "embedding=bm25", *overrides), tmp_path / "root",
@@ -72,10 +74,10 @@ def test_the_identity_is_stable_across_processes(tmp_path):
     import subprocess
     import sys
 
-    from inmind_exp.identity import code_identity
+    from inmind_exp.config.code import code_identity
 
     here = {n: code_identity(SYSTEMS.get(n)) for n in ("a_rag", "memoryos", "xmemory")}
-    code = ("import json; from inmind_exp.memory import SYSTEMS; from inmind_exp.identity import code_identity; "
+    code = ("import json; from inmind_exp.memory import SYSTEMS; from inmind_exp.config.code import code_identity; "
             "print(json.dumps({n: code_identity(SYSTEMS.get(n)) for n in ('a_rag', 'memoryos', 'xmemory')}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(REPO), "PYTHONHASHSEED": "123", "PATH": "/usr/bin:/bin"})
@@ -98,7 +100,7 @@ def test_a_code_edit_to_a_system_module_is_a_new_identity_and_a_docstring_edit_i
     import os
     import sys
 
-    from inmind_exp.identity import system_identity, system_modules
+    from inmind_exp.config.code import system_identity, system_modules
 
     source = (REPO / "systems" / "naive_rag.py").read_text(encoding="utf-8")
     search = "self.index.search(query, self.top_k)"
@@ -137,12 +139,12 @@ def test_a_code_edit_to_a_system_module_is_a_new_identity_and_a_docstring_edit_i
 
 
 def test_the_core_code_that_makes_a_result_is_in_the_identity():
-    """Inverting the judge's score in ``inmind_exp/judges.py`` kept the hash: the judges', answering's, the
+    """Inverting the judge's score in ``inmind_exp/protocol/judges.py`` kept the hash: the judges', answering's, the
     protocol's, the memory interface's and the encoders' code are in it (the last three in the prefix's too)."""
-    from inmind_exp.identity import INGEST_CODE, RESULT_CODE, code_identity, digest, module_code
+    from inmind_exp.config.code import INGEST_CODE, RESULT_CODE, code_identity, digest, module_code
 
-    assert {"inmind_exp.judges", "inmind_exp.answering"} <= set(RESULT_CODE)
-    assert {"inmind_exp.protocol", "inmind_exp.memory", "inmind_exp.embed"} <= set(INGEST_CODE)
+    assert {"inmind_exp.protocol.judges", "inmind_exp.memory.answering"} <= set(RESULT_CODE)
+    assert {"inmind_exp.protocol.task", "inmind_exp.memory.base", "inmind_exp.llm.embed"} <= set(INGEST_CODE)
     ident = code_identity(SYSTEMS.get("naive_rag"))
     assert ident["code"] == digest({m: module_code(m) for m in RESULT_CODE})
     assert ident["system"]["code"] == digest({m: module_code(m) for m in ("systems.naive_rag", *INGEST_CODE)})

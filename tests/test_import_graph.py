@@ -135,11 +135,11 @@ def test_workers_never_import_the_hydra_glue():
     import subprocess
     import sys
 
-    code = ("import sys, inmind_exp.run.worker; print(' '.join(sorted(m for m in sys.modules "
+    code = ("import sys, inmind_exp.exec.worker; print(' '.join(sorted(m for m in sys.modules "
             "if m.startswith(('inmind_exp', 'analysis', 'systems', 'hydra_plugins')))))")
     loaded = set(subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                                 check=True).stdout.split())
-    assert "inmind_exp.protocol" in loaded  # the check sees what a worker runs
+    assert "inmind_exp.protocol.task" in loaded  # the check sees what a worker runs
     glue = sorted(m for m in loaded if m in HYDRA_GLUE or m.startswith(tuple(g + "." for g in HYDRA_GLUE)))
     assert not glue, glue
     assert not {m for m in loaded if m.split(".")[0] in ("analysis", "systems", "hydra_plugins")}

@@ -8,10 +8,10 @@ import dataclasses
 
 import pytest
 
-from inmind_exp.embed import MiniLMEncoder
+from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.memory import SYSTEMS, MemorySystem, Recall
-from inmind_exp.metrics import LABELS, compute, results_table
-from inmind_exp.protocol import run_task
+from inmind_exp.protocol.metrics import LABELS, compute, results_table
+from inmind_exp.protocol.task import run_task
 from inmind_exp.records import (FACT_TURN_ID, Answer, ContextItem, Message, Session, Task, TaskRecord, Usage,
                                 Verdict)
 from tests.conftest import make_trace

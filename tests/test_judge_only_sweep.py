@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from inmind_exp.judges import JUDGES
+from inmind_exp.protocol.judges import JUDGES
 from tests.fake_openai import FakeOpenAI
 
 JUDGE_SYSTEMS = {j.system for j in JUDGES.values()}
@@ -23,7 +23,7 @@ def _kinds(requests) -> tuple[int, int]:
 
 
 def _plan(tmp_path, base_url: str, *overrides: str):
-    from inmind_exp.run import plan_config
+    from inmind_exp.plan.plan import plan_config
     from tests.test_runner_ray import compose
 
     cfg = compose(tmp_path, base_url, "cluster.workers=1", "system=mem0", "embedding=emb3", *overrides)
@@ -32,7 +32,7 @@ def _plan(tmp_path, base_url: str, *overrides: str):
 
 
 def test_only_the_judges_parts_leave_the_answers_key(tmp_path, monkeypatch):
-    from inmind_exp.run.reuse import answers_identity, answers_key, leaders
+    from inmind_exp.plan.reuse import answers_identity, answers_key, leaders
 
     monkeypatch.setenv("OPENAI_API_KEY", "fake")
     url = "http://127.0.0.1:9/v1"
@@ -50,8 +50,10 @@ def test_only_the_judges_parts_leave_the_answers_key(tmp_path, monkeypatch):
 
 
 def test_a_judge_only_variant_of_a_finished_run_is_estimated_and_run_with_judge_calls_only(tmp_path, monkeypatch):
-    from inmind_exp.run import Ledger, estimate, run_plan
-    from inmind_exp.run.executor import InProcessExecutor
+    from inmind_exp.plan.ledger import Ledger
+    from inmind_exp.plan.estimate import estimate
+    from inmind_exp.run.driver import run_plan
+    from inmind_exp.exec.executor import InProcessExecutor
     from inmind_exp.run.resources import Resources
 
     monkeypatch.setenv("OPENAI_API_KEY", "fake")

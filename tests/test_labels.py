@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from inmind_exp.run import plan_config
-from inmind_exp.run.dedupe import split_duplicates
-from inmind_exp.run.labels import injection_label, label_suffix, preset_point, varying_keys
+from inmind_exp.plan.plan import plan_config
+from inmind_exp.plan.dedupe import split_duplicates
+from inmind_exp.labels import injection_label, label_suffix, preset_point, varying_keys
 from inmind_exp.launch.check_sweep import expand_overrides
 from tests.test_runner_ray import compose
 

@@ -159,7 +159,7 @@ def test_a_failed_endpoint_check_is_not_repeated():
     launch (its error raised again), and a passing one is not asked again either."""
     from tests.fake_openai import Fault
 
-    from inmind_exp.embed import EmbeddingSpec
+    from inmind_exp.llm.embed import EmbeddingSpec
     from inmind_exp.llm.endpoint import Endpoint
     from inmind_exp.run.resources import Resources
 

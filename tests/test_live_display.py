@@ -13,7 +13,7 @@ import re
 import subprocess
 import sys
 
-from inmind_exp.run.live import LiveConsole, quiet_argv
+from inmind_exp.display.live import LiveConsole, quiet_argv
 from tests.launch_helpers import REPO, env
 
 SCRIPT = ["-m", "tests.live_display_script"]  # as a module: tests/ is not put first on sys.path
@@ -101,7 +101,7 @@ def test_quiet_flag_is_progress_off():
 def _progress(n_tasks: int):
     import types
 
-    from inmind_exp.run.progress import PlanProgress
+    from inmind_exp.display.progress import PlanProgress
 
     plan = types.SimpleNamespace(tasks=[object()] * n_tasks, endpoints={}, embedding=None, prices={}, name="p")
     return PlanProgress(plan, {})
@@ -118,7 +118,7 @@ def _finish(p, k: int) -> None:
 
 
 def test_eta_counts_from_when_tasks_began_running_not_from_start_up():
-    from inmind_exp.run.progress import SweepProgress
+    from inmind_exp.display.progress import SweepProgress
 
     p = _progress(10)
     p.started -= 600  # ten minutes of Ray and prefix start-up

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from inmind_exp.metrics import compute, results_table, wilson_interval
+from inmind_exp.protocol.metrics import compute, results_table, wilson_interval
 from inmind_exp.records import Answer, Message, TaskRecord, Usage, Verdict
 
 
@@ -65,9 +65,9 @@ def test_backbone_naive_is_not_applicable_not_an_error():
 def test_what_ran_rates_and_context_budget_per_run():
     """Per task the protocol copies what ran (``Answer.meta``: retrieval_mode, gate_ran, tool_calls, steps) and the
     context budget onto the record; per run they become rates and means (MLflow metrics, results-table columns)."""
-    from inmind_exp.budget import count_tokens
-    from inmind_exp.metrics import compute, results_table
-    from inmind_exp.protocol import task_record
+    from inmind_exp.protocol.budget import count_tokens
+    from inmind_exp.protocol.metrics import compute, results_table
+    from inmind_exp.protocol.task import task_record
     from inmind_exp.records import Answer, ContextItem, Message, Task
 
     task = Task(id="t", domain="other", user_message="u", assistant_message="a", naive_query="n", query="q",

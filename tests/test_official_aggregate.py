@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from inmind_exp.metrics import compute
-from inmind_exp.official_aggregate import official_line, official_metrics, official_rates
+from inmind_exp.protocol.metrics import compute
+from inmind_exp.official.aggregate import official_line, official_metrics, official_rates
 from inmind_exp.records import Answer, Message, TaskRecord, Verdict
 
 

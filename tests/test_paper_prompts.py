@@ -18,16 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from inmind_exp.answering import load_paper_prompt
+from inmind_exp.memory.answering import load_paper_prompt
 from inmind_exp.data.release import BACKGROUND, TASKS, Release, find_release
 from inmind_exp.errors import PlanError
-from inmind_exp.judges import JUDGES, paper_judges
+from inmind_exp.protocol.judges import JUDGES, paper_judges
 from inmind_exp.llm import CallCache, Models
 from inmind_exp.memory import SYSTEMS
-from inmind_exp.metrics import judge_audit
-from inmind_exp.protocol import FACT_TURN_ID, run_task
+from inmind_exp.protocol.metrics import judge_audit
+from inmind_exp.protocol.task import FACT_TURN_ID, run_task
 from inmind_exp.records import Session, Task, Trace, Turn
-from inmind_exp.submission import submission_row
+from inmind_exp.official.submission import submission_row
 from tests.conftest import fake_endpoints, make_trace
 from tests.fake_openai import FakeOpenAI
 
@@ -180,7 +180,7 @@ def test_single_shot_naive_rag_is_one_chunk_per_turn_plus_the_pair(tmp_path):
     with FakeOpenAI(rules=[("", replies)]) as fake:
         models = Models.build(fake_endpoints(fake.base_url), CallCache(tmp_path / "cache"))
         cls = SYSTEMS.get("naive_rag")
-        from inmind_exp.protocol import ingest_task
+        from inmind_exp.protocol.task import ingest_task
 
         trace = official_trace(release)
         for chunking, extra in (("single_shot", 1), ("turn", 2)):
@@ -227,9 +227,11 @@ def test_bounds_and_self_audit_apply_under_both_prompt_sets(tmp_path):
 def test_paper_configuration_plans_runs_and_estimates(tmp_path, monkeypatch):
     """Composed from conf/: the identity carries the prompts' versions and hashes (strict's is unchanged), the
     worker sends the release's prompts, the estimate sizes them; without a release the plan fails."""
-    from inmind_exp import result_identity as RI
-    from inmind_exp.run import estimate, plan_config, run_plan
-    from inmind_exp.run.executor import InProcessExecutor
+    from inmind_exp.config import identity as RI
+    from inmind_exp.plan.estimate import estimate
+    from inmind_exp.plan.plan import plan_config
+    from inmind_exp.run.driver import run_plan
+    from inmind_exp.exec.executor import InProcessExecutor
     from inmind_exp.run.resources import Resources
     from tests.test_runner_ray import compose
 
@@ -269,7 +271,7 @@ def test_every_system_answers_paper_over_its_shared_memory_block(name, models, t
     """Under ``answer=paper`` every registered system fills ``{context}`` with the memory block the shared prompt
     shows from the same state (the backbone: its fact pair), and records that block as the visible context. The
     prompt here is a stand-in (no release needed); the release's is checked above."""
-    from inmind_exp.answering import PaperPrompt
+    from inmind_exp.memory.answering import PaperPrompt
     from tests.systems.test_contract import encoder_for
 
     cls = SYSTEMS.get(name)
@@ -299,7 +301,7 @@ def test_the_official_tasks_apply_the_release_protocol_for_a_system_unless_set(t
                                                                              official_value):
     """dataset=official: the backbone also answers the naive query and naive_rag is the single-shot control, in the
     params, the identity and the flattened config; a user's own value wins; the bundled tasks keep the defaults."""
-    from inmind_exp.run import plan_config
+    from inmind_exp.plan.plan import plan_config
     from tests.test_runner_ray import compose
 
     release = official_release()

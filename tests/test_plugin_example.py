@@ -84,7 +84,7 @@ import json, re, sys, tempfile
 from pathlib import Path
 from inmind_exp.memory import SYSTEMS
 from inmind_exp.llm import CallCache, Models
-from inmind_exp.traits import Traits
+from inmind_exp.memory.traits import Traits
 from tests.conftest import fake_endpoints, make_trace
 from tests.fake_openai import FakeOpenAI
 
@@ -142,7 +142,8 @@ def test_the_example_runs_in_a_sweep_beside_a_built_in(venv, tmp_path):
     assert runs["profile_rag"].data.params["inmind.traits.control"] == "none"
     assert runs["profile_rag"].data.params["inmind.traits.retrieval"] == "True"
 
-    from analysis.load import load_experiment, load_sweep_dir
+    from analysis.load import load_sweep_dir
+    from analysis.mlflow_runs import load_experiment
 
     loaded = load_experiment("test", f"sqlite:///{tmp_path / 'mlflow.db'}")
     by_system = {r.config.system: r for r in loaded.runs}

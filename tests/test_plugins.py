@@ -14,7 +14,7 @@ import pytest
 from inmind_exp.memory import SYSTEMS, MemorySystem
 from inmind_exp.records import TaskRecord
 from inmind_exp.registry import Registry
-from inmind_exp.traits import CONTROLS, LEGACY, Traits, logged
+from inmind_exp.memory.traits import CONTROLS, LEGACY, Traits, logged
 from tests.launch_helpers import REPO, env
 
 PLUGIN_SOURCE = '''
@@ -177,8 +177,8 @@ def test_an_unknown_control_is_refused_at_planning():
 
 def test_ship_code_ships_the_resolved_plug_ins_package(plugin_root):
     from inmind_exp.errors import PlanError
-    from inmind_exp.plugin_code import plugin_code_paths
-    from inmind_exp.run.shipping import code_runtime_env
+    from inmind_exp.exec.plugin_code import plugin_code_paths
+    from inmind_exp.exec.shipping import code_runtime_env
 
     pkg = write_package(plugin_root, "plug_ship")
     (plugin_root / "plug_single.py").write_text(PLUGIN_SOURCE.format(cls="Single", control=""))

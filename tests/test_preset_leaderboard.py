@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inmind_exp import config as C
-from inmind_exp.fidelity import fidelity
-from inmind_exp.run.labels import CONF_DIR
-from inmind_exp.run.settings import role_endpoints
+from inmind_exp.config import schema as C
+from inmind_exp.official.fidelity import fidelity
+from inmind_exp.labels import CONF_DIR
+from inmind_exp.config.settings import role_endpoints
 
 PRESET = CONF_DIR / "preset" / "leaderboard.yaml"
 #: the options the preset selects, and the deviation a run shows when it runs the default instead

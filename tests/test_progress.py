@@ -9,11 +9,12 @@ import logging
 import re
 
 from inmind_exp.records import Usage
-from inmind_exp.run import plan_config, run_plan
-from inmind_exp.run.executor import InProcessExecutor
-from inmind_exp.run.progress import PhaseBoard, PhaseReporter, Spend, summarize_phases, unit_key
+from inmind_exp.plan.plan import plan_config
+from inmind_exp.run.driver import run_plan
+from inmind_exp.exec.executor import InProcessExecutor
+from inmind_exp.display.progress import PhaseBoard, PhaseReporter, Spend, summarize_phases, unit_key
 from inmind_exp.run.resources import Resources
-from inmind_exp.run.worker import TaskWorker
+from inmind_exp.exec.worker import TaskWorker
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import REPO, mlflow_runs, run, write_small_data
 from tests.test_runner_ray import compose

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from inmind_exp.errors import PlanError
 from inmind_exp.memory import SYSTEMS
-from inmind_exp.ranges import Range, at_least, positive, unit
+from inmind_exp.memory.ranges import Range, at_least, positive, unit
 from tests.launch_helpers import REPO, launch_cmd, mlflow_runs, run, write_small_data
 
 
@@ -38,7 +38,7 @@ def test_every_system_preset_is_in_range(path):
 
 def _plan(tmp_path: Path, *overrides: str):
     """A plan of ``tests.test_runner_ray.compose``'s small data with "embedding=bm25" and ``overrides``."""
-    from inmind_exp.run.plan import plan_config
+    from inmind_exp.plan.plan import plan_config
     from tests.test_runner_ray import compose
 
     return plan_config(compose(tmp_path, "http://127.0.0.1:9/v1", "embedding=bm25", *overrides), tmp_path / "root",

@@ -4,9 +4,12 @@ verdicts follow the judge registry."""
 
 from __future__ import annotations
 
-from inmind_exp.judges import JUDGES, applicable
-from inmind_exp.run import Ledger, estimate, plan_config, run_plan
-from inmind_exp.run.executor import InProcessExecutor
+from inmind_exp.protocol.judges import JUDGES, applicable
+from inmind_exp.plan.ledger import Ledger
+from inmind_exp.plan.estimate import estimate
+from inmind_exp.plan.plan import plan_config
+from inmind_exp.run.driver import run_plan
+from inmind_exp.exec.executor import InProcessExecutor
 from inmind_exp.run.resources import Resources
 from tests.fake_openai import FakeOpenAI
 from tests.test_runner_ray import compose
@@ -41,7 +44,7 @@ def test_local_llm_roles_are_bound_once_the_server_is_up(tmp_path):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from inmind_exp.config import register_configs
+    from inmind_exp.config.schema import register_configs
     from inmind_exp.errors import PlanError
     from tests.launch_helpers import REPO, write_small_data
 
@@ -110,7 +113,7 @@ def test_a_corrupt_ledger_line_is_skipped_with_a_warning_not_a_blocked_configura
         bad = json.loads(lines[1])
         lines[1] = (json.dumps({**bad, "verdicts": []}) + "\n").encode()
         path.write_bytes(b"".join(lines))
-        with caplog.at_level(logging.WARNING, logger="inmind_exp.run.ledger"):
+        with caplog.at_level(logging.WARNING, logger="inmind_exp.plan.ledger"):
             again = plan_config(cfg, tmp_path / "root", tmp_path / "job")
         assert f"{path}:1: not a task record (UnicodeDecodeError" in caplog.text
         assert f"{path}:2: not a task record (AttributeError" in caplog.text

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from inmind_exp.llm import CallCache, LLMClient
 from inmind_exp.records import msgs
-from inmind_exp.llm.services import RayLimiterClient
-from inmind_exp.run.executor import RayExecutor
-from inmind_exp.run.worker import TaskWorker
+from inmind_exp.exec.services import RayLimiterClient
+from inmind_exp.exec.executor import RayExecutor
+from inmind_exp.exec.worker import TaskWorker
 from tests.conftest import fake_endpoints
 from tests.fake_openai import FakeOpenAI
 
@@ -30,7 +30,7 @@ class Caller:
 
 def services(ray):
     """The cluster services' actor, as ``RayExecutor`` starts it."""
-    from inmind_exp.run.cluster_services import CONCURRENCY_GROUPS, ClusterServices
+    from inmind_exp.exec.cluster_services import CONCURRENCY_GROUPS, ClusterServices
 
     return ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(ClusterServices).options(num_cpus=0).remote()
 
@@ -62,7 +62,7 @@ def compose(tmp_path, base_url: str, *overrides: str):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from inmind_exp.config import register_configs
+    from inmind_exp.config.schema import register_configs
     from tests.launch_helpers import REPO, write_small_data
 
     tasks, trace = write_small_data(tmp_path / "data")
@@ -90,7 +90,9 @@ def test_dead_worker_is_replaced_and_its_task_retried(ray_session, tmp_path):
     import cloudpickle
 
     import tests.test_runner_ray as this_module
-    from inmind_exp.run import Ledger, plan_config, run_plan
+    from inmind_exp.plan.ledger import Ledger
+    from inmind_exp.plan.plan import plan_config
+    from inmind_exp.run.driver import run_plan
     from tests.test_progress import Lines
 
     cloudpickle.register_pickle_by_value(this_module)
@@ -123,8 +125,9 @@ def test_unplaceable_workers_end_the_run_with_a_clear_error(ray_session, tmp_pat
     import cloudpickle
 
     import tests.test_runner_ray as this_module
-    from inmind_exp.run import plan_config, run_plan
-    from inmind_exp.run.executor import ClusterError
+    from inmind_exp.plan.plan import plan_config
+    from inmind_exp.run.driver import run_plan
+    from inmind_exp.exec.executor import ClusterError
 
     cloudpickle.register_pickle_by_value(this_module)
     with FakeOpenAI() as fake:
@@ -143,7 +146,8 @@ def test_unplaceable_workers_end_the_run_with_a_clear_error(ray_session, tmp_pat
 
 
 def test_pool_uses_what_the_cluster_has(ray_session, tmp_path, caplog):
-    from inmind_exp.run import plan_config, run_plan
+    from inmind_exp.plan.plan import plan_config
+    from inmind_exp.run.driver import run_plan
 
     with FakeOpenAI() as fake:
         cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", "cluster.workers=8")
@@ -161,7 +165,7 @@ class CachedCaller:
     """An LLM client whose cache is the cluster cache service, as a worker on a node without the shared path."""
 
     def __init__(self, base_url: str, cache_actor, cache_dir: str) -> None:
-        from inmind_exp.llm.services import RayCacheClient
+        from inmind_exp.exec.services import RayCacheClient
 
         ep = fake_endpoints(base_url)["answerer"]
         self.client = LLMClient(ep, cache=RayCacheClient(cache_actor, cache_dir))
@@ -186,7 +190,7 @@ def test_cluster_cache_pays_each_call_once_across_actors(ray_session, tmp_path):
 
 SHIP_PROBE = """
 import json, sys, ray
-from inmind_exp.run.shipping import code_runtime_env
+from inmind_exp.exec.shipping import code_runtime_env
 
 rt = code_runtime_env()
 shown = json.loads(json.dumps(rt))  # ray.init consumes the dict
@@ -228,7 +232,9 @@ def test_background_work_waits_for_the_first_answered_call(ray_session, tmp_path
     CPU to itself."""
     import threading
 
-    from inmind_exp.run import plan_config, run_plan
+    from inmind_exp.plan.plan import plan_config
+
+    from inmind_exp.run.driver import run_plan
 
     with FakeOpenAI(delay_s=1.5) as fake:
         cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25")

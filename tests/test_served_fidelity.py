@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from inmind_exp.fidelity import SUCCESSOR
+from inmind_exp.official.fidelity import SUCCESSOR
 from inmind_exp.llm import CallCache, Endpoint, Models
 from inmind_exp.memory import SYSTEMS
-from inmind_exp.protocol import run_task
+from inmind_exp.protocol.task import run_task
 from inmind_exp.records import Task
 from tests.conftest import fake_endpoints, make_trace
 from tests.fake_openai import FakeOpenAI
@@ -64,8 +64,8 @@ def test_the_host_never_holds_credentials():
 def compose_preset(*overrides: str):
     from hydra import compose, initialize_config_dir
 
-    from inmind_exp.config import register_configs
-    from inmind_exp.run.labels import CONF_DIR
+    from inmind_exp.config.schema import register_configs
+    from inmind_exp.labels import CONF_DIR
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
@@ -76,10 +76,11 @@ def test_a_leaderboard_run_against_a_local_endpoint_is_labelled_by_what_ran(rele
     """``+preset=leaderboard llm.base_url=<local server>`` that reports another model: the run's stored fidelity
     names the host and the served model; the MLflow tag, the artifact, the results table, the submission and the
     analysis all say what the record says."""
-    from analysis.load import load_experiment
+    from analysis.mlflow_runs import load_experiment
     from analysis.official import protocol_cell, run_fidelity
-    from inmind_exp.run import plan_config, run_plan
-    from inmind_exp.run.executor import InProcessExecutor
+    from inmind_exp.plan.plan import plan_config
+    from inmind_exp.run.driver import run_plan
+    from inmind_exp.exec.executor import InProcessExecutor
     from inmind_exp.run.resources import Resources
     from inmind_exp.tracking import MlflowClient
 
@@ -117,8 +118,8 @@ def test_a_leaderboard_run_against_a_local_endpoint_is_labelled_by_what_ran(rele
 
 
 def test_the_preset_follows_llm_model_for_every_role_and_labels_a_successor():
-    from inmind_exp.fidelity import fidelity
-    from inmind_exp.run.settings import role_endpoints
+    from inmind_exp.official.fidelity import fidelity
+    from inmind_exp.config.settings import role_endpoints
 
     cfg = compose_preset("llm.model=gpt-6-mini")
     assert {e.model for e in role_endpoints(cfg.llm).values()} == {"gpt-6-mini"}
@@ -136,8 +137,8 @@ def test_the_preset_follows_llm_model_for_every_role_and_labels_a_successor():
 def test_paper_rows_sweeps_the_papers_nine_systems_under_its_embeddings_in_the_leaderboard_setting():
     import yaml
 
-    from inmind_exp.fidelity import PAPER_EMBEDDINGS, PAPER_SYSTEMS, fidelity
-    from inmind_exp.run.labels import CONF_DIR
+    from inmind_exp.official.fidelity import PAPER_EMBEDDINGS, PAPER_SYSTEMS, fidelity
+    from inmind_exp.labels import CONF_DIR
 
     doc = yaml.safe_load((CONF_DIR / "preset" / "paper_rows.yaml").read_text())
     assert doc["defaults"] == ["leaderboard"] and doc["hydra"]["mode"] == "MULTIRUN"
@@ -145,7 +146,7 @@ def test_paper_rows_sweeps_the_papers_nine_systems_under_its_embeddings_in_the_l
     assert tuple(sweep["system"].split(",")) == PAPER_SYSTEMS and tuple(sweep["embedding"].split(",")) == PAPER_EMBEDDINGS
     from hydra import compose, initialize_config_dir
 
-    from inmind_exp.config import register_configs
+    from inmind_exp.config.schema import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):

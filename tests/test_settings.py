@@ -11,10 +11,10 @@ import pytest
 from omegaconf import OmegaConf
 from omegaconf.errors import ReadonlyConfigError
 
-from inmind_exp.config import ClusterConf, LLMConf, LocalServerConf, RoleConf, RunConf, TrackingConf
+from inmind_exp.config.schema import ClusterConf, LLMConf, LocalServerConf, RoleConf, RunConf, TrackingConf
 from inmind_exp.llm import CallPolicy, Endpoint
-from inmind_exp.run import plan_config
-from inmind_exp.run import settings as S
+from inmind_exp.plan.plan import plan_config
+from inmind_exp.config import settings as S
 from tests.test_runner_ray import compose
 
 #: Endpoint fields that are resolved, not set by ``llm.*``: the role, the local server's cache id, extra body

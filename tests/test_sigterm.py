@@ -75,7 +75,7 @@ def test_a_second_interrupt_during_clean_up_only_says_to_wait(capsys):
     import os
     import signal
 
-    from inmind_exp.run import stop
+    from inmind_exp.display import stop
 
     before = signal.getsignal(signal.SIGINT)
     with stop.shielded():

@@ -9,11 +9,12 @@ import re
 import pytest
 
 from inmind_exp.errors import PlanError
-from inmind_exp.run import plan_config, run_plan
-from inmind_exp.run.executor import InProcessExecutor
+from inmind_exp.plan.plan import plan_config
+from inmind_exp.run.driver import run_plan
+from inmind_exp.exec.executor import InProcessExecutor
 from inmind_exp.run.resources import Resources
 from inmind_exp.run.session import Session
-from inmind_exp.run.spend_cap import EXIT_SPEND_CAP, task_estimate
+from inmind_exp.display.spend_cap import EXIT_SPEND_CAP, task_estimate
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import launch_cmd, run, write_small_data
 from tests.test_runner_ray import compose
@@ -55,8 +56,8 @@ def test_a_token_cap_stops_dispatch_and_a_rerun_resumes_paying_only_the_rest(tmp
         finish = re.search(r"run\.max_tokens=(\d+)$", closing)
         assert finish, closing
         # the report's first warning names what is missing and how to finish (#44 item 1)
-        from analysis.load import load_experiment
-        from analysis.report import warnings
+        from analysis.mlflow_runs import load_experiment
+        from analysis.notices import warnings
 
         store = f"sqlite:///{tmp_path / 'mlflow.db'}"
         runset = load_experiment("test", store)
@@ -98,7 +99,7 @@ def test_the_session_exits_4_from_its_executors_cap_record():
 
     class Stopped:
         def __init__(self):
-            from inmind_exp.run.spend_cap import CapRecord
+            from inmind_exp.display.spend_cap import CapRecord
             self.spend_cap = CapRecord()
 
     clean = Session()
@@ -192,7 +193,7 @@ def test_a_bad_price_entry_is_a_plan_error_naming_its_key(tmp_path, override, me
 def test_prompt_tokens_the_provider_cached_are_billed_at_the_cached_input_price(tmp_path):
     """A provider's cached input (``usage.prompt_tokens_details.cached_tokens``) is counted per role and priced at
     ``cached_prompt_per_1m``; our own call cache still costs nothing."""
-    from inmind_exp.metrics import cost_usd
+    from inmind_exp.protocol.metrics import cost_usd
 
     with FakeOpenAI() as fake:
         fake.cached_prompt_share = 0.5
@@ -211,7 +212,7 @@ def test_prompt_tokens_the_provider_cached_are_billed_at_the_cached_input_price(
 
 
 def test_the_price_hint_names_an_override_that_works(tmp_path):
-    from inmind_exp.run.plan_checks import price_override
+    from inmind_exp.config.checks import price_override
 
     hint = price_override("qwen2.5:7b", "0.1", "0.2")
     assert hint == "\"+llm.prices.qwen2_5_7b={model: 'qwen2.5:7b', prompt_per_1m: 0.1, completion_per_1m: 0.2}\""
@@ -228,8 +229,8 @@ PRICED = "+llm.prices.fake-model={prompt_per_1m: 1, completion_per_1m: 1}"
 def test_once_a_task_is_paid_the_cap_reserves_the_largest_task_seen_not_the_bound(tmp_path, caplog):
     import dataclasses
 
-    from inmind_exp.run.progress import PlanProgress
-    from inmind_exp.run.spend_cap import CapRecord, SpendCap
+    from inmind_exp.display.progress import PlanProgress
+    from inmind_exp.display.spend_cap import CapRecord, SpendCap
 
     with FakeOpenAI() as fake:
         plan = plan_config(compose(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25", PRICED),

@@ -18,8 +18,8 @@ from inmind_exp import env
 PROBE = """
 import json, os, time
 import ray
-from inmind_exp.run.executor import RayExecutor
-from inmind_exp.run.settings import ClusterSettings
+from inmind_exp.exec.executor import RayExecutor
+from inmind_exp.config.settings import ClusterSettings
 
 os.environ.pop("MKL_NUM_THREADS", None)
 ex = RayExecutor()
@@ -157,10 +157,10 @@ def test_the_cluster_services_import_neither_the_openai_client_nor_the_driver():
     MLflow; the package names still resolve."""
     from tests.launch_helpers import REPO, env as run_env
 
-    code = ("import sys, inmind_exp.run.cluster_services, inmind_exp.llm.cache, inmind_exp.llm.limits\n"
+    code = ("import sys, inmind_exp.exec.cluster_services, inmind_exp.llm.cache, inmind_exp.llm.limits\n"
             "import analysis.sweep_report  # the end-of-sweep callback Hydra instantiates at every launch\n"
             "from inmind_exp.tracking import sweep_run_key  # the sweep's parent key, named before its tasks run\n"
-            "print(sorted(m for m in ('openai', 'inmind_exp.run.driver', 'inmind_exp.metrics', 'inmind_exp.judges',"
+            "print(sorted(m for m in ('openai', 'inmind_exp.run.driver', 'inmind_exp.protocol.metrics', 'inmind_exp.protocol.judges',"
             " 'scipy', 'pandas', 'matplotlib', 'mlflow') if m in sys.modules))\n"
             "from inmind_exp.llm import Models, LLMClient, CallCache\n"
             "from inmind_exp.run import Ledger, estimate, plan_config, run_plan\n"
@@ -170,7 +170,7 @@ def test_the_cluster_services_import_neither_the_openai_client_nor_the_driver():
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=run_env(), capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.splitlines() == ["[]", "True inmind_exp.llm.model inmind_exp.run.ledger True inmind_exp.tracking.writer"]
+    assert p.stdout.splitlines() == ["[]", "True inmind_exp.llm.model inmind_exp.plan.ledger True inmind_exp.tracking.writer"]
 
 
 EXIT_PROBE = """

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from inmind_exp.records import Answer, Message, TaskRecord, Usage, Verdict
-from inmind_exp.submission import (SubmissionError, build_submission, submission_rows, validate_rows,
+from inmind_exp.official.submission import (SubmissionError, build_submission, submission_rows, validate_rows,
                                    write_submission)
 
 
@@ -77,7 +77,7 @@ def test_rows_carry_the_exact_context_the_judges_read():
 
 
 def test_a_single_row_needs_both_answers():
-    from inmind_exp.submission import submission_row
+    from inmind_exp.official.submission import submission_row
 
     assert submission_row(record(155), {"system": "x"})["config"] == {"system": "x"}
     with pytest.raises(SubmissionError, match="no naive answer; the release needs both turns"):
@@ -203,13 +203,13 @@ def test_a_run_of_the_official_tasks_logs_its_submission_and_the_official_aggreg
 
     from hydra import compose, initialize_config_dir
 
-    from inmind_exp.config import register_configs
+    from inmind_exp.config.schema import register_configs
     from inmind_exp.data.release import PINNED_SHA256, TASKS
-    from inmind_exp.metrics import compute
+    from inmind_exp.protocol.metrics import compute
     from inmind_exp.records import Task
     from inmind_exp.run import driver
-    from inmind_exp.run.labels import CONF_DIR
-    from inmind_exp.run.plan import plan_config
+    from inmind_exp.labels import CONF_DIR
+    from inmind_exp.plan.plan import plan_config
     from inmind_exp.tracking import Tracker
 
     monkeypatch.setenv("INMIND_RELEASE", str(release.root))

@@ -86,7 +86,7 @@ def test_ctrl_c_before_anything_ran_prints_the_command(tmp_path):
 
 def test_the_retry_hint_says_the_command_and_only_when_a_rerun_helps():
     from inmind_exp.console import retry_summary
-    from inmind_exp.run.stop import resume_command
+    from inmind_exp.display.stop import resume_command
 
     hint = retry_summary([("a", 2, 4, 0)], [])
     assert "Rerun the same command to retry them" in hint and hint.endswith("\n  " + resume_command())
@@ -130,7 +130,7 @@ def test_two_sweeps_in_one_directory_have_a_parent_each_and_analysis_lists_a_con
         p = run(first)  # the first sweep again: its own parent found again, nothing recomputed
         assert p.returncode == 0 and len(_parents(tmp_path)) == 2 and fake.chat_requests() == []
 
-    from analysis.load import load_experiment
+    from analysis.mlflow_runs import load_experiment
 
     runset = load_experiment("test", f"sqlite:///{tmp_path / 'mlflow.db'}")
     labels = [r.label for r in runset.runs]

@@ -12,7 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from inmind_exp import tracking as T
-from inmind_exp.run.settings import flatten_params
+from inmind_exp.config.settings import flatten_params
 from inmind_exp.records import Answer, Message, TaskRecord, Task, Verdict
 
 
@@ -121,8 +121,8 @@ def test_sweep_and_config_runs_compare_out_of_the_box(tracker, tmp_path):
 def test_the_sweep_headline_shows_the_in_context_naive_as_a_dash(tracker, tmp_path):
     """The parent's results.md: the backbone (its traits logged as params) answered the naive query in context, so
     its Naive is "–" with the note; the CSV-like table below keeps the number."""
-    from inmind_exp import headline
-    from inmind_exp.traits import Traits
+    from inmind_exp.display import headline
+    from inmind_exp.memory.traits import Traits
 
     (tmp_path / "sweep").mkdir()
     (tmp_path / "sweep" / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n    - system=backbone\n")

@@ -7,13 +7,13 @@ from dataclasses import replace
 
 import pytest
 
-from inmind_exp.judges import JUDGES, parse_verdict_json
+from inmind_exp.protocol.judges import JUDGES, parse_verdict_json
 from inmind_exp.memory import SYSTEMS
-from inmind_exp.metrics import compute, results_table
-from inmind_exp.official_aggregate import official_rates
-from inmind_exp.protocol import run_task
+from inmind_exp.protocol.metrics import compute, results_table
+from inmind_exp.official.aggregate import official_rates
+from inmind_exp.protocol.task import run_task
 from inmind_exp.records import Task, TaskRecord
-from inmind_exp.submission import build_submission
+from inmind_exp.official.submission import build_submission
 from tests.conftest import make_trace
 
 TASK = Task(id="155", domain="health_wellness", user_message="I have a tree nut allergy.",
@@ -110,7 +110,7 @@ def test_json_mode_retries_reach_the_endpoint(models, tmp_path, fake):
     ("Score: 1", None),
 ])
 def test_the_release_reads_only_json_verdicts_with_a_binary_score(models, text, score, fake):
-    from inmind_exp.judges import judge
+    from inmind_exp.protocol.judges import judge
 
     fake.add_rule("[user_message]", text)
     v = judge(models.judge, RELEASE_WAY["application"],
@@ -136,7 +136,7 @@ def test_an_older_record_whose_only_error_was_a_verdict_reads_as_a_verdict_error
 
 
 def test_json_mode_under_the_paper_set_is_a_labelled_deviation():
-    from inmind_exp.fidelity import deviations, setting_of_params
+    from inmind_exp.official.fidelity import deviations, setting_of_params
 
     base = {"dataset.name": "official", "trace.name": "official", "injection.name": "middle",
             "injection.user_turn": "40", "answer.mode": "paper", "judges.prompts": "paper", "llm.model": "gpt-5-mini",
@@ -147,7 +147,7 @@ def test_json_mode_under_the_paper_set_is_a_labelled_deviation():
 
 
 def test_json_mode_is_part_of_the_judges_identity():
-    from inmind_exp.judges import judge_set
+    from inmind_exp.protocol.judges import judge_set
 
     strict = judge_set("strict")
     plain = judge_set("strict", json_mode=False)
@@ -159,7 +159,7 @@ def test_a_reruns_spend_is_what_it_added_not_the_tasks_whole_usage(models, tmp_p
     line counts only those calls."""
     import types
 
-    from inmind_exp.run.progress import PlanProgress
+    from inmind_exp.display.progress import PlanProgress
 
     judge_replies(fake, "Score: 1 (prose)")
     rec = run(models, tmp_path, judges=RELEASE_WAY, attempts=1)

@@ -193,7 +193,7 @@ def _run(args: argparse.Namespace, tasks: list[Task], trace: Trace, out: Path, c
              f"({stats['tokens_method']})"]
 
     if encoder is None:
-        from inmind_exp.embed import MiniLMEncoder
+        from inmind_exp.llm.embed import MiniLMEncoder
 
         encoder = MiniLMEncoder()
     sim = similarity_filter(tasks, trace, encoder)

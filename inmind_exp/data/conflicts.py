@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
 from inmind_exp.data.filters import BackgroundTurn, background_user_turns
-from inmind_exp.embed import Encoder, TextIndex
+from inmind_exp.llm.embed import Encoder, TextIndex
 from inmind_exp.llm import JSONReplyError, LLMCallError, LLMClient
 from inmind_exp.records import Task, Trace, Verdict, msgs
 

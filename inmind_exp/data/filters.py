@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from inmind_exp.embed import Encoder, TextIndex
+from inmind_exp.llm.embed import Encoder, TextIndex
 from inmind_exp.records import Task, Trace
 
 QUERY_KINDS: tuple[str, ...] = ("naive", "indirect")

@@ -10,7 +10,6 @@ compose API, inside a running Hydra app (a callback) or outside one. The ``Check
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
+
+from inmind_exp.config.settings import local_cpu_problems
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 EXIT_BAD_INPUT = 2
@@ -41,7 +42,7 @@ def expand_sweep(overrides: Sequence[str], config_dir: str | Path = CONF_DIR, co
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from inmind_exp.config import register_configs
+    from inmind_exp.config.schema import register_configs
 
     register_configs()
     jobs = expand_overrides(overrides, params)
@@ -70,13 +71,13 @@ def _trace(name: str | None, path: str | None, index: int, release_dir: str | No
 
 def check_job(cfg: DictConfig) -> list[str]:
     """Problems of one composed job that need no endpoint: base URLs, worker count, data files, injection point."""
-    from inmind_exp.run.settings import injection_spec
+    from inmind_exp.config.settings import injection_spec
     from inmind_exp.data import DataError
     from inmind_exp.data.release import ReleaseError
-    from inmind_exp.protocol import injection_session_index
+    from inmind_exp.protocol.task import injection_session_index
 
     from inmind_exp.errors import PlanError
-    from inmind_exp.run.plan_checks import check_base_urls
+    from inmind_exp.config.checks import check_base_urls
 
     problems = []
     try:
@@ -101,21 +102,6 @@ def check_job(cfg: DictConfig) -> list[str]:
     except ValueError as e:
         problems.append(str(e))
     return problems
-
-
-def local_cpu_problems(cfg: DictConfig) -> list[str]:
-    """A local cluster (no ``cluster.address``) asking for more workers or CPUs than ``local_cpu_cap``."""
-    from inmind_exp.run.settings import local_cpu_cap
-
-    if OmegaConf.select(cfg, "cluster.address"):
-        return []
-    cap, out = local_cpu_cap(), []
-    for key in ("cluster.workers", "cluster.num_cpus"):
-        n = OmegaConf.select(cfg, key)
-        if isinstance(n, int) and not isinstance(n, bool) and n > cap:
-            out.append(f"{key}={n}: a local cluster runs at most {cap} on this machine (twice its "
-                       f"{os.cpu_count()} CPUs); join a larger cluster with cluster.address")
-    return out
 
 
 def check_sweep(configs: Sequence[DictConfig], jobs: Sequence[Sequence[str]],

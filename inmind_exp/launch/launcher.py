@@ -66,9 +66,9 @@ class InmindLauncher(Launcher):
         ledger: its work may all be done, which costs nothing) and anything this cannot read leave the start to
         ``_launch``, after the first job is planned."""
         from inmind_exp.launch.check_sweep import expand_overrides
-        from inmind_exp.run.plan_checks import check_base_urls
+        from inmind_exp.config.checks import check_base_urls
         from inmind_exp.run.session import Session
-        from inmind_exp.run.settings import embedding_spec, local_server, role_endpoints
+        from inmind_exp.config.settings import embedding_spec, local_server, role_endpoints
         from inmind_exp.run.sweep import ClusterStart
 
         assert self.hydra_context is not None and self.config is not None
@@ -139,7 +139,7 @@ class InmindLauncher(Launcher):
             self.cluster = None
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from inmind_exp.run import stop
+        from inmind_exp.display import stop
 
         try:
             return self._launch(job_overrides, initial_job_idx)
@@ -153,8 +153,8 @@ class InmindLauncher(Launcher):
     def _launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from inmind_exp.console import INPUT_ERRORS
         from inmind_exp.errors import InmindError
-        from inmind_exp.run import stop
-        from inmind_exp.run.labels import varying_keys
+        from inmind_exp.display import stop
+        from inmind_exp.labels import varying_keys
         from inmind_exp.run.session import Session
         from inmind_exp.run.sweep import ClusterStart, preflight, run_plans
 

@@ -20,7 +20,7 @@ _KEY = re.compile(r"^([A-Za-z_]\w*)(?:([./])([A-Za-z_]\w*))?")
 
 def known_names(conf_dir: Path) -> tuple[set[str], dict[str, set[str]]]:
     """The top-level names an override may start with, and each closed section's keys."""
-    from inmind_exp.config import Config
+    from inmind_exp.config.schema import Config
 
     top = {f.name for f in dataclasses.fields(Config)} | {"hydra"}
     top |= {p.name for p in conf_dir.iterdir() if p.is_dir()} if conf_dir.is_dir() else set()
@@ -58,7 +58,7 @@ def check_argv(conf_dir: Path) -> None:
     ``--quiet`` / ``-q`` becomes ``run.progress=off`` here, before Hydra reads the command line."""
     import sys
 
-    from inmind_exp.run.live import quiet_argv
+    from inmind_exp.display.live import quiet_argv
 
     sys.argv[1:] = quiet_argv(sys.argv[1:])
     problem = check_overrides(sys.argv[1:], conf_dir)

@@ -1,7 +1,7 @@
 """Concurrency and rate limits per endpoint.
 
 ``Limiter`` is the interface the client calls around every request. ``LocalLimiter`` enforces it inside one
-process; ``inmind_exp.run.executor`` provides a cluster-wide implementation backed by one Ray actor, so a limit holds across
+process; ``inmind_exp.exec.executor`` provides a cluster-wide implementation backed by one Ray actor, so a limit holds across
 every worker of a sweep.
 """
 

@@ -1,7 +1,7 @@
 """The one model wrapper every caller uses: over a provider (wire format only) it applies, in this order, the call
 cache, the endpoint's concurrency and rate limits, retries with backoff, and usage accounting, to chat completions
 and embeddings alike. Systems and judges call ``chat`` / ``chat_json`` / ``embed`` and never retry, cache or count
-tokens themselves; the local MiniLM encoder is a provider under the same wrapper (``inmind_exp.embed``).
+tokens themselves; the local MiniLM encoder is a provider under the same wrapper (``inmind_exp.llm.embed``).
 """
 
 from __future__ import annotations

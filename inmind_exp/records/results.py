@@ -69,7 +69,7 @@ def astuple_usage(u: Usage) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class ControlResult:
-    """One negative control's extra query for a task (``inmind_exp.controls``): the query asked, the answer, the
+    """One negative control's extra query for a task (``inmind_exp.protocol.controls``): the query asked, the answer, the
     control judge's verdict, and for ``mismatched`` the pairing (a ``controls.Pairing`` as a dict). ``error`` is set
     when the query failed; a failed or errored-verdict control is left out of the control's rate, never scored."""
 
@@ -125,7 +125,7 @@ class TaskRecord:
     #: the indirect query's provenance split by the part of the context: always visible / retrieved for the query
     visible_state_recall_provenance: int | None = None
     retrieved_recall_provenance: int | None = None
-    #: the indirect answer's context budget (``inmind_exp.budget``) and what ran for it (``Answer.meta`` keys
+    #: the indirect answer's context budget (``inmind_exp.protocol.budget``) and what ran for it (``Answer.meta`` keys
     #: ``retrieval_mode``, ``gate_ran``, ``tool_calls``, ``steps`` when the system reports them)
     context_tokens: int | None = None
     context_items: int | None = None
@@ -134,7 +134,7 @@ class TaskRecord:
     #: from the injected fact turn, per query; None when no item is, or the system reports no items
     naive_fact_rank: int | None = None
     target_fact_rank: int | None = None
-    #: the system's traits (``inmind_exp.traits.Traits``: control, retrieval, ...), which analysis reads, not names
+    #: the system's traits (``inmind_exp.memory.traits.Traits``: control, retrieval, ...), which analysis reads, not names
     traits: dict[str, Any] = field(default_factory=dict)
     #: the negative controls' extra queries by control name (``controls=``); empty when the run has none
     controls: dict[str, ControlResult] = field(default_factory=dict)

@@ -17,16 +17,16 @@ from typing import Any, Mapping
 from inmind_exp import tags as T
 from inmind_exp.console import FILE_ONLY, permanent_errors, retry_summary
 from inmind_exp.errors import ClusterStartError, TrackingError
-from inmind_exp.fidelity import FILE_NAME as FIDELITY_FILE
-from inmind_exp.fidelity import Fidelity, fidelity, top_k_note
-from inmind_exp.metrics import RunMetrics, compute, cost_usd, results_table
-from inmind_exp.official_aggregate import official_line, official_metrics
+from inmind_exp.official.fidelity import FILE_NAME as FIDELITY_FILE
+from inmind_exp.official.fidelity import Fidelity, fidelity, top_k_note
+from inmind_exp.protocol.metrics import RunMetrics, compute, cost_usd, results_table
+from inmind_exp.official.aggregate import official_line, official_metrics
 from inmind_exp.records import Task, TaskRecord, write_jsonl
-from inmind_exp.result_identity import identity_hash
-from inmind_exp.run import live, stop
-from inmind_exp.run.ledger import Ledger
-from inmind_exp.run.plan import Plan
-from inmind_exp.run.progress import PlanProgress, SweepProgress
+from inmind_exp.config.identity import identity_hash
+from inmind_exp.display import live, stop
+from inmind_exp.plan.ledger import Ledger
+from inmind_exp.plan.plan import Plan
+from inmind_exp.display.progress import PlanProgress, SweepProgress
 from inmind_exp.run.resources import Resources
 
 log = logging.getLogger(__name__)
@@ -206,7 +206,7 @@ def _execute(plan: Plan, remaining: list[Task], records: dict[str, TaskRecord], 
         records[rec.task_id] = rec
         progress.add(rec)
 
-    from inmind_exp.run.reuse import mark
+    from inmind_exp.plan.reuse import mark
 
     mark(plan)  # a later dry run of the same configuration but the judge finds these answers (run.reuse)
     executor.run(plan, remaining, report, progress)
@@ -264,7 +264,7 @@ def _write_controls(plan: Plan) -> Path | None:
         return None
     import json
 
-    from inmind_exp.controls import pairings_json
+    from inmind_exp.protocol.controls import pairings_json
 
     path = plan.job_dir / "controls.json"
     path.write_text(json.dumps({"controls": list(plan.controls.names), "seed": plan.controls.seed,
@@ -301,7 +301,7 @@ def _export_submission(plan: Plan, records: list[TaskRecord], fid: Fidelity) -> 
     ``records.jsonl``; a failure is logged, never lost records (they are already written)."""
     from inmind_exp.data.release import find_release
     from inmind_exp.errors import InmindError
-    from inmind_exp.submission import FILE_NAME, build_submission, submission_config, write_submission
+    from inmind_exp.official.submission import FILE_NAME, build_submission, submission_config, write_submission
 
     release_dir = plan.params.get("dataset.release_dir")
     try:

@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
-from inmind_exp.run.plan import Plan
+from inmind_exp.plan.plan import Plan
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from inmind_exp.embed import EmbeddingSpec
+from inmind_exp.llm.embed import EmbeddingSpec
 from inmind_exp.errors import PlanError
 from inmind_exp.llm import Endpoint
-from inmind_exp.run.settings import LocalServerSpec, TrackingSettings
+from inmind_exp.config.settings import LocalServerSpec, TrackingSettings
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class Resources:
     def executor(self) -> Any:
         """The Ray executor, created on first use."""
         if self._executor is None:
-            from inmind_exp.run.executor import RayExecutor
+            from inmind_exp.exec.executor import RayExecutor
 
             self._executor = RayExecutor()
         return self._executor

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any, Hashable, Sequence, TextIO
 
 from inmind_exp.console import EXIT_TASK_ERRORS, permanent_errors, retry_summary
-from inmind_exp.run.dedupe import same_results_key, skip_message, split_duplicates
-from inmind_exp.run.estimate import SweepTotal, print_estimate, print_sweep_total
-from inmind_exp.run.plan import Plan
+from inmind_exp.plan.dedupe import same_results_key, skip_message, split_duplicates
+from inmind_exp.plan.estimate import SweepTotal, print_estimate, print_sweep_total
+from inmind_exp.plan.plan import Plan
 from inmind_exp.run.resources import Resources
 
-log = logging.getLogger("inmind_exp.run.dedupe")
+log = logging.getLogger("inmind_exp.plan.dedupe")
 
 
 @dataclass
@@ -29,7 +29,7 @@ class Session:
 
     resources: Resources = field(default_factory=Resources)
     rows: list[tuple[str, Any]] = field(default_factory=list)
-    #: the configurations that are the in-context control (their Naive is shown "–", ``inmind_exp.headline``)
+    #: the configurations that are the in-context control (their Naive is shown "–", ``inmind_exp.display.headline``)
     in_context: set[str] = field(default_factory=set)
     #: each configuration's protocol-fidelity lines, printed under the table (``run.driver.protocol_note``)
     notes: list[str] = field(default_factory=list)
@@ -74,7 +74,7 @@ class Session:
 
     def add(self, result: Any) -> float:
         """A configuration that ran (a ``RunResult``): its row, note and error count; returns its value."""
-        from inmind_exp import headline
+        from inmind_exp.display import headline
         from inmind_exp.run.driver import protocol_note
 
         value = result.metrics.rates["application"].pct
@@ -96,7 +96,7 @@ class Session:
 
     def table(self, full: str) -> str:
         """The results table of every configuration run so far, with the protocol notes under it."""
-        from inmind_exp import headline
+        from inmind_exp.display import headline
 
         table = headline.terminal(self.rows, full=full, in_context=self.in_context, states=self.incomplete)
         return "\n" + table + "\n\n" + "\n".join(self.notes) + "\n"
@@ -117,7 +117,7 @@ class Session:
     def exit_code(self, out: TextIO | None = None) -> int:
         """0 when every task of every configuration finished; 4 (``run.spend_cap``) when the spend cap stopped
         dispatch; else the summary is printed and the code is 3."""
-        from inmind_exp.run.spend_cap import EXIT_SPEND_CAP
+        from inmind_exp.display.spend_cap import EXIT_SPEND_CAP
 
         if (capped := self.spend_cap_line()) is not None:
             print(capped, file=out or sys.stderr, flush=True)
@@ -136,8 +136,8 @@ def hydra_job_plan(cfg: Any, label_keys: Sequence[str] | None = None) -> Plan:
     from hydra.types import RunMode
 
     from inmind_exp.errors import PlanError
-    from inmind_exp.launch.check_sweep import local_cpu_problems
-    from inmind_exp.run.plan import plan_config
+    from inmind_exp.config.settings import local_cpu_problems
+    from inmind_exp.plan.plan import plan_config
 
     if problems := local_cpu_problems(cfg):  # a sweep's jobs were checked already (launch.check_sweep.check_job)
         raise PlanError("; ".join(problems))

@@ -16,12 +16,12 @@ from typing import Any, Callable, Iterator
 
 from inmind_exp.console import FILE_ONLY, permanent_errors, retry_summary
 from inmind_exp.records import Task
-from inmind_exp.run import live
+from inmind_exp.display import live
 from inmind_exp.run.driver import RunResult, run_plan
-from inmind_exp.run.plan import Plan
-from inmind_exp.run.progress import SweepProgress
+from inmind_exp.plan.plan import Plan
+from inmind_exp.display.progress import SweepProgress
 from inmind_exp.run.resources import Resources
-from inmind_exp.run.reuse import leaders
+from inmind_exp.plan.reuse import leaders
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class SharedExecutor:
         self.spend_cap = getattr(ray_executor, "spend_cap", None)  # the plans the shared schedule stopped at the cap
 
     def run(self, plan: Plan, tasks: list[Task], report: Callable, progress: Any) -> None:
-        from inmind_exp.run.interface import Job
+        from inmind_exp.exec.interface import Job
 
         job = Job(plan, list(tasks), report, progress)
         self.ray_executor.submit(job)
@@ -48,7 +48,7 @@ class SharedExecutor:
 def start_cluster(cfg: Any, res: Resources) -> BaseException | None:
     """Start (or join) Ray for the sweep of base config ``cfg``, in the calling thread: it must be a thread that
     lives as long as Ray (Ray's local daemons die with the thread that started them). Returns the error, if any."""
-    from inmind_exp.run.settings import cluster_settings
+    from inmind_exp.config.settings import cluster_settings
 
     if cfg.dry_run:
         return None
@@ -119,7 +119,7 @@ class ClusterStart:
 
     def result(self, timeout_s: float | None = None) -> BaseException | None:
         """Wait for the start; Ray's own start-up lines are logged now. The start's error, if any."""
-        from inmind_exp.run import stop
+        from inmind_exp.display import stop
 
         if not self.started.wait(timeout_s):
             return TimeoutError(f"Ray did not start within {timeout_s:.0f}s")
@@ -228,7 +228,7 @@ def _wait(leader_ended: threading.Event, stopping: threading.Event) -> bool:
 def _drive_all(plans: list[Plan], threads: list[threading.Thread], ray_executor: Any, progress: SweepProgress,
                stopping: threading.Event | None = None) -> None:
     """Start every plan's driver thread and serve their jobs over one pool until all have ended."""
-    from inmind_exp.run import stop
+    from inmind_exp.display import stop
 
     def end() -> None:
         if stopping is not None:

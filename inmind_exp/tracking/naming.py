@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Iterable
 
-from inmind_exp.run.labels import split_override
+from inmind_exp.labels import split_override
 
 #: Sweep-level overrides that do not tell configurations apart (paths, limits, tracking, cluster, hydra).
 SWEEP_NAME_SKIP = ("hydra.", "tracking.", "cluster", "run.", "dataset.path", "trace.path", "llm.base_url",

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from inmind_exp import tags as T
-from inmind_exp.run.labels import injection_label
+from inmind_exp.labels import injection_label
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-#: Flattened-config keys logged as params: what changes a result (see ``inmind_exp.result_identity.result_identity``) plus
+#: Flattened-config keys logged as params: what changes a result (see ``inmind_exp.config.identity.result_identity``) plus
 #: the coordinates ``analysis.load.RunConfig`` reads. Everything else (server threads, timeouts, cluster, tracking,
 #: prices, paths of caches) stays in the ``config.yaml`` artifact.
 RESULT_PARAM_PREFIXES = ("system.", "answer.mode", "run.judge_attempts", "judges.", "controls.",
@@ -83,7 +83,7 @@ def config_tags(plan: Any, flat_cfg: Mapping[str, str]) -> dict[str, str]:
     }
     for role, ep in sorted(plan.endpoints.items()):
         tags[f"inmind.{role}_model"] = str(ep.model)
-    from inmind_exp.fidelity import fidelity, setting_of_params
+    from inmind_exp.official.fidelity import fidelity, setting_of_params
 
     # a Plan (its endpoints and data hashes), else what the flattened config says
     fid = fidelity(plan) if hasattr(plan, "params") else fidelity(

@@ -26,7 +26,7 @@ import mlflow  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402,F401  (analysis.load reaches MLflow through this package)
 
-from inmind_exp.run.labels import split_override  # noqa: E402
+from inmind_exp.labels import split_override  # noqa: E402
 from inmind_exp.safety.redact import scrub, scrub_obj  # noqa: E402
 from inmind_exp.tracking.naming import sweep_name, sweep_overrides  # noqa: E402
 from inmind_exp.tracking.params import config_tags, provenance_tags, result_params  # noqa: E402
@@ -116,9 +116,9 @@ class Tracker:
         """Refresh the parent's combined results (``results.md`` and the MLflow table ``results_table.json``) from all
         its configuration runs, after ``run_id`` finished with metrics ``flat``: the parent is complete whenever the
         sweep stops, resumed or not, without running ``analysis report``."""
-        from inmind_exp import headline
-        from inmind_exp.metrics import METRICS
-        from inmind_exp.traits import logged
+        from inmind_exp.display import headline
+        from inmind_exp.protocol.metrics import METRICS
+        from inmind_exp.memory.traits import logged
 
         rows: dict[str, Mapping[str, float]] = {}
         fidelity: dict[str, str] = {}
@@ -163,7 +163,7 @@ class Tracker:
     def open_config_run(self, plan: Any, flat_cfg: Mapping[str, str], key: str, parent_id: str | None,
                         dataset_path: Path | None = None) -> str:
         """The configuration's run: named by its label (which shows the keys its sweep varies,
-        ``inmind_exp.run.labels``), tagged, with result-changing params and the task file as its dataset input."""
+        ``inmind_exp.labels``), tagged, with result-changing params and the task file as its dataset input."""
         run_id, created = self.get_or_create_run(key, plan.name, config_tags(plan, flat_cfg), parent_id=parent_id)
         self.log_params(run_id, result_params(flat_cfg, plan.config_hash))
         if created and dataset_path is not None:

@@ -13,7 +13,7 @@ from inmind_exp.records import Answer, TaskRecord, Verdict
 from analysis.audit import LabelError, audit_human, judge_agreement, judge_pairs, read_labels
 from analysis.compare import outcome
 from analysis.load import Run
-from analysis.stats import cohen_kappa
+from analysis.agreement import cohen_kappa
 from tests.analysis.conftest import build_runs
 from tests.analysis.fixtures import SPECS, fixture_records
 
@@ -98,9 +98,9 @@ def test_two_judge_models_over_the_same_records(runs):
 
 def test_corrected_rates_carry_the_audit_into_each_run(runs, tmp_path):
     """``audit --labels`` gains the Rogan–Gladen corrected rate per run: Se/Sp from the pooled labels of a judge,
-    the run's observed rate, and the interval of ``stats.rogan_gladen`` (checked by hand in test_stats)."""
+    the run's observed rate, and the interval of ``agreement.rogan_gladen`` (checked by hand in test_stats)."""
     from analysis.audit import corrected_rates
-    from analysis.stats import rogan_gladen
+    from analysis.agreement import rogan_gladen
 
     run = runs[3]
     model = {t: outcome(r, "application") for t, r in sorted(run.by_task.items())}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from analysis.__main__ import main
-from inmind_exp.metrics import METRICS
+from inmind_exp.protocol.metrics import METRICS
 from tests.analysis.fixtures import log_to_mlflow, write_sweep
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,8 +56,9 @@ def test_report_from_an_mlflow_experiment(store, tmp_path):
     assert html.count("data:image/png;base64,") == 6 and "src='plots/" not in html  # self-contained
     # the verdict at the top, before any table: the backbone against the best retrieval configuration with the
     # matrix's Holm-adjusted p, its discordant tasks one click away in the viewer
-    from analysis.load import load_experiment
-    from analysis.tables import fmt_p, holm_by_pair, verdicts
+    from analysis.mlflow_runs import load_experiment
+    from analysis.table import fmt_p
+    from analysis.pairwise import holm_by_pair, verdicts
 
     runs = list(load_experiment("fixture", uri).runs)
     top = html.split("<ul class='verdict'>")[1].split("</ul>")[0]

@@ -15,7 +15,8 @@ from analysis.compare import compare
 from analysis.load import Run, RunConfig
 from analysis.stats import (bonett_price_ci, cr2_bm_ci, leave_one_out, stratified_bonett_price_ci,
                             wilson_interval)
-from analysis.tables import by_domain, pairwise
+from analysis.breakdowns import by_domain
+from analysis.pairwise import pairwise
 
 DOMAINS10 = [f"domain_{i}" for i in range(10)]
 

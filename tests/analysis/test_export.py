@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from inmind_exp.judges import JUDGES
+from inmind_exp.protocol.judges import JUDGES
 
 from analysis.__main__ import main
 from analysis.export import ID_COLUMNS, TAIL_COLUMNS

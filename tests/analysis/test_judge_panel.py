@@ -13,8 +13,9 @@ from inmind_exp.records import Answer, Message, TaskRecord, Verdict
 
 from analysis.judge_panel import ORIGINAL, between_settings, self_audit, settings
 from analysis.load import Run, RunConfig
-from analysis.rejudge import P_SAMPLE, P_SETTING, P_SOURCE, panel
-from analysis.stats import cohen_kappa
+from analysis.judge_panel import panel
+from analysis.rejudge import P_SAMPLE, P_SETTING, P_SOURCE
+from analysis.agreement import cohen_kappa
 
 N = 10
 #: provenance 0 on t0, t1 (a target-recall verdict of 1 there is a certain FP); verbatim 1 on t8, t9 (a 0 a certain FN)
@@ -127,7 +128,7 @@ def test_majority_vote_fleiss_kappa_and_flip_intervals_over_three_samples():
     Wilson interval), Fleiss' κ as statsmodels computes it, and flip rates with Wilson intervals."""
     from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
 
-    from inmind_exp.metrics import wilson_interval
+    from inmind_exp.protocol.metrics import wilson_interval
 
     source = Run(label="mem0", config=CFG, records=_records("mem0", APP, RECALL), run_id="src1")
     samples = [_flip(APP, [0]), _flip(APP, [0, 1, 3]), _flip(APP, [1, 5])]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from analysis import plots
-from inmind_exp.headline import FAULT_FLAG
+from inmind_exp.display.headline import FAULT_FLAG
 from tests.analysis.conftest import build_runs
 from tests.analysis.fixtures import SPECS, fixture_records, make_records
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from inmind_exp.judges import JUDGES, JUDGE_SETS
+from inmind_exp.protocol.judges import JUDGES, JUDGE_SETS
 from inmind_exp.records import TaskRecord
 
 from analysis.__main__ import main
-from analysis.load import load_experiment, load_sweep_dir
-from analysis.rejudge import KIND, REJUDGE_OF, judge_set, load_rejudged, panel, RejudgeError
+from analysis.load import load_sweep_dir
+from analysis.mlflow_runs import load_experiment
+from analysis.judge_panel import panel
+from analysis.rejudge import KIND, REJUDGE_OF, judge_set, RejudgeError
+from analysis.rejudged import load_rejudged
 from tests.fake_openai import FakeOpenAI
 
 #: t2's explanation is in its application, target-recall and answer-only judge prompts: those verdicts are 0
@@ -29,8 +32,9 @@ def compose(tmp_path, base_url: str):
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """A finished in-process run of naive_rag on four tasks against the fake server, and the server still up."""
-    from inmind_exp.run import plan_config, run_plan
-    from inmind_exp.run.executor import InProcessExecutor
+    from inmind_exp.plan.plan import plan_config
+    from inmind_exp.run.driver import run_plan
+    from inmind_exp.exec.executor import InProcessExecutor
     from inmind_exp.run.resources import Resources
 
     tmp = tmp_path_factory.mktemp("rejudge")
@@ -136,7 +140,8 @@ def test_report_gains_the_panel(finished, tmp_path):
 def test_flips_and_kappa_against_a_judge_that_disagrees(finished):
     _, _, result = finished
     from analysis.load import Run, RunConfig
-    from analysis.rejudge import P_SAMPLE, P_SETTING, P_SOURCE, agreement
+    from analysis.agreement import agreement
+    from analysis.rejudge import P_SAMPLE, P_SETTING, P_SOURCE
     import dataclasses
 
     cfg = RunConfig("naive_rag", "bm25", "turn5", "vllm", "m", "m", result.records[0].config_hash)
@@ -214,7 +219,8 @@ def test_rejudged_records_carry_no_controls(finished):
     """The run's judge scored the controls, not the rejudge's: they are dropped, so no control metric is logged
     under the new judge's name."""
     _, _, result = finished
-    from analysis.rejudge import Rejudged, _metrics, rejudge_record
+    from analysis.rejudge import Rejudged, rejudge_record
+    from analysis.rejudged import _metrics
     from inmind_exp.records import Answer, ControlResult, Verdict
 
     rec = result.records[0]

@@ -13,8 +13,10 @@ from analysis import plots
 from analysis.__main__ import main
 from analysis.caveats import FLAG, MIN_N, degenerate, detectable, small_sample_warning, wilson_halfwidth_pp
 from analysis.load import EMBEDDING_FREE, RunSet
-from analysis.report import build, warnings
-from analysis.tables import by_embedding, embedding_free_repeats, embedding_groups, retrieval_leaders, table1, table2
+from analysis.notices import warnings
+from analysis.report import build
+from analysis.breakdowns import by_embedding, embedding_free_repeats, embedding_groups
+from analysis.tables import retrieval_leaders, table1, table2
 from tests.analysis.conftest import build_runs
 from tests.analysis.fixtures import SPECS, Spec, fixture_records, make_records
 
@@ -89,7 +91,7 @@ def test_a_non_zero_tie_is_named_as_a_tie(tmp_path):
 def test_a_configuration_that_never_stored_the_fact_is_flagged_not_tied(tmp_path):
     """Mem0 with a fact-write fault on every task: flagged in the headline, Table 1 and the warnings, and never
     half of a "tie" (the issue's "finished: 4/4 tasks ... a report that calls it a tie")."""
-    from inmind_exp.headline import FAULT_FLAG
+    from inmind_exp.display.headline import FAULT_FLAG
 
     faulty = dataclasses.replace(ZERO_A, recall=1.0, application=1.0, fact_fault_every=1)
     full_b = dataclasses.replace(ZERO_B, recall=1.0, application=1.0)

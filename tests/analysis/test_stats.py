@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from analysis.stats import (benjamini_hochberg, bonett_price_ci, cohen_kappa, discordant, holm, mcnemar_exact, mcnemar_midp,
+from analysis.agreement import cohen_kappa
+from analysis.stats import (benjamini_hochberg, bonett_price_ci, discordant, holm, mcnemar_exact, mcnemar_midp,
                             mcnemar_power, min_detectable_diff, newcombe_paired_ci, paired_bootstrap_ci,
                             wilson_interval)
 
@@ -270,7 +271,7 @@ def test_paired_bootstrap_degenerate_case_matches_scipy():
 def test_fleiss_kappa_matches_statsmodels():
     from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
 
-    from analysis.stats import fleiss_kappa
+    from analysis.agreement import fleiss_kappa
 
     rng = np.random.default_rng(41)
     for raters in (2, 3, 5):
@@ -290,7 +291,7 @@ def test_fleiss_kappa_matches_statsmodels():
 
 
 def test_specific_agreement_by_hand():
-    from analysis.stats import specific_agreement
+    from analysis.agreement import specific_agreement
 
     # both 1 on 2, both 0 on 5, discordant on 3: PA = 4/7, NA = 10/13
     a = [1, 1, 0, 0, 0, 0, 0, 1, 0, 1]
@@ -304,7 +305,7 @@ def test_rogan_gladen_on_a_hand_worked_example():
     """40 of 100 observed 1s; the audit: 45 of 50 labelled 1s judged 1 (Se 0.9), 40 of 50 labelled 0s judged 0
     (Sp 0.8). By hand: π = (0.4 + 0.8 − 1) / 0.7 = 0.285714; Var = [0.4·0.6/100 + π²·0.9·0.1/50 + (1−π)²·0.8·0.2/50]
     / 0.49 = (0.0024 + 0.00014694 + 0.00163265) / 0.49 = 0.00852978, SE 0.092357, ±1.96·SE = ±0.181016."""
-    from analysis.stats import rogan_gladen
+    from analysis.agreement import rogan_gladen
 
     est, lo, hi = rogan_gladen(40, 100, tp=45, fn=5, tn=40, fp=10)
     assert est == pytest.approx(0.285714, abs=1e-6)
@@ -321,7 +322,7 @@ def test_rogan_gladen_on_a_hand_worked_example():
 
 def test_rogan_gladen_interval_agrees_with_a_parametric_bootstrap():
     """The delta-method interval against a parametric bootstrap that redraws the run and the audit."""
-    from analysis.stats import rogan_gladen
+    from analysis.agreement import rogan_gladen
 
     rng = np.random.default_rng(8)
     est, lo, hi = rogan_gladen(300, 1000, tp=90, fn=10, tn=160, fp=40)

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from inmind_exp.metrics import METRICS, compute
+from inmind_exp.protocol.metrics import METRICS, compute
 from inmind_exp.records import write_jsonl
 
 from analysis import plots
@@ -16,8 +16,10 @@ from analysis.caveats import FLAG, FLAG_NOTE
 from analysis.compare import compare, not_applicable, outcome
 from analysis.stats import BONETT_PRICE
 from analysis.load import find_run, load_sweep_dir
-from analysis.tables import (best_retrieval, by_domain, by_embedding, by_injection, embedding_groups,
-                             fmt_delta, fmt_p, judge_self_audit, pairwise, table1, table2)
+from analysis.tables import best_retrieval, judge_self_audit, table1, table2
+from analysis.breakdowns import by_domain, by_embedding, by_injection, embedding_groups
+from analysis.table import fmt_delta, fmt_p
+from analysis.pairwise import pairwise
 from tests.analysis.conftest import build_runs
 from tests.analysis.fixtures import OLD_SPEC, SPECS, fixture_records, make_records, write_sweep
 
@@ -262,7 +264,7 @@ def test_analysis_never_imports_systems_ray_or_mlflow_directly():
 
 
 def test_verdicts_each_configuration_against_the_best_retrieval_and_the_backbone(runs):
-    from analysis.tables import holm_by_pair, verdict_line, verdicts
+    from analysis.pairwise import holm_by_pair, verdict_line, verdicts
 
     best = best_retrieval(runs)
     backbone = next(r for r in runs if r.config.control == "in_context")
@@ -295,7 +297,7 @@ def test_verdicts_each_configuration_against_the_best_retrieval_and_the_backbone
 
 
 def test_the_delta_forest_prints_the_matrix_holm_p(runs):
-    from analysis.tables import holm_by_pair
+    from analysis.pairwise import holm_by_pair
 
     fig = plots.delta_forest(runs)
     shown = [t.get_text() for t in fig.axes[0].texts]

@@ -10,7 +10,7 @@ import pytest
 from inmind_exp.data.__main__ import main
 from inmind_exp.data.conflicts import PersonaExcerpts, PersonaSettings, conflict_filter, spread_sample
 from inmind_exp.data.filters import rank_among, rank_summary, recall_at_k, similarity_filter
-from inmind_exp.embed import Encoder, MiniLMEncoder
+from inmind_exp.llm.embed import Encoder, MiniLMEncoder
 from inmind_exp.llm import LLMClient
 from inmind_exp.records import Session, Task, Trace, Turn
 from tests.conftest import fake_endpoints

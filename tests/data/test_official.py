@@ -19,7 +19,7 @@ from inmind_exp.data.official import load_official_tasks, load_official_trace
 from inmind_exp.data.release import BACKGROUND, PINNED_SHA256, TASKS, Release
 from inmind_exp.data.tasks import load_tasks
 from inmind_exp.memory import MemorySystem
-from inmind_exp.protocol import build_prefix, ingest_task
+from inmind_exp.protocol.task import build_prefix, ingest_task
 from inmind_exp.records import ACCEPTED_DOMAINS, FACT_TURN_ID, OFFICIAL_DOMAINS, Session
 from tests.launch_helpers import REPO
 
@@ -27,8 +27,8 @@ from tests.launch_helpers import REPO
 def plan_for(tmp_path: Path, *overrides: str):
     from hydra import compose, initialize_config_dir
 
-    from inmind_exp.config import register_configs
-    from inmind_exp.run import plan_config
+    from inmind_exp.config.schema import register_configs
+    from inmind_exp.plan.plan import plan_config
 
     register_configs()
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):

@@ -46,8 +46,8 @@ def test_the_sample_replaces_the_limit_where_the_dataset_is_loaded():
 def test_a_run_plans_the_sampled_tasks_and_logs_the_sample(tmp_path: Path):
     from hydra import compose, initialize_config_dir
 
-    from inmind_exp.config import register_configs
-    from inmind_exp.run import plan_config
+    from inmind_exp.config.schema import register_configs
+    from inmind_exp.plan.plan import plan_config
     from inmind_exp.tracking.params import RESULT_PARAM_KEYS
 
     register_configs()
@@ -60,7 +60,7 @@ def test_a_run_plans_the_sampled_tasks_and_logs_the_sample(tmp_path: Path):
     assert {"dataset.sample", "dataset.sample_seed"} <= set(RESULT_PARAM_KEYS)
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         bad = compose("config", overrides=["llm=openai", "dataset.sample=0", f"run.cache_dir={tmp_path / 'cache'}"])
-    from inmind_exp.ranges import check_settings, SETTING_RANGES
+    from inmind_exp.memory.ranges import check_settings, SETTING_RANGES
 
     problems = check_settings(lambda k: OmegaConf.select(bad, k, throw_on_missing=True), ("answerer",),
                               {"dataset.sample": SETTING_RANGES["dataset.sample"]})

@@ -52,9 +52,10 @@ def test_a_failed_embedding_cache_write_keeps_the_vectors(fake, tmp_path, full_c
 
 
 def test_a_run_with_a_full_cache_has_no_errors_and_counts_every_request(tmp_path, full_cache):
-    from inmind_exp.run import plan_config, run_plan
-    from inmind_exp.run.executor import InProcessExecutor
-    from inmind_exp.run.progress import Spend
+    from inmind_exp.plan.plan import plan_config
+    from inmind_exp.run.driver import run_plan
+    from inmind_exp.exec.executor import InProcessExecutor
+    from inmind_exp.display.progress import Spend
     from inmind_exp.run.resources import Resources
     from tests.fake_openai import FakeOpenAI
     from tests.test_runner_ray import compose

@@ -27,9 +27,9 @@ import pytest
 
 from inmind_exp.data.make_smoke_trace import SMOKE_TRACE, render
 from inmind_exp.data.trace import load_trace
-from inmind_exp.judges import exact_target_recall
+from inmind_exp.protocol.judges import exact_target_recall
 from inmind_exp.memory import SYSTEMS
-from inmind_exp.protocol import inject, injection_session_index
+from inmind_exp.protocol.task import inject, injection_session_index
 from inmind_exp.records import FACT_TURN_ID
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ def compose(*overrides: str):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from inmind_exp.config import register_configs
+    from inmind_exp.config.schema import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
@@ -60,7 +60,7 @@ def test_shipped_smoke_trace_is_what_the_generator_writes():
 
 
 def test_trace_smoke_config_selects_the_small_trace_and_an_injection_inside_it(monkeypatch):
-    from inmind_exp.run.settings import injection_spec
+    from inmind_exp.config.settings import injection_spec
 
     monkeypatch.chdir(REPO)  # trace.path is relative to the repository root
     cfg = compose("trace=smoke")
@@ -123,7 +123,7 @@ def test_tool_calls_come_back_structured_and_plain_and_json_calls_still_work(ser
     call-like text, at least one of three search requests gets a structured call, the plain reply has no call, and
     the JSON judge call gives a parsed verdict (its score is the model's judgement, not asserted)."""
     from systems import a_rag
-    from inmind_exp.judges import NAIVE_JUDGE, judge
+    from inmind_exp.protocol.judges import NAIVE_JUDGE, judge
     from inmind_exp.llm import LLMClient
     from inmind_exp.llm.llama_tool_calls import CHAT_FORMAT
     from inmind_exp.records import Message
@@ -196,10 +196,10 @@ def _summary(name: str, rec, wall_s: float) -> dict:
 def test_system_runs_one_task_end_to_end_on_the_embedded_model(name, server, tmp_path, tmp_path_factory, monkeypatch):
     """No task error, no fault writing the fact, and the fact's turn in the context of the query that asks for it
     (the naive query; for the backbone, which is not asked it, the indirect one)."""
-    from inmind_exp.embed import build_encoder
+    from inmind_exp.llm.embed import build_encoder
     from inmind_exp.llm import CallCache, Models
-    from inmind_exp.protocol import build_prefix, run_task
-    from inmind_exp.run import plan_config
+    from inmind_exp.protocol.task import build_prefix, run_task
+    from inmind_exp.plan.plan import plan_config
 
     monkeypatch.chdir(REPO)
     overrides = [f"system={name}", "trace=smoke", "llm=local"]

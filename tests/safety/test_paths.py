@@ -61,7 +61,7 @@ def test_remove_tree_refuses_paths_outside_parent(tmp_path):
 
 def test_run_task_refuses_a_traversing_workdir(tmp_path):
     """Even a caller that builds a workdir from raw input cannot make the protocol delete outside it."""
-    from inmind_exp.protocol import run_task
+    from inmind_exp.protocol.task import run_task
 
     victim = tmp_path / "victim"
     victim.mkdir()

@@ -85,7 +85,7 @@ def test_check_base_urls_names_every_key_with_a_query():
     from omegaconf import OmegaConf
 
     from inmind_exp.errors import PlanError
-    from inmind_exp.run.plan_checks import check_base_urls
+    from inmind_exp.config.checks import check_base_urls
 
     cfg = OmegaConf.create({"llm": {"base_url": "http://u:pw@h:8000/v1", "roles": {
         "answerer": {"base_url": None}, "judge": {"base_url": "https://j/v1?sig=abc"}, "memory": {}}},

@@ -150,7 +150,7 @@ EXITS = """
 import os, signal, sys, time
 from omegaconf import OmegaConf
 from inmind_exp.launch.hold_lock import HoldSweepLock
-from inmind_exp.run import stop
+from inmind_exp.display import stop
 
 stop.install()
 HoldSweepLock().on_multirun_start(OmegaConf.create({"hydra": {"sweep": {"dir": sys.argv[1]}}}))

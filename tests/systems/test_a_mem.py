@@ -9,11 +9,11 @@ import re
 import numpy as np
 import pytest
 
-from inmind_exp.answering import SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION
-from inmind_exp.embed import MiniLMEncoder
+from inmind_exp.memory.answering import SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION
+from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.llm import LLMCallError
 from inmind_exp.memory import SYSTEMS
-from inmind_exp.protocol import run_task
+from inmind_exp.protocol.task import run_task
 from inmind_exp.records import FACT_TURN_ID, Session, Task, Turn
 from systems.a_mem import ANSWER_PROMPT_VERSION, AMem, consolidated_document, note_document, raw_memory_line
 from systems.prompts.a_mem import ANALYZE_PROMPT

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from inmind_exp.embed import Encoder, MiniLMEncoder
+from inmind_exp.llm.embed import Encoder, MiniLMEncoder
 from inmind_exp.records import Session, Turn
 from systems.a_rag import (ARAG, FORCE_ANSWER_PROMPT, PROBE_RESULT, PROBE_TOOL, clear_tool_support_cache,
                            split_sentences)
@@ -391,9 +391,9 @@ def test_config_params_construct_the_system(models, encoder, tmp_path, repo_root
 
 # -- answer modes, provenance, tool calls written as text, the tool-support probe ----------------------------------
 
-from inmind_exp.answering import SHARED_ANSWER_VERSION, shared_messages  # noqa: E402
+from inmind_exp.memory.answering import SHARED_ANSWER_VERSION, shared_messages  # noqa: E402
 from inmind_exp.llm import CallCache, Models  # noqa: E402
-from inmind_exp.protocol import run_task  # noqa: E402
+from inmind_exp.protocol.task import run_task  # noqa: E402
 from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Task  # noqa: E402
 from systems.a_rag import NATIVE_ANSWER_VERSION, ToolSupportError, a_rag_tool_support, tool_call_text  # noqa: E402
 from tests.conftest import fake_endpoints, make_trace  # noqa: E402

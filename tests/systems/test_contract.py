@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from inmind_exp.embed import MiniLMEncoder
+from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.memory import SYSTEMS, kept_provenance, states, unusable_state
-from inmind_exp.protocol import run_task
+from inmind_exp.protocol.task import run_task
 from inmind_exp.records import FACT_TURN_ID, Answer, Message, Task, TaskRecord
 from tests.conftest import make_trace
 

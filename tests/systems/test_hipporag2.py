@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from inmind_exp.embed import Encoder, MiniLMEncoder
+from inmind_exp.llm.embed import Encoder, MiniLMEncoder
 from inmind_exp.llm import LLMCallError
 from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Session, Task, Turn
 from inmind_exp.memory import SYSTEMS
@@ -505,7 +505,7 @@ def protocol_script(fake, fact_triples=None):
 
 
 def run(models, tmp_path, encoder, **params):
-    from inmind_exp.protocol import run_task
+    from inmind_exp.protocol.task import run_task
 
     return run_task(TASK, make_trace(n_sessions=3, user_turns_per_session=2), 0,
                     lambda wd: HippoRAG2(models, encoder, wd, **params), models, tmp_path / "run",
@@ -525,7 +525,7 @@ def test_fact_passage_retrieved_gives_provenance_recall_1(fake, models, tmp_path
 def test_fact_passage_stored_but_not_retrieved_gives_0(fake, models, tmp_path, encoder):
     from dataclasses import replace
 
-    from inmind_exp.protocol import run_task
+    from inmind_exp.protocol.task import run_task
 
     protocol_script(fake)
     task = replace(TASK, query="How deep should I water my tomato plants in week 1?")  # unrelated to the fact
@@ -542,7 +542,7 @@ def test_fact_passage_stored_but_not_retrieved_gives_0(fake, models, tmp_path, e
 
 def test_entities_and_facts_carry_the_turns_of_their_passages(fake, models, tmp_path, encoder):
     protocol_script(fake)
-    from inmind_exp.protocol import inject
+    from inmind_exp.protocol.task import inject
 
     mem = HippoRAG2(models, encoder, tmp_path / "w")
     for s in inject(make_trace(n_sessions=2, user_turns_per_session=1), TASK, 1):
@@ -574,7 +574,7 @@ def test_truncated_openie_reply_on_the_injected_exchange_is_a_fact_write_fault(f
 def test_empty_extraction_on_the_injected_exchange_is_a_diagnostic_not_a_fault(fake, models, tmp_path, encoder):
     """A well-formed OpenIE reply with no triple (an acknowledgement naming no entity) is upstream's outcome, not a
     fallback: on the record by kind, but neither a memory fault nor a fact-write fault."""
-    from inmind_exp.metrics import compute
+    from inmind_exp.protocol.metrics import compute
 
     protocol_script(fake, fact_triples={"triples": []})
     rec = run(models, tmp_path, encoder, qa_top_k=2)
@@ -611,7 +611,7 @@ def test_a_cut_openie_reply_is_charged_to_the_passage_it_writes(fake, models, tm
 
 
 def test_shared_and_native_answer_prompts(fake, models, tmp_path, encoder):
-    from inmind_exp.answering import SHARED_ANSWER_VERSION, shared_messages
+    from inmind_exp.memory.answering import SHARED_ANSWER_VERSION, shared_messages
     from systems.hipporag2 import ONE_SHOT_QA_INPUT, ONE_SHOT_QA_OUTPUT, QA_SYSTEM
 
     protocol_script(fake)
@@ -636,8 +636,8 @@ def test_hipporag_is_an_alias_with_the_same_config_and_result_identity(repo_root
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from inmind_exp.config import register_configs
-    from inmind_exp.result_identity import identity_hash, result_identity
+    from inmind_exp.config.schema import register_configs
+    from inmind_exp.config.identity import identity_hash, result_identity
 
     register_configs()
     with initialize_config_dir(config_dir=str(repo_root / "conf"), version_base="1.3"):

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import yaml
 
-from inmind_exp.answering import EMPTY_MEMORY, SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION
-from inmind_exp.embed import MiniLMEncoder
+from inmind_exp.memory.answering import EMPTY_MEMORY, SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION
+from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.llm import LLMCallError
 from inmind_exp.memory import SYSTEMS
-from inmind_exp.protocol import run_task
+from inmind_exp.protocol.task import run_task
 from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Session, Task, Turn
 from systems.mem0 import ANSWER_PROMPT_VERSION, Mem0
 from systems.prompts.mem0 import CONTEXT_RULE, FACT_RETRIEVAL_PROMPT, USER_MEMORY_EXTRACTION_PROMPT

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import systems.memoryos as mos
-from inmind_exp.answering import SHARED_ANSWER_VERSION
-from inmind_exp.embed import MiniLMEncoder
+from inmind_exp.memory.answering import SHARED_ANSWER_VERSION
+from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.memory import SYSTEMS
-from inmind_exp.protocol import run_task
+from inmind_exp.protocol.task import run_task
 from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Session, Task, Turn
 from tests.conftest import make_trace
 

@@ -9,7 +9,7 @@ tuples/lists/dicts (one-shot passages, outputs, demonstrations, tool description
 plus every other string literal of 40+ characters in the module's code (inline prompts), docstrings excluded. The
 upstream prompt texts in ``systems/prompts/`` count as their system's: each system module imports them by name, and
 a test checks that every text there is imported by a system module (so none escapes the check).
-``inmind_exp/answering.py`` (the shared answer prompt) is checked too; ``inmind_exp/judges.py`` is not, since judges
+``inmind_exp/memory/answering.py`` (the shared answer prompt) is checked too; ``inmind_exp/protocol/judges.py`` is not, since judges
 must see the fact. Each text is cut into paragraphs and sentences (its units).
 
 Two measures, either one flags a (unit, task) pair:
@@ -49,9 +49,9 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 import pytest
 
-import inmind_exp.answering
+import inmind_exp.memory.answering
 from inmind_exp.data.tasks import load_tasks
-from inmind_exp.embed import MiniLMEncoder
+from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.memory import SYSTEMS
 
 COSINE_THRESHOLD = 0.55
@@ -85,7 +85,7 @@ class Unit:
 
 def modules_under_test() -> dict[str, ModuleType]:
     mods = {SYSTEMS.get(n).__module__: sys.modules[SYSTEMS.get(n).__module__] for n in SYSTEMS.names()}
-    mods[inmind_exp.answering.__name__] = inmind_exp.answering
+    mods[inmind_exp.memory.answering.__name__] = inmind_exp.memory.answering
     return dict(sorted(mods.items()))
 
 
@@ -322,7 +322,7 @@ def test_every_upstream_prompt_text_is_imported_by_a_system_module():
 
 def test_every_registered_system_and_the_shared_answerer_are_covered():
     names = set(modules_under_test())
-    assert "inmind_exp.answering" in names and "inmind_exp.judges" not in names
+    assert "inmind_exp.memory.answering" in names and "inmind_exp.protocol.judges" not in names
     assert {SYSTEMS.get(n).__module__ for n in SYSTEMS.names()} <= names
     units = _setup()[1]
     # one-shot material that is not named *PROMPT* is collected too (e.g. Mem0's examples, A-RAG's tool texts)

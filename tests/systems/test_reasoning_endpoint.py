@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from inmind_exp.embed import MiniLMEncoder
+from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.llm import CallCache, Models
 from inmind_exp.memory import SYSTEMS
-from inmind_exp.protocol import run_task
+from inmind_exp.protocol.task import run_task
 from inmind_exp.records import Task
 from tests.conftest import fake_endpoints, make_trace
 from tests.fake_openai import FakeOpenAI, Fault

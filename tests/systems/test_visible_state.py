@@ -8,11 +8,11 @@ import math
 
 import pytest
 
-from inmind_exp.budget import count_tokens
-from inmind_exp.embed import MiniLMEncoder
+from inmind_exp.protocol.budget import count_tokens
+from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.memory import SYSTEMS
-from inmind_exp.metrics import LABELS, compute, results_table
-from inmind_exp.protocol import run_task
+from inmind_exp.protocol.metrics import LABELS, compute, results_table
+from inmind_exp.protocol.task import run_task
 from inmind_exp.records import FACT_TURN_ID, Task, TaskRecord
 from tests.conftest import make_trace
 

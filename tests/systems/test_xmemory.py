@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from inmind_exp.embed import MiniLMEncoder
+from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.records import Session, Turn
 from inmind_exp.memory import SYSTEMS
 from systems.xmemory import XMemory
@@ -360,9 +360,9 @@ def test_default_fake_replies_keep_everything_buffered_and_answer(fake, models, 
 
 # -- provenance, faults, answer modes and reasoning endpoints on the whole protocol ------------------------------
 
-from inmind_exp.answering import SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION  # noqa: E402
+from inmind_exp.memory.answering import SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION  # noqa: E402
 from inmind_exp.llm import CallCache, Models  # noqa: E402
-from inmind_exp.protocol import run_task  # noqa: E402
+from inmind_exp.protocol.task import run_task  # noqa: E402
 from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Task  # noqa: E402
 from systems.xmemory import ANSWER_PROMPT_VERSION  # noqa: E402
 from tests.conftest import fake_endpoints  # noqa: E402

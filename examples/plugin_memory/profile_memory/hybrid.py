@@ -26,9 +26,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from inmind_exp.embed import TextIndex
+from inmind_exp.llm.embed import TextIndex
 from inmind_exp.memory import CallProfile, MemorySystem, Recall, kept_provenance, read_json, write_json
-from inmind_exp.ranges import at_least
+from inmind_exp.memory.ranges import at_least
 from inmind_exp.records import ContextItem, Message, Session
 
 PROFILE_SYSTEM_PROMPT = (  # profile_rag-v1

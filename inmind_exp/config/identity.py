@@ -1,0 +1,71 @@
+"""The result identity of a configuration: everything that changes a task's result (system, embedding, injection,
+endpoints, answer and judge prompts, data, code, settings) and nothing else, and its short hash, the config hash that
+keys ledgers, prefix snapshots and MLflow runs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from inmind_exp.errors import PlanError
+from inmind_exp.llm import Endpoint
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_digest: str, trace_digest: str,
+                    uses_embedding: bool = True, judges: Any = None, answer_prompt: Any = None,
+                    system_cls: type | None = None) -> dict[str, Any]:
+    """Everything that changes a task's result, and nothing else (not the limit, tracking, cluster or paths; not the
+    embedding of a system that uses none, ``MemorySystem.uses_embedding``, so its runs share one hash).
+    ``judges`` is the run's judge set (``JUDGES`` if None); ``answer_prompt`` the release's answer prompt of
+    ``answer=paper`` (its version and SHA-256 stand for the mode). ``code`` is what the code contributes: every
+    prompt the configuration uses and its system's version (``inmind_exp.config.code``); ``settings`` the run settings
+    that change a result."""
+    from inmind_exp.config.code import code_identity
+    from inmind_exp.protocol.judges import JUDGES
+    from inmind_exp.memory import SYSTEMS
+    from inmind_exp.safety.redact import without_userinfo
+
+    judges = JUDGES if judges is None else judges
+
+    def ep(e: Endpoint) -> dict[str, Any]:
+        return {"endpoint": e.cache_id or without_userinfo(e.base_url), "model": e.model, "temperature": e.temperature,
+                "top_p": e.top_p, "max_tokens": e.max_tokens, "max_tokens_param": e.max_tokens_param, "seed": e.seed,
+                **({"reasoning": True} if e.reasoning else {})}
+
+    emb = OmegaConf.to_container(cfg.embedding, resolve=True)
+    if not isinstance(emb, dict):
+        raise PlanError(f"embedding: expected a mapping, got {type(emb).__name__}")
+    return {
+        "system": OmegaConf.to_container(cfg.system, resolve=True),
+        "embedding": {k: emb[k] for k in ("name", "kind", "model", "dim")} if uses_embedding else "unused",
+        "injection": {"user_turn": cfg.injection.user_turn, "fraction": cfg.injection.fraction},
+        "roles": {r: ep(e) for r, e in sorted(endpoints.items())},
+        "answer": answer_prompt.identity() if answer_prompt is not None else cfg.answer.mode,
+        "judges": {k: v.version for k, v in sorted(judges.items())},
+        "dataset": dataset_digest,
+        "trace": {"digest": trace_digest, "index": cfg.trace.index},
+        "code": code_identity(system_cls or SYSTEMS.get(cfg.system.name)),
+        "settings": result_settings(cfg),
+    }
+
+
+def result_settings(cfg: DictConfig) -> dict[str, Any]:
+    """Run settings that change a task's result (the judges' JSON re-asks: a verdict that parses on the third try
+    is an error with one)."""
+    return {"judge_attempts": int(cfg.run.judge_attempts)}
+
+
+def identity_hash(identity: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]

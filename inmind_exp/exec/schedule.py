@@ -1,0 +1,375 @@
+"""The shared schedule: the tasks of one or many plans (a whole sweep) over one pool of task actors.
+
+A prefix is built as soon as a worker is free and once per prefix identity, no worker idles while a task waits, a
+task whose worker died is retried on another (up to ``run.max_task_attempts``), and each worker runs up to
+``cluster.tasks_per_worker`` units at once but no more than an even share. The pool itself (Ray, the actors, the
+services) is ``executor.RayExecutor``, seen here through ``Pool``; ray's exceptions are imported inside functions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable
+
+from inmind_exp.records import Task, TaskRecord
+from inmind_exp.exec import snapshots
+from inmind_exp.exec.interface import (ClusterError, Job, Pool, PoolWorker, display_safely, feed_usage, first_line,
+                                     retry_or_report)
+from inmind_exp.plan.plan import Plan
+from inmind_exp.display.progress import STARTING, unit_key
+from inmind_exp.display.spend_cap import SpendCap
+from inmind_exp.exec.worker import collect_api_keys, plan_endpoints
+
+log = logging.getLogger(__name__)
+
+
+class Schedule:
+    """One pass of the scheduler over the executor's inbox: prefix builds first, then tasks, on every free worker."""
+
+    def __init__(self, ex: Pool, more: Callable[[], bool], tick: Callable[[], None] = lambda: None):
+        self.ex = ex
+        self.more = more
+        self.tick = tick
+        self.jobs: list[Job] = []
+        self.ready_tasks: deque[tuple[Job, Task, int]] = deque()
+        self.waiting: dict[str, list[tuple[Job, Task, int]]] = {}  # prefix hash -> tasks waiting for it
+        self.builds: deque[Job] = deque()  # one job per prefix hash still to build
+        self.building: set[str] = set()
+        self.inflight: dict[Any, tuple[str, Job, Task | None, int, PoolWorker, float]] = {}
+        self.stalled_since: float | None = None
+        self.cap = SpendCap(ex.spend_cap)
+        self.dispatched = False  # a task has been handed out
+        self._probe: Any = None  # a pending ask of the board whether any call has completed (``_watch_work``)
+        self._probe_at = 0.0
+
+    # -- intake ----------------------------------------------------------------------------------------------
+
+    def _take(self, job: Job) -> None:
+        ex = self.ex
+        ray = ex.start(job.plan.cluster)
+        spec = job.plan.worker_spec()
+        ex.add_api_keys(collect_api_keys(plan_endpoints(job.plan)))
+        job.spec_ref = ray.put(spec)
+        if ex.board is not None:
+            ex.board.forget.remote(job.plan.config_hash)  # the live spend counts this run's calls
+        job.trace_ref = ray.put(job.plan.trace)
+        job.outstanding = len(job.tasks)
+        job.last_progress = time.perf_counter()
+        self.jobs.append(job)
+        if not job.tasks:
+            job.finish()
+            return
+        blob = snapshots.saved_prefix(job.plan)
+        if blob is not None:
+            job.prefix_ref = ray.put(blob)
+            self.ready_tasks.extend((job, t, 1) for t in job.tasks)
+            return
+        h = job.plan.prefix_hash
+        if h not in self.waiting:
+            self.waiting[h] = []
+            self.builds.append(job)
+        self.waiting[h].extend((job, t, 1) for t in job.tasks)
+
+    def _intake(self) -> None:
+        while True:
+            with self.ex.lock:
+                if not self.ex.inbox:
+                    return
+                job = self.ex.inbox.popleft()
+            try:
+                self._take(job)
+            except BaseException as e:  # noqa: BLE001 - the job's own thread re-raises it
+                job.finish(e)
+                if isinstance(e, (KeyboardInterrupt, ClusterError)):
+                    raise
+
+    # -- the pool --------------------------------------------------------------------------------------------
+
+    def _work_left(self) -> int:
+        return len(self.ready_tasks) + len(self.builds) + sum(len(v) for v in self.waiting.values())
+
+    def _grow(self) -> None:
+        """Start actors up to what the waiting work can use and the cluster can hold; say so when it holds fewer."""
+        ex = self.ex
+        assert ex.cluster is not None
+        want = min(ex.cluster.workers, len(self.inflight) + len(self.ready_tasks) + len(self.builds))
+        if len(ex.workers) >= want:
+            return
+        cap = ex.capacity()
+        if cap < ex.cluster.workers and ex.said_capacity != cap:
+            ex.said_capacity = cap
+            log.info(f"[inmind] the cluster has {cap} CPU(s) for task workers, fewer than cluster.workers="
+                     f"{ex.cluster.workers}: running {cap} worker(s)")
+        while len(ex.workers) < min(want, cap):
+            ex.spawn()
+
+    def _idle(self) -> list[PoolWorker]:
+        assert self.ex.cluster is not None
+        # up to tasks_per_worker units each, but no more than an even share of the work over every worker, those
+        # still starting included: the first worker to start does not take what the others are about to run
+        units = len(self.inflight) + len(self.ready_tasks) + len(self.builds)
+        share = -(-units // max(1, len(self.ex.workers)))
+        slots = max(1, min(self.ex.cluster.tasks_per_worker, share))
+        # the least loaded first, so tasks spread over the workers before any takes a second one
+        return sorted((w for w in self.ex.workers if w.ready_ref is None and w.running < slots), key=lambda w: w.running)
+
+    def _assign(self) -> None:
+        while self._assign_one():
+            pass
+
+    def _assign_one(self) -> bool:
+        """Hand the next unit of work to the least loaded worker with a free slot; False when none or nothing left."""
+        for w in self._idle()[:1]:
+            if self.builds:
+                job = self.builds.popleft()
+                self.building.add(job.plan.prefix_hash)
+                log.info(f"[inmind] {job.plan.name}: ingesting the {job.plan.session_index} prefix session(s) once ...")
+                ref = w.actor.build_prefix.remote(job.spec_ref, job.trace_ref, job.plan.session_index)
+                self.inflight[ref] = ("prefix", job, None, 1, w, time.perf_counter())
+            elif self.ready_tasks:
+                job, task, attempt = self.ready_tasks.popleft()
+                if not self._within_cap(job):
+                    return True  # not started; the next unit is looked at
+                p = job.plan
+                ref = w.actor.run_task.remote(job.spec_ref, task, job.trace_ref, p.session_index, p.prefix_hash,
+                                              job.prefix_ref, attempt, p.done.get(task.id))
+                self.inflight[ref] = ("task", job, task, attempt, w, time.perf_counter())
+                self.dispatched = True
+            else:
+                return False
+            w.running += 1
+            return True
+        return False
+
+    def _within_cap(self, job: Job) -> bool:
+        """True while the spend cap lets one more task of ``job`` start; a task it stops counts as done (not run:
+        rerunning resumes it)."""
+        running = [j.plan for kind, j, *_ in self.inflight.values() if kind == "task"]
+        if self.cap.allows(job.plan, [j.progress for j in self.jobs], running):
+            return True
+        self._count_done(job)
+        return False
+
+    # -- results ---------------------------------------------------------------------------------------------
+
+    def _lost(self, w: PoolWorker, why: str) -> None:
+        log.info(f"[inmind] worker {w.where.get('host', '?')}:{w.where.get('pid', '?')} lost ({why})")
+        self.ex.drop(w)
+
+    def _on_ready_worker(self, w: PoolWorker, ref: Any) -> None:
+        from ray.exceptions import RayActorError, RayError
+
+        w.ready_ref = None
+        try:
+            w.where = self.ex.ray.get(ref)
+        except (RayActorError, RayError) as e:
+            self._lost(w, f"could not start: {type(e).__name__}: {first_line(str(e))}")
+
+    def _on_result(self, ref: Any) -> None:
+        from ray.exceptions import RayActorError, RayTaskError
+
+        kind, job, task, attempt, w, t0 = self.inflight.pop(ref)
+        w.running = max(0, w.running - 1)
+        plan = job.plan
+        try:
+            value = self.ex.ray.get(ref)
+        except RayActorError as e:
+            self._lost(w, f"{type(e).__name__} during {kind} of {plan.name}")
+            if kind == "prefix":
+                self.building.discard(plan.prefix_hash)
+                self.builds.appendleft(job)
+            elif attempt < plan.run.max_task_attempts:
+                log.info(f"[inmind] {plan.name}: task {task.id} will run again on another worker (attempt {attempt + 1})")
+                self.ready_tasks.appendleft((job, task, attempt + 1))
+            else:
+                self._final(job, plan.error_record(task, f"worker died {attempt} time(s): {e}", attempt))
+            return
+        except RayTaskError as e:
+            if kind == "prefix":
+                self._prefix_failed(plan.prefix_hash, e.as_instanceof_cause())
+                return
+            value = plan.error_record(task, f"{type(e.cause).__name__}: {e.cause}", attempt)
+        if kind == "prefix":
+            snapshots.save_prefix(plan, value.blob, time.perf_counter() - t0)
+            display_safely("prefix spend", lambda: job.progress.prefix_spent(value.usage))
+            blob_ref = self.ex.ray.put(value.blob)
+            self.building.discard(plan.prefix_hash)
+            for j, t, a in self.waiting.pop(plan.prefix_hash, []):
+                j.prefix_ref = blob_ref
+                self.ready_tasks.append((j, t, a))
+            return
+        rec: TaskRecord = value
+        self.ex.working.set()
+        _placement(plan, task, attempt, w.where)
+        if retry_or_report(plan, task, rec, attempt, job.report):
+            self.ready_tasks.append((job, task, attempt + 1))
+        else:
+            self._count_done(job)
+
+    def _final(self, job: Job, rec: TaskRecord) -> None:
+        job.report(rec)
+        self._count_done(job)
+
+    def _count_done(self, job: Job) -> None:
+        job.outstanding -= 1
+        if job.outstanding == 0:
+            self._feed_usage([job])  # the closing line counts every call the board saw
+            job.finish()
+
+    def _display(self) -> None:
+        """Each running job whose ``run.progress_every_s`` has passed (0: never) gets its progress line, with the
+        phases its running units last reported to the board; then the sweep's ``tick``."""
+        now = time.perf_counter()
+        due = [j for j in self.jobs if not j.done.is_set() and j.plan.run.progress_every_s > 0
+               and now - j.last_progress >= j.plan.run.progress_every_s]
+        if due:
+            phases = self._phases()
+            self._feed_usage(due)
+            running: dict[int, list[str]] = {id(j): [] for j in due}
+            for kind, job, task, attempt, _, _ in self.inflight.values():
+                if id(job) in running:
+                    key = unit_key(job.plan.config_hash, task.id if task is not None else None, attempt)
+                    running[id(job)].append(phases.get(key, STARTING))
+            starting = sum(1 for w in self.ex.workers if w.ready_ref is not None)
+            idle = f"queued, {starting} worker(s) starting" if starting else "queued"
+            for j in due:
+                j.last_progress = now
+                display_safely("progress display", lambda: j.progress(running[id(j)], idle))
+        display_safely("sweep progress", self.tick)
+
+    def _feed_usage(self, jobs: list[Job]) -> None:
+        """Give ``jobs``' progress the calls the board saw complete (the spend counted as calls complete)."""
+        board = self.ex.board
+        if board is None or not jobs:
+            return
+        try:
+            usage = self.ex.ray.get(board.usage.remote(), timeout=5)
+        except Exception as e:  # noqa: BLE001 - the display is best effort
+            log.debug(f"phase board usage: {type(e).__name__}: {e}")
+            return
+        for j in jobs:
+            display_safely("live spend", lambda: feed_usage(j.progress, usage.get(j.plan.config_hash)))
+
+    def _phases(self) -> dict[str, str]:
+        """The board's phases by unit; empty if it does not answer in time (the lines then say ``starting``)."""
+        board = self.ex.board
+        if board is None:
+            return {}
+        try:
+            return self.ex.ray.get(board.snapshot.remote(), timeout=5)
+        except Exception as e:  # noqa: BLE001 - the display is best effort
+            log.debug(f"phase board: {type(e).__name__}: {e}")
+            return {}
+
+    def _watch_work(self) -> None:
+        """Set ``ex.working`` once the tasks are under way: the board has seen a call complete (or a task has
+        finished, or the schedule ended). The driver's background work waits for it (opening MLflow runs, the
+        report's imports: ~4 s of CPU), so it runs while the tasks wait on their endpoints, not while the workers
+        start their first tasks (imports, clients, connections), which it slowed by seconds on a 2-core machine."""
+        ex = self.ex
+        if ex.working.is_set() or not self.dispatched:
+            return
+        if ex.board is None:
+            ex.working.set()
+            return
+        if self._probe is not None:
+            if not ex.ray.wait([self._probe], timeout=0)[0]:
+                return
+            probe, self._probe = self._probe, None
+            try:
+                seen = bool(ex.ray.get(probe))
+            except Exception as e:  # noqa: BLE001 - a lost board holds nothing back
+                log.debug(f"phase board usage: {type(e).__name__}: {e}")
+                seen = True
+            if seen:
+                ex.working.set()
+                return
+        now = time.monotonic()
+        if self._probe is None and now - self._probe_at >= 0.25:
+            self._probe_at = now
+            self._probe = ex.board.usage.remote()
+
+    def _prefix_failed(self, prefix_hash: str, error: BaseException) -> None:
+        """A prefix that cannot be built ends every job waiting for it, with the builder's error."""
+        self.building.discard(prefix_hash)
+        for j, _, _ in self.waiting.pop(prefix_hash, []):
+            j.finish(error)
+
+    # -- the loop --------------------------------------------------------------------------------------------
+
+    def _check_progress(self) -> None:
+        """Give up on actors that never started; end the run when no worker is alive or placeable in time."""
+        ex = self.ex
+        assert ex.cluster is not None
+        timeout = ex.cluster.start_timeout_s
+        now = time.monotonic()
+        for w in list(ex.workers):
+            if w.ready_ref is not None and now - w.started > timeout:
+                self._lost(w, f"not started within cluster.start_timeout_s={timeout:g}s")
+        alive = [w for w in ex.workers if w.ready_ref is None]
+        if alive or not self._work_left():
+            self.stalled_since = None
+            return
+        if self.stalled_since is None:
+            self.stalled_since = now
+        elif now - self.stalled_since > timeout:
+            cpus = ex.ray.cluster_resources().get("CPU", 0)
+            raise ClusterError(
+                f"the Ray cluster cannot make progress: no task worker alive or started within "
+                f"cluster.start_timeout_s={timeout:g}s (the cluster has {cpus:g} CPU(s); {self._work_left()} "
+                f"unit(s) of work left). Finished results are in the ledger; rerun to resume."
+            )
+
+    def loop(self) -> None:
+        ray_mod = None
+        try:
+            while True:
+                self._intake()
+                ray_mod = self.ex.ray
+                if ray_mod is None:  # nothing submitted yet
+                    if not self.more():
+                        return
+                    time.sleep(0.05)
+                    continue
+                if not self._work_left() and not self.inflight and not self.more() and not self.ex.inbox:
+                    return
+                self._grow()
+                self._assign()
+                self._check_progress()
+                self._display()
+                self._watch_work()
+                waits = list(self.inflight) + [w.ready_ref for w in self.ex.workers if w.ready_ref is not None]
+                if not waits:
+                    time.sleep(0.05)
+                    continue
+                ready, _ = ray_mod.wait(waits, num_returns=1, timeout=0.5)
+                for ref in ready:
+                    if ref in self.inflight:
+                        self._on_result(ref)
+                    else:
+                        w = next((w for w in self.ex.workers if w.ready_ref == ref), None)
+                        if w is not None:
+                            self._on_ready_worker(w, ref)
+        except BaseException as e:
+            for j in self.jobs:
+                j.finish(e)
+            with self.ex.lock:
+                self.ex.failed = e
+                while self.ex.inbox:
+                    self.ex.inbox.popleft().finish(e)
+            raise
+        finally:
+            self.ex.working.set()
+
+
+def _placement(plan: Plan, task: Task, attempt: int, where: dict[str, Any]) -> None:
+    """Which node and process ran each task: ``<root>/placement/<config hash>.jsonl`` (for debugging a cluster)."""
+    path: Path = plan.root / "placement" / f"{plan.config_hash}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"task_id": task.id, "config": plan.config_hash, "attempt": attempt, **where},
+                           sort_keys=True) + "\n")
