@@ -6,7 +6,7 @@ all run as one schedule over one pool of workers.
     python launch.py -m system=backbone,naive_rag embedding=minilm,bm25
     python launch.py -m dry_run=true system=a_mem,mem0  # estimated calls and tokens, nothing runs
 
-Exit codes (README.md, "Exit codes", has them in one table): 0 every task finished without error; 1 a crash (a bug:
+Exit codes (docs/running.md, "Exit codes", has them in one table): 0 every task finished without error; 1 a crash (a bug:
 traceback); 2 bad input (config, override, data, missing key, unreachable endpoint), found before anything ran or was
 logged; 3 the launch ran but some task ended in error or a configuration failed while the others ran (rerun the same
 command to retry them); 4 stopped at the spend cap run.max_usd / run.max_tokens before every task ran (the closing

@@ -1,7 +1,7 @@
-"""Screenshots of the MLflow UI for the README: run a 3-system sweep against the fake OpenAI-compatible server, start
-``mlflow ui`` on its SQLite store and photograph the runs list, the chart view, the per-task view and the compare
-view with headless Chromium. The numbers in the pictures come from the fake server (deterministic pseudo-random
-verdicts): they show the layout, not any system's quality.
+"""Screenshots of the MLflow UI for the guide (docs/mlflow.md): run a 3-system sweep against the fake
+OpenAI-compatible server, start ``mlflow ui`` on its SQLite store and photograph the runs list, the chart view, the
+per-task view and the compare view with headless Chromium. The numbers in the pictures come from the fake server
+(deterministic pseudo-random verdicts): they show the layout, not any system's quality.
 
     python docs/screenshots.py [--out docs/img] [--keep DIR]
 

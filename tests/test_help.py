@@ -28,7 +28,7 @@ def test_help_shows_commands_groups_and_where_to_read_more(help_text):
     groups = dict(line.split(": ", 1) for line in help_text.splitlines() if line.startswith(("system: ", "embedding: ")))
     assert "always_in_state" in groups["system"] and "hipporag2" in groups["system"]
     assert groups["embedding"] == "bm25, emb3, minilm"
-    assert "README.md" in help_text and "analysis/README.md" in help_text
+    assert "README.md" in help_text and "docs/" in help_text and "analysis.md" in help_text
 
 
 def test_every_help_command_composes(help_text):

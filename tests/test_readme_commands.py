@@ -1,5 +1,5 @@
-"""Every command in README.md and analysis/README.md runs: each ```bash block is read from the documents (a README
-edit changes what is tested), and each command is either run against the fake OpenAI-compatible server or skipped
+"""Every command in README.md, the guide (docs/*.md) and analysis/README.md runs: each ```bash block is read from the
+documents (a doc edit changes what is tested), and each command is either run against the fake OpenAI-compatible server or skipped
 by one of the explicit rules in ``SKIP``.
 
 How a command is run: in one shared workspace directory (so the default ``sqlite:///mlflow.db``, ``multirun/`` and
@@ -28,7 +28,23 @@ import pytest
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import REPO, env, write_small_data
 
-DOCS = (REPO / "README.md", REPO / "analysis" / "README.md")
+
+
+def guide_pages() -> list[Path]:
+    """docs/*.md in the order of mkdocs.yml's nav (a page's commands may use what an earlier page's made: the analysis
+    page reads the runs the running page's commands logged), then any page the nav does not list."""
+    import yaml
+
+    def names(nav) -> list[str]:
+        items = nav if isinstance(nav, list) else list(nav.values()) if isinstance(nav, dict) else [nav]
+        return [n for item in items for n in (names(item) if isinstance(item, (list, dict)) else [item])]
+
+    nav = [REPO / "docs" / n for n in names(yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"])]
+    rest = sorted(set((REPO / "docs").glob("*.md")) - set(nav))
+    return [p for p in [*nav, *rest] if p.exists()]  # docs/plugins.md comes from the plug-in lane
+
+
+DOCS = (REPO / "README.md", *guide_pages(), REPO / "analysis" / "README.md")
 MAX_RUN_CONFIGS = 6
 TIMEOUT_S = 900
 
@@ -86,9 +102,11 @@ def extract(md: Path) -> list[Command]:
 COMMANDS = [c for doc in DOCS for c in extract(doc)]
 
 
-#: README.md's "Adding a memory system" commands need the example plug-in installed in a fresh environment
+#: README.md's "Adding a memory system" commands and docs/plugins.md's need the example plug-in installed in a fresh
+#: environment
 PLUGIN_SECTION = ("## Adding a memory system", "tests/test_plugin_example.py installs the example in a fresh "
                   "environment and runs this section's commands there")
+PLUGIN_PAGE = "docs/plugins.md"
 
 
 def in_section(cmd: Command, title: str) -> bool:
@@ -101,7 +119,7 @@ def in_section(cmd: Command, title: str) -> bool:
 
 
 def skip_reason(cmd: Command) -> str | None:
-    if in_section(cmd, PLUGIN_SECTION[0]):
+    if cmd.doc == PLUGIN_PAGE or in_section(cmd, PLUGIN_SECTION[0]):
         return PLUGIN_SECTION[1]
     for pattern, reason in SKIP:
         if pattern in cmd.text + " ":
@@ -140,9 +158,9 @@ class Workspace:
                 "llm.backoff_max_s=0.05"]
 
     def labels_file(self) -> None:
-        """``labels.jsonl`` in the format analysis/README.md documents, pointing at a run the commands made."""
-        example = re.search(r"```json\n(.*?)\n```", (REPO / "analysis" / "README.md").read_text(), re.S)
-        assert example, "analysis/README.md no longer documents the label format in a ```json block"
+        """``labels.jsonl`` in the format docs/analysis.md documents, pointing at a run the commands made."""
+        example = re.search(r"```json\n(.*?)\n```", (REPO / "docs" / "analysis.md").read_text(), re.S)
+        assert example, "docs/analysis.md no longer documents the label format in a ```json block"
         label = json.loads(example.group(1).splitlines()[0])
         runs = self.config_runs()
         assert runs, "no config run to label: the README's run commands made none"
@@ -173,7 +191,7 @@ class Workspace:
             judges = {r.data.tags.get("inmind.judge_model") for r in group}
             if len(judges) >= 2:
                 return [r.data.tags["inmind.config_hash"] for r in group[:2]]
-        raise AssertionError("no two runs differing only in the judge model: the README's judge sweep is missing")
+        raise AssertionError("no two runs differing only in the judge model: the guide's judge sweep is missing")
 
 
 #: Placeholders a document uses for values only a run can supply, and how the test fills them.
@@ -225,11 +243,11 @@ def test_commands_are_found_and_every_skip_is_a_listed_rule():
 
 
 def test_the_full_benchmark_runs_on_the_official_data():
-    """The README's "full benchmark against a strong endpoint" runs the release's tasks and trace, never the bundled
-    look-alikes (what its section's every launch.py command says)."""
+    """The guide's "full benchmark against a strong endpoint" (docs/running.md) runs the release's tasks and trace,
+    never the bundled look-alikes (what its section's every launch.py command says)."""
     launches = [c for c in COMMANDS if in_section(c, "## The full benchmark against a strong endpoint")
                 and "launch.py" in c.text]
-    assert len(launches) == 3
+    assert len(launches) == 3 and {c.doc for c in launches} == {"docs/running.md"}
     for c in launches:
         argv = shlex.split(c.text)
         assert "dataset=official" in argv and "trace=official" in argv, f"{c.id}: {c.text}"
