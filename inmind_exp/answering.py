@@ -16,7 +16,7 @@ paper and the leaderboard. The substituted block is recorded as ``Answer.visible
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from inmind_exp.records import Answer, ContextItem, Message
 
@@ -39,14 +39,18 @@ class Recall(Protocol):
     def meta(self) -> dict[str, Any]: ...
 
 
-class Answerable(Protocol):
+R = TypeVar("R", bound=Recall)
+
+
+class Answerable(Protocol, Generic[R]):
     """What the answerer reads of a memory system (``inmind_exp.memory.MemorySystem`` has this shape)."""
 
-    control: str
     llm: "Models"
 
-    def recall(self, query: str) -> Recall: ...
-    def native_answer(self, query: str, recall: Recall) -> Answer: ...
+    @property
+    def control(self) -> str: ...
+    def recall(self, query: str) -> R: ...
+    def native_answer(self, query: str, recall: R) -> Answer: ...
 
 SHARED_ANSWER_VERSION = "shared-answer-v1"
 SHARED_ANSWER_SYSTEM = (
@@ -130,7 +134,7 @@ class Answerer:
         if self.mode == "paper" and self.paper is None:
             raise ValueError("answer=paper needs the release's answer prompt")
 
-    def answer(self, system: Answerable, query: str) -> Answer:
+    def answer(self, system: Answerable[R], query: str) -> Answer:
         """The one answer-mode dispatch: the system's recall for ``query`` answered by the paper's prompt, the
         system's own (``native``), or the shared one. The in-context control (``control="in_context"``, the paper's
         backbone) is its own prompt in ``shared`` mode too: its context is the conversation holding the fact."""

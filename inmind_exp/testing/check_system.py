@@ -181,7 +181,7 @@ def answerers(case: Case) -> None:
            and paper.context[0].content == f"Stand-in prompt.\n{paper.visible}\nEnd.",
            "answer=paper: the call is not the release's prompt around the memory block, then the query")
     if case.cls.control != "in_context":
-        shared = answers["shared"].context[0].content.split("<memory>\n", 1)[-1].rsplit("\n</memory>", 1)[0]
+        shared = str(answers["shared"].context[0].content).split("<memory>\n", 1)[-1].rsplit("\n</memory>", 1)[0]
         ensure(shared == paper.visible, "answer=paper shows another memory block than answer=shared")
 
 
@@ -253,8 +253,9 @@ def check(cls: type[MemorySystem], params: dict[str, Any] | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m inmind_exp.testing.check_system", description=__doc__.split(
-        "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m inmind_exp.testing.check_system",
+                                     description=(__doc__ or "").split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("system", help="the class: package.module:Class, or an installed or built-in system name")
     parser.add_argument("params", nargs="*", metavar="key=value", help="the system's parameters (YAML values)")
     parser.add_argument("--only", action="append", choices=list(SCENARIOS), help="run only this scenario (repeat)")
@@ -269,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         cls = SYSTEMS.get(args.system)
     except KeyError as e:
         parser.error(str(e.args[0] if e.args else e))
-    results = check(cls, params, tuple(args.only or SCENARIOS))
+    results = check(cls, params, tuple(s for s in SCENARIOS if not args.only or s in args.only))
     for r in results:
         status = "PASS" if r.ok else "SKIP" if r.ok is None else "FAIL"
         print(f"{status} {r.scenario}" + (f": {r.detail}" if r.detail else ""), flush=True)
