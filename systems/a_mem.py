@@ -72,12 +72,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from inmind_exp.llm.embed import TextIndex
-from inmind_exp.llm import parse_json_object
-from inmind_exp.memory import (SYSTEMS, CallProfile, MemorySystem, Recall, kept_provenance, read_json, union_sources,
+from inmind_exp.memory import (SYSTEMS, Answer, CallProfile, ContextItem, MemorySystem, Message, Recall, Session,
+                               TextIndex, at_least, kept_provenance, parse_json_object, read_json, union_sources,
                                write_json)
-from inmind_exp.records import Answer, ContextItem, Message, Session
-from inmind_exp.memory.ranges import at_least
 from systems.prompts.a_mem import (ANALYZE_PROMPT, ANSWER_PROMPT, ANSWER_SYSTEM_PROMPT, EVOLUTION_PROMPT,
                                    JSON_SYSTEM_PROMPT, PROMPTS_VERSION, QUERY_KEYWORDS_PROMPT)
 

@@ -94,11 +94,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from inmind_exp.memory.answering import paper_answer, shared_answer
-from inmind_exp.llm import EndpointError
-from inmind_exp.records import Answer, ContextItem, Message, Session, Turn
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, turn_pairs, write_json
-from inmind_exp.memory.ranges import at_least
+from inmind_exp.memory import (SYSTEMS, Answer, Answerer, CallProfile, ContextItem, EndpointError, MemorySystem,
+                               Message, Recall, Session, Turn, at_least, read_json, turn_pairs, write_json)
 from systems.prompts.a_rag import (CHUNK_IDS_PARAMETER, FORCE_ANSWER_PROMPT, KEYWORD_SEARCH_DESCRIPTION,
                                    KEYWORD_TOP_K_PARAMETER, KEYWORDS_PARAMETER, PROMPTS_VERSION, QUERY_PARAMETER,
                                    READ_CHUNK_DESCRIPTION, SEMANTIC_SEARCH_DESCRIPTION, SEMANTIC_TOP_K_PARAMETER,
@@ -550,18 +547,16 @@ class ARAG(MemorySystem):
         the runner may call this before any task starts, and ``answer`` calls it anyway (cached per endpoint)."""
         require_tool_support(models.answerer)
 
-    def answer(self, query: str) -> Answer:
-        """``native``: upstream's loop and its own final reply (or forced answer), with the whole trajectory as the
-        context. ``shared``: the same loop, but the answer is the shared prompt's over everything the tools
-        returned (the loop's own reply is kept in ``meta['agent_answer']``). ``paper``: as ``shared``, with the
-        release's answer prompt over the same tool outputs (its ``{context}``, the answer's visible context)."""
+    def answer(self, query: str, answerer: Answerer = Answerer()) -> Answer:
+        """The agent loop is the answerer's own retrieval: ``native`` is upstream's loop and its own final reply (or
+        forced answer), with the whole trajectory as the context; in the other modes the protocol's answerer
+        answers over everything the tools returned (``recall``; the loop's own reply is kept in
+        ``meta['agent_answer']``)."""
         require_tool_support(self.llm.answerer)
-        if self.answer_mode == "native":
-            tr = self._run_loop(query, final_call=True)
-            return Answer(tr.text, tr.messages, {**tr.meta, "answer_prompt": NATIVE_ANSWER_VERSION}, items=tr.items)
-        if self.answer_mode == "paper":
-            return paper_answer(self.llm.answerer, query, self.recall(query), self.paper_prompt())
-        return shared_answer(self.llm.answerer, query, self.recall(query))
+        if answerer.mode != "native":
+            return super().answer(query, answerer)
+        tr = self._run_loop(query, final_call=True)
+        return Answer(tr.text, tr.messages, {**tr.meta, "answer_prompt": NATIVE_ANSWER_VERSION}, items=tr.items)
 
     def recall(self, query: str) -> Recall:
         """The agent loop's retrieval: every tool output that put memory into the context, in order, with its items.

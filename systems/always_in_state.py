@@ -24,11 +24,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inmind_exp.memory.answering import paper_answer, shared_messages
-from inmind_exp.memory import (SYSTEMS, CallProfile, MemorySystem, Recall, content_words, kept_provenance, read_json,
-                               unusable_state, write_json)
-from inmind_exp.records import Answer, ContextItem, Message, Session
-from inmind_exp.memory.ranges import at_least
+from inmind_exp.memory import (SYSTEMS, Answer, CallProfile, ContextItem, MemorySystem, Message, Recall, Session,
+                               at_least, content_words, kept_provenance, read_json, unusable_state, write_json)
 
 PROMPT_VERSION = "always_in_state-v1"
 
@@ -130,14 +127,8 @@ class AlwaysInState(MemorySystem):
                       if line.strip())
         return Recall(self.memory, items, {"memory_bytes": len(self.memory.encode())})
 
-    def answer(self, query: str) -> Answer:
-        recall = self.recall(query)
-        if self.answer_mode == "paper":
-            return paper_answer(self.llm.answerer, query, recall, self.paper_prompt())
-        if self.answer_mode == "native":
-            context = (Message("system", ANSWER_SYSTEM_PROMPT.format(memory=self.memory or "(empty)")), Message("user", query))
-        else:
-            context = shared_messages(query, self.memory)
+    def native_answer(self, query: str, recall: Recall) -> Answer:
+        context = (Message("system", ANSWER_SYSTEM_PROMPT.format(memory=self.memory or "(empty)")), Message("user", query))
         comp = self.llm.answerer.chat(context)
         return Answer(comp.text, context, meta=recall.meta, items=recall.items)
 

@@ -6,10 +6,11 @@ and ignores the background trace. The paper does not score it on the naive query
 anyway (the fact in context), because the official release's submission needs both turns of every task: a
 configuration with it is the in-context control answering the naive query, not a recall measurement.
 
-Answer modes: ``shared`` and ``native`` are the same here: the fact pair as conversation turns under "You are a
-helpful assistant." (the paper's backbone control). ``paper``: the release's answer prompt with ``{context}`` set to
-the fact pair as the release writes its target memory (``User: ...`` / ``Assistant: ...`` lines), then the query.
-Provenance: the two injected turns are the context's items.
+Answer modes: ``shared`` and ``native`` are the same here (``control="in_context"``, ``inmind_exp.memory.answering``): the
+fact pair as conversation turns under "You are a helpful assistant." (the paper's backbone control). ``paper``: the
+release's answer prompt with ``{context}`` set to the fact pair as the release writes its target memory (``User: ...``
+/ ``Assistant: ...`` lines, the recall's text), then the query. Provenance: the two injected turns are the context's
+items.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from inmind_exp.memory.answering import paper_messages
-from inmind_exp.records import Answer, ContextItem, Message, Session, Turn
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, read_json, write_json
+from inmind_exp.memory import (SYSTEMS, Answer, CallProfile, ContextItem, MemorySystem, Message, Recall, Session, Turn,
+                               read_json, write_json)
 
 ANSWER_SYSTEM_PROMPT = "You are a helpful assistant."  # backbone-v1
 
@@ -49,21 +49,18 @@ class Backbone(MemorySystem):
     def ingest_session(self, session: Session) -> None:
         self.turns.extend(t for t in session.turns if t.injected)
 
-    def answer(self, query: str) -> Answer:
+    def recall(self, query: str) -> Recall:
         items = tuple(ContextItem("turn", t.content, (t.id,) if t.id else (), visible=True) for t in self.turns)
-        if self.answer_mode == "paper":
-            visible = "\n".join(f"{t.role.capitalize()}: {t.content}" for t in self.turns)
-            context = paper_messages(self.paper_prompt(), query, visible)
-            comp = self.llm.answerer.chat(context)
-            return Answer(comp.text, context, meta={"answer_prompt": self.paper_prompt().version}, items=items,
-                          visible=visible)
+        return Recall("\n".join(f"{t.role.capitalize()}: {t.content}" for t in self.turns), items)
+
+    def native_answer(self, query: str, recall: Recall) -> Answer:
         context = (
             Message("system", ANSWER_SYSTEM_PROMPT),
             *(Message(t.role, t.content) for t in self.turns),
             Message("user", query),
         )
         comp = self.llm.answerer.chat(context)
-        return Answer(comp.text, context, items=items)
+        return Answer(comp.text, context, items=recall.items)
 
     def snapshot(self, directory: Path) -> None:
         write_json(directory / "backbone.json", [asdict(t) for t in self.turns])

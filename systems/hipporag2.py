@@ -109,10 +109,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from inmind_exp.llm import parse_json_object
-from inmind_exp.records import Answer, ContextItem, Message, Session
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
-from inmind_exp.memory.ranges import at_least, non_negative, similarity, unit
+from inmind_exp.memory import (SYSTEMS, Answer, CallProfile, ContextItem, MemorySystem, Message, Recall, Session,
+                               at_least, non_negative, parse_json_object, read_json, similarity, unit, write_json)
 from systems.prompts.hipporag2 import FILTER_DEMOS, FILTER_INPUT, FILTER_SYSTEM, PROMPTS_VERSION
 
 PROMPT_VERSION = "hipporag2-v3"

@@ -76,11 +76,8 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from inmind_exp.llm.embed import TextIndex
-from inmind_exp.memory import (SYSTEMS, CallProfile, MemorySystem, Recall, kept_provenance, read_json, turn_pairs,
-                               write_json)
-from inmind_exp.records import Answer, ContextItem, Message, Session
-from inmind_exp.memory.ranges import at_least
+from inmind_exp.memory import (SYSTEMS, Answer, CallProfile, ContextItem, MemorySystem, Message, Recall, Session,
+                               TextIndex, at_least, kept_provenance, read_json, turn_pairs, write_json)
 from systems.prompts.mem0 import (ANSWER_PROMPT, CONTEXT_RULE, DEFAULT_UPDATE_MEMORY_PROMPT, FACT_RETRIEVAL_PROMPT,
                                   PROMPTS_VERSION, UPDATE_CURRENT_MEMORY, UPDATE_EMPTY_MEMORY, UPDATE_MEMORY_MESSAGE,
                                   USER_MEMORY_EXTRACTION_PROMPT)

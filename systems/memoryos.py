@@ -91,10 +91,9 @@ from typing import Any
 
 import numpy as np
 
-from inmind_exp.records import Answer, ContextItem, Message, Session
-from inmind_exp.memory import (SYSTEMS, CallProfile, MemorySystem, Recall, kept_provenance, read_json, turn_pairs,
+from inmind_exp.memory import (SYSTEMS, Answer, Answerer, CallProfile, ContextItem, MemorySystem, Message, Recall,
+                               Session, at_least, kept_provenance, non_negative, read_json, similarity, turn_pairs,
                                unusable_state, write_json)
-from inmind_exp.memory.ranges import at_least, non_negative, similarity
 from systems.prompts.memoryos import CONTINUITY_CHECK_SYSTEM_PROMPT as CONTINUITY_SYSTEM_PROMPT
 from systems.prompts.memoryos import CONTINUITY_CHECK_USER_PROMPT as CONTINUITY_USER_PROMPT
 from systems.prompts.memoryos import KNOWLEDGE_EXTRACTION_SYSTEM_PROMPT as KNOWLEDGE_SYSTEM_PROMPT
@@ -751,10 +750,10 @@ class MemoryOS(MemorySystem):
         return Answer(clean_reply(comp.text), context, meta={**recall.meta, "answer_prompt": NATIVE_ANSWER_VERSION},
                       items=recall.items)
 
-    def answer(self, query: str) -> Answer:
-        """Answer (shared or native prompt) from one retrieval; then, as upstream's ``get_response``, write the
+    def answer(self, query: str, answerer: Answerer = Answerer()) -> Answer:
+        """Answer with the protocol's answerer from one retrieval; then, as upstream's ``get_response``, write the
         answered Q/A into memory when ``write_answers`` (the protocol discards that state)."""
-        ans = super().answer(query)
+        ans = super().answer(query, answerer)
         if self.write_answers:
             self.add_memory(query, ans.text, self.clock)
         return ans

@@ -25,10 +25,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inmind_exp.llm.embed import TextIndex
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
-from inmind_exp.records import Answer, ContextItem, Message, Session, Turn
-from inmind_exp.memory.ranges import at_least
+from inmind_exp.memory import (SYSTEMS, Answer, CallProfile, ContextItem, MemorySystem, Message, Recall, Session,
+                               TextIndex, Turn, at_least, read_json, write_json)
 
 ANSWER_SYSTEM_PROMPT = (  # naive_rag-v1
     "You are a helpful assistant with access to excerpts of your earlier conversations with this user. "

@@ -89,9 +89,8 @@ from typing import Any
 
 import numpy as np
 
-from inmind_exp.records import Answer, ContextItem, Message, Session
-from inmind_exp.memory import SYSTEMS, CallProfile, MemorySystem, Recall, read_json, write_json
-from inmind_exp.memory.ranges import Range, at_least, similarity, unit
+from inmind_exp.memory import (SYSTEMS, Answer, CallProfile, ContextItem, MemorySystem, Message, Range, Recall,
+                               Session, at_least, read_json, similarity, unit, write_json)
 from systems.prompts.xmemory import (BOUNDARY_PROMPT, COLD_START_PROMPT, COMPARISON_PROMPT, EPISODE_PROMPT,
                                      PREDICTION_PROMPT, PROMPTS_VERSION)
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from inmind_exp.llm import CallCache, Endpoint, Models
-from inmind_exp.records import Session, Trace, Turn
+from inmind_exp.llm import CallCache, Models
+from inmind_exp.records import Trace
+from inmind_exp.testing.check_system import fake_endpoints, make_trace
 from tests.fake_openai import FakeOpenAI
 
 
@@ -21,29 +22,10 @@ def fake():
         yield server
 
 
-def fake_endpoints(base_url: str, **overrides) -> dict[str, Endpoint]:
-    kw = dict(base_url=base_url, model="fake-model", max_attempts=3, backoff_initial_s=0.01, backoff_max_s=0.05,
-              timeout_s=10.0, temperature=0.0, max_tokens=256)
-    kw.update(overrides)
-    return {r: Endpoint(role=r, **kw) for r in ("answerer", "judge", "memory")}
-
-
 @pytest.fixture
 def models(fake, tmp_path) -> Models:
     """Role clients talking to the fake server, with a fresh call cache."""
     return Models.build(fake_endpoints(fake.base_url), CallCache(tmp_path / "cache"))
-
-
-def make_trace(n_sessions: int = 4, user_turns_per_session: int = 2, prefix: str = "bg") -> Trace:
-    """A small deterministic trace: session i has ``user_turns_per_session`` exchanges about topic i."""
-    sessions = []
-    for i in range(n_sessions):
-        turns = []
-        for j in range(user_turns_per_session):
-            turns.append(Turn("user", f"Session {i} question {j}: how do I care for my tomato plants in week {i}?"))
-            turns.append(Turn("assistant", f"Session {i} answer {j}: water them deeply and stake them, week {i}."))
-        sessions.append(Session(id=f"{prefix}_{i:02d}", date=f"2024/01/{i + 1:02d} (Mon) 10:00", turns=tuple(turns)))
-    return Trace(id="tiny", sessions=tuple(sessions))
 
 
 @pytest.fixture

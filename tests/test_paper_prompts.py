@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from inmind_exp.memory.answering import load_paper_prompt
+from inmind_exp.memory.answering import Answerer, load_paper_prompt
 from inmind_exp.data.release import BACKGROUND, TASKS, Release, find_release
 from inmind_exp.errors import PlanError
 from inmind_exp.protocol.judges import JUDGES, paper_judges
@@ -99,13 +99,12 @@ def run_records(tmp_path, fake, release, system: str, params: dict, tasks: list[
     small trace or (``trace``) the release's background at its injection session."""
     models = Models.build(fake_endpoints(fake.base_url), CallCache(tmp_path / f"cache-{system}") if cache else None)
     cls = SYSTEMS.get(system)
-    prompt = load_paper_prompt(release) if answer_mode == "paper" else None
-    extra = {"answer_prompt": prompt} if prompt else {}
-    make = lambda wd: cls(models, None, wd, answer_mode=answer_mode, **extra, **params)  # noqa: E731
+    answerer = Answerer(answer_mode, load_paper_prompt(release) if answer_mode == "paper" else None)
+    make = lambda wd: cls(models, None, wd, **params)  # noqa: E731
     index = 1 if trace is None else OFFICIAL_SESSION
     trace = trace or make_trace(n_sessions=3)
     return [run_task(t, trace, index, make, models, tmp_path / f"w-{system}" / f"t{t.id}", config_hash="h",
-                     system_name=system, evaluates_naive=cls.asks_naive(params), judges=judges)
+                     system_name=system, evaluates_naive=cls.asks_naive(params), judges=judges, answerer=answerer)
             for t in tasks]
 
 
@@ -266,33 +265,14 @@ def test_paper_configuration_plans_runs_and_estimates(tmp_path, monkeypatch):
         plan_config(cfg, tmp_path / "p2" / "root", tmp_path / "p2" / "job")
 
 
-@pytest.mark.parametrize("name", SYSTEMS.names())
-def test_every_system_answers_paper_over_its_shared_memory_block(name, models, tmp_path):
-    """Under ``answer=paper`` every registered system fills ``{context}`` with the memory block the shared prompt
-    shows from the same state (the backbone: its fact pair), and records that block as the visible context. The
-    prompt here is a stand-in (no release needed); the release's is checked above."""
-    from inmind_exp.memory.answering import PaperPrompt
-    from tests.systems.test_contract import encoder_for
-
-    cls = SYSTEMS.get(name)
-    enc = encoder_for(cls)
-    prompt = PaperPrompt("Stand-in prompt.\n{context}\nEnd.", sha256="0" * 64)
-    a = cls(models, enc, tmp_path / "a", answer_mode="shared")
-    for s in make_trace(n_sessions=2, user_turns_per_session=2).sessions:
-        a.ingest_session(s)
-    a.snapshot(tmp_path / "snap")
-    b = cls(models, enc, tmp_path / "b", answer_mode="paper", answer_prompt=prompt)
-    b.restore(tmp_path / "snap")
-    query = "What should I plant next week?"
-    paper = b.answer(query)
-    assert paper.visible is not None and paper.context_text() == paper.visible
-    assert [m.role for m in paper.context] == ["system", "user"] and paper.context[1].content == query
-    assert paper.context[0].content == f"Stand-in prompt.\n{paper.visible}\nEnd."
-    if name != "backbone":
-        shared = a.answer(query)
-        assert shared.context[0].content.split("<memory>\n", 1)[1].rsplit("\n</memory>", 1)[0] == paper.visible
-    with pytest.raises(TypeError, match="answer_prompt"):
-        cls(models, enc, tmp_path / "c", answer_mode="paper").answer(query)
+def test_the_system_cannot_choose_the_answerer(tmp_path):
+    """Every system answers ``paper`` over its shared memory block (check_system's ``answerers`` scenario, run for
+    every built-in by ``tests/systems/test_contract.py``); a system takes no answer mode, and ``paper`` needs the
+    release's prompt."""
+    with pytest.raises(TypeError, match="answer_mode"):
+        SYSTEMS.get("backbone")(None, None, tmp_path, answer_mode="paper")
+    with pytest.raises(ValueError, match="answer=paper needs the release's answer prompt"):
+        Answerer("paper")
 
 
 @pytest.mark.parametrize("system,key,official_value", [("backbone", "answer_naive", True),

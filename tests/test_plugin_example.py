@@ -1,6 +1,7 @@
-"""The example plug-in (examples/plugin_memory) installed the way README.md's "Adding a memory system" says, in a
-fresh virtual environment: its class keeps the systems' contract, it runs in a sweep beside a built-in against the
-fake server, its traits reach MLflow and the records, and the README section's commands work as written.
+"""The example plug-in (examples/plugin_memory) installed the way docs/plugins.md says, in a fresh virtual
+environment: its entry point is found, it runs in a sweep beside a built-in against the fake server, its traits
+reach MLflow and the records, and the page's commands work as written (``check_system`` by the entry point's name
+among them: the contract, run as a plug-in's author runs it).
 
 The fresh environment is ``python -m venv --without-pip`` plus one ``.pth`` line naming this interpreter's
 site-packages (a venv made from a venv gets the base interpreter's packages with ``--system-site-packages``, not ray
@@ -23,19 +24,11 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import REPO, env, launch_cmd, mlflow_runs, write_small_data
-from tests.test_readme_commands import Command, Workspace, extract, prepare
+from tests.test_readme_commands import Workspace, extract, prepare
 
 EXAMPLE = REPO / "examples" / "plugin_memory"
-SECTION = "## Adding a memory system"
+GUIDE = REPO / "docs" / "plugins.md"
 PIP_OFFLINE = ["--no-build-isolation", "--no-index"]
-
-
-def section_commands() -> list[Command]:
-    """The ```bash commands of README.md's "Adding a memory system" section, in order."""
-    lines = (REPO / "README.md").read_text().splitlines()
-    start = next(i for i, line in enumerate(lines, 1) if line.strip() == SECTION)
-    end = next((i for i, line in enumerate(lines, 1) if i > start and line.startswith("## ")), len(lines) + 1)
-    return [c for c in extract(REPO / "README.md") if start < c.line < end]
 
 
 def make_venv(root: Path) -> Path:
@@ -76,9 +69,9 @@ def in_venv(python: Path, code: str) -> str:
     return p.stdout
 
 
-def test_the_installed_example_is_found_by_its_entry_point_and_keeps_the_contract(venv):
-    """The entry point lists it among the built-ins; ingest → snapshot → restore → the same answer from the same
-    context against the fake server; its docstring names the paper (the contract test's rule)."""
+def test_the_installed_example_is_found_by_its_entry_point_and_shows_its_profile(venv):
+    """The entry point lists it among the built-ins; against the fake server its profile is the visible part of the
+    context and every item is attributed (the contract itself: ``check_system``, in the page's commands)."""
     out = in_venv(venv, """
 import json, re, sys, tempfile
 from pathlib import Path
@@ -90,7 +83,6 @@ from tests.fake_openai import FakeOpenAI
 
 names = SYSTEMS.names()
 cls = SYSTEMS.get("profile_rag")
-doc = sys.modules[cls.__module__].__doc__ or ""
 with FakeOpenAI() as fake, tempfile.TemporaryDirectory() as tmp:
     tmp = Path(tmp)
     fake.add_rule("Rewrite the complete profile.", "- Grows tomatoes in week 2\\n- Stakes the plants")
@@ -98,15 +90,8 @@ with FakeOpenAI() as fake, tempfile.TemporaryDirectory() as tmp:
     a = cls(models, None, tmp / "a")
     for s in make_trace(n_sessions=3, user_turns_per_session=2).sessions:
         a.ingest_session(s)
-    a.snapshot(tmp / "snap")
     first = a.answer("What should I plant next week?")
-    b = cls(models, None, tmp / "b")
-    b.restore(tmp / "snap")
-    second = b.answer("What should I plant next week?")
 print(json.dumps({"names": names, "name": cls.name, "module": cls.__module__, "traits": Traits.of(cls).to_dict(),
-                  "paper": bool(len(doc) > 100 and re.search(r"et al\\.|paper", doc, re.I)),
-                  "same": second.context == first.context and second.text == first.text,
-                  "query_seen": "What should I plant next week?" in first.context_text(),
                   "visible": [i.text for i in first.items if i.visible],
                   "retrieved": sum(1 for i in first.items if not i.visible),
                   # every item is attributed (origin, or derived for a line that states no input: the one rule)
@@ -116,7 +101,6 @@ print(json.dumps({"names": names, "name": cls.name, "module": cls.__module__, "t
     assert "profile_rag" in got["names"] and "naive_rag" in got["names"]
     assert got["name"] == "profile_rag" and got["module"] == "profile_memory.hybrid"
     assert got["traits"] == {"control": "", "retrieval": True, "uses_embedding": True, "asks_naive": True}
-    assert got["paper"] and got["same"] and got["query_seen"]
     assert got["visible"] == ["Grows tomatoes in week 2", "Stakes the plants"]
     assert got["retrieved"] == 5 and got["sources_ok"]
 
@@ -161,13 +145,14 @@ def test_the_example_runs_in_a_sweep_beside_a_built_in(venv, tmp_path):
     assert on_disk["naive_rag"].traits is not None and on_disk["naive_rag"].control == "naive_retrieval"
 
 
-def test_readme_section_commands_work_as_written(venv, tmp_path):
-    """README.md's "Adding a memory system" commands, in order, in a fresh workspace holding a copy of the example:
-    ``pip install`` with the fresh environment's pip, the rest as tests/test_readme_commands.py runs README
-    commands (fake endpoint and tiny data appended), on that environment's python."""
-    commands = section_commands()
+def test_the_guide_commands_work_as_written(venv, tmp_path):
+    """docs/plugins.md's commands, in order, in a fresh workspace holding a copy of the example: ``pip install`` with
+    the fresh environment's pip, ``check_system`` on that environment's python (it must pass), the rest as
+    tests/test_readme_commands.py runs README commands (fake endpoint and tiny data appended)."""
+    commands = extract(GUIDE)
     assert any(c.text.startswith("pip install") and "examples/plugin_memory" in c.text for c in commands)
     assert any("launch.py" in c.text and "profile_rag" in c.text for c in commands)
+    assert any("-m inmind_exp.testing.check_system profile_rag" in c.text for c in commands)
     with FakeOpenAI() as fake:
         ws = Workspace(tmp_path, fake)
         shutil.copytree(EXAMPLE, tmp_path / "examples" / "plugin_memory",
@@ -177,6 +162,8 @@ def test_readme_section_commands_work_as_written(venv, tmp_path):
             argv = cmd.text.split()
             if argv[0] == "pip":
                 argv, ok = [str(venv), "-m", *argv, *PIP_OFFLINE], {0}
+            elif argv[1:3] == ["-m", "inmind_exp.testing.check_system"]:
+                argv, ok = [str(venv), *argv[1:]], {0}
             else:
                 argv, ok = prepare(cmd, ws)
                 argv[0] = str(venv)

@@ -71,7 +71,7 @@ def test_exact_target_recall_folds_case_and_space():
 def test_ingestion_order_and_naive_isolation(models, tmp_path):
     """Prefix, injected session, then the rest in order; the indirect query never sees the naive exchange."""
     seen: list[str] = []
-    from inmind_exp.memory import MemorySystem
+    from inmind_exp.memory import MemorySystem, Recall
 
     class Recorder(MemorySystem):
         def __init__(self, llm, encoder, workdir, **p):
@@ -81,10 +81,10 @@ def test_ingestion_order_and_naive_isolation(models, tmp_path):
         def ingest_session(self, session):
             self.log.append(session.id + ("+fact" if any(t.injected for t in session.turns) else ""))
 
-        def answer(self, query):
+        def recall(self, query):
             self.log.append("Q:" + query)  # a system that writes every exchange to memory
             seen.append("|".join(self.log))
-            return Answer("ok", (Message("user", "|".join(self.log)),))
+            return Recall("|".join(self.log), ())
 
         def snapshot(self, d):
             d.mkdir(parents=True, exist_ok=True)

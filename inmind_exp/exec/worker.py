@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from inmind_exp import env
+from inmind_exp.memory.answering import Answerer
 from inmind_exp.memory import SYSTEMS, MemorySystem
 from inmind_exp.safety.paths import child_dir
 from inmind_exp.records import Task, TaskRecord, Trace, Usage
@@ -198,9 +199,7 @@ class TaskWorker:
     def _maker(spec: WorkerSpec, state: _Configured) -> Any:
         """Builds ``spec``'s memory system on ``state``'s clients in a given work directory."""
         def make(workdir: Path) -> MemorySystem:
-            extra = {"answer_prompt": spec.answer_prompt} if spec.answer_prompt is not None else {}
-            return state.system_cls(state.models, state.encoder, workdir, answer_mode=spec.answer_mode, **extra,
-                                    **spec.params)
+            return state.system_cls(state.models, state.encoder, workdir, **spec.params)
         return make
 
     def _prefix_dir(self, prefix_hash: str, prefix_blob: bytes) -> Path:
@@ -271,7 +270,7 @@ class TaskWorker:
                 judge_attempts=spec.judge_attempts, keep_workdir=spec.keep_workdirs,
                 phase=phase, judges=None if spec.judges is None else dict(spec.judges),
                 controls=spec.controls, no_fact_state=prefix_dir / "no_fact" if no_fact else None,
-                previous=previous,
+                previous=previous, answerer=Answerer(spec.answer_mode, spec.answer_prompt),
             )
         finally:
             phase.done()

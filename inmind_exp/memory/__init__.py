@@ -1,11 +1,9 @@
 """The plug-in surface: everything a memory system needs, importable from here (``base``: the interface, the
-registry and the provenance helpers; ``answering``: the shared answerers; ``traits``: what analysis reads from a
-system's class; ``ranges``: parameter ranges)."""
+registry and the provenance helpers; ``answering``: the answerers the protocol chooses; ``traits``: what analysis
+reads from a system's class; ``ranges``: parameter ranges). ``python -m inmind_exp.testing.check_system`` checks a
+system against it."""
 
-from inmind_exp.memory.base import (ANSWER_MODES, KEEP_SHARE, KEEP_WORDS, SYSTEMS, CallProfile, Input, MemorySystem,
-                                    Recall, content_words, kept_provenance, read_json, states, turn_pairs,
-                                    union_sources, unusable_state, write_json)
+from inmind_exp.memory import base
+from inmind_exp.memory.base import *  # noqa: F403 - the surface is base.__all__, stated once
 
-__all__ = ["ANSWER_MODES", "KEEP_SHARE", "KEEP_WORDS", "SYSTEMS", "CallProfile", "Input", "MemorySystem", "Recall",
-           "content_words", "kept_provenance", "read_json", "states", "turn_pairs", "union_sources", "unusable_state",
-           "write_json"]
+__all__ = list(base.__all__)

@@ -1,4 +1,6 @@
-"""The answerers every system shares: ``answer=shared`` (the default) and ``answer=paper``.
+"""The answerer, which the protocol chooses (``answer=shared|native|paper``), never the system: ``Answerer.answer`` is
+the one place the mode picks a prompt. ``native`` is the system's own upstream prompt (``MemorySystem.native_answer``);
+``shared`` (the default) and ``paper`` are the same for every system:
 
 ``shared``: one neutral, versioned prompt that answers every memory system's recall, so differences in application
 between systems come from memory, not from answer prompts. The prompt only says what the memory block is; it never
@@ -14,13 +16,15 @@ paper and the leaderboard. The substituted block is recorded as ``Answer.visible
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from inmind_exp.records import Answer, ContextItem, Message
 
 if TYPE_CHECKING:
     from inmind_exp.data.release import Release
-    from inmind_exp.llm import LLMClient
+    from inmind_exp.llm import LLMClient, Models
+
+ANSWER_MODES: tuple[str, ...] = ("shared", "native", "paper")
 
 
 class Recall(Protocol):
@@ -33,6 +37,20 @@ class Recall(Protocol):
     def items(self) -> tuple[ContextItem, ...]: ...
     @property
     def meta(self) -> dict[str, Any]: ...
+
+
+R = TypeVar("R", bound=Recall)
+
+
+class Answerable(Protocol, Generic[R]):
+    """What the answerer reads of a memory system (``inmind_exp.memory.MemorySystem`` has this shape)."""
+
+    llm: "Models"
+
+    @property
+    def control(self) -> str: ...
+    def recall(self, query: str) -> R: ...
+    def native_answer(self, query: str, recall: R) -> Answer: ...
 
 SHARED_ANSWER_VERSION = "shared-answer-v1"
 SHARED_ANSWER_SYSTEM = (
@@ -86,11 +104,9 @@ def paper_messages(prompt: PaperPrompt, query: str, context: str) -> tuple[Messa
     return Message("system", prompt.text.replace(PAPER_PLACEHOLDER, context)), Message("user", query)
 
 
-def paper_answer(client: "LLMClient", query: str, recall: "Recall", prompt: PaperPrompt,
-                 context: str | None = None) -> Answer:
-    """Answer ``query`` with the paper's prompt over ``recall`` (its memory block, or ``context`` when a system's
-    visible context is not its recall's rendering); the substituted text is the answer's ``visible`` context."""
-    visible = memory_block(recall.text) if context is None else context
+def paper_answer(client: "LLMClient", query: str, recall: "Recall", prompt: PaperPrompt) -> Answer:
+    """Answer ``query`` with the paper's prompt over ``recall``'s memory block, the answer's ``visible`` context."""
+    visible = memory_block(recall.text)
     messages = paper_messages(prompt, query, visible)
     comp = client.chat(messages)
     return Answer(comp.text, messages, meta={**recall.meta, "answer_prompt": prompt.version}, items=recall.items,
@@ -102,3 +118,33 @@ def shared_answer(client: "LLMClient", query: str, recall: "Recall") -> Answer:
     context = shared_messages(query, recall.text)
     comp = client.chat(context)
     return Answer(comp.text, context, meta={**recall.meta, "answer_prompt": SHARED_ANSWER_VERSION}, items=recall.items)
+
+
+@dataclass(frozen=True)
+class Answerer:
+    """The run's answerer (``answer=`` in the config), handed by the protocol to ``MemorySystem.answer``: ``mode``
+    and, for ``paper``, the release's prompt as read at plan time."""
+
+    mode: str = "shared"
+    paper: PaperPrompt | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in ANSWER_MODES:
+            raise ValueError(f"answer must be one of {', '.join(ANSWER_MODES)}, got {self.mode!r}")
+        if self.mode == "paper" and self.paper is None:
+            raise ValueError("answer=paper needs the release's answer prompt")
+
+    def answer(self, system: Answerable[R], query: str) -> Answer:
+        """The one answer-mode dispatch: the system's recall for ``query`` answered by the paper's prompt, the
+        system's own (``native``), or the shared one. The in-context control (``control="in_context"``, the paper's
+        backbone) is its own prompt in ``shared`` mode too: its context is the conversation holding the fact."""
+        recall = system.recall(query)
+        if self.paper is not None and self.mode == "paper":
+            return paper_answer(system.llm.answerer, query, recall, self.paper)
+        if self.mode == "native" or system.control == "in_context":
+            return system.native_answer(query, recall)
+        return shared_answer(system.llm.answerer, query, recall)
+
+
+#: the default answerer: the shared prompt
+SHARED = Answerer()

@@ -4,13 +4,13 @@ A system instance is one user's memory for one task. The protocol builds it fres
 shared prefix snapshot), feeds it sessions in order, then asks it queries. Systems never retry, cache or count
 tokens: they call ``llm.memory`` (their internal calls) and ``llm.answerer`` (the answer) from ``inmind_exp.llm``.
 
-The answerer is a controlled factor (``answer=shared|native|paper``): a system ``recall``s what it would show the
-answerer (its own rendering plus the items, with provenance); in ``shared`` mode every system's recall is answered
-by the one neutral prompt of ``inmind_exp.memory.answering``, in ``native`` mode by the system's upstream answer prompt,
-in ``paper`` mode by the official release's answer prompt around the same memory block as ``shared``.
+The answerer is a controlled factor the protocol chooses (``answer=shared|native|paper``, an
+``inmind_exp.memory.answering.Answerer``): a system ``recall``s what it would show the answerer (its own rendering plus the
+items, with provenance) and supplies its upstream answer prompt (``native_answer``); the answerer picks the prompt.
 Systems register in ``systems/`` with ``@SYSTEMS.register("name")``, or are plug-ins outside the repo (the
-entry-point group ``inmind_exp.systems``, or a ``pkg.mod:Class`` name; README "Adding a memory system"); this core
-module never imports them except through the registry's lazy lookup.
+entry-point group ``inmind_exp.systems``, or a ``pkg.mod:Class`` name; ``docs/plugins.md``); this core module never
+imports them except through the registry's lazy lookup. It is the plug-in surface: ``__all__`` is what a system
+needs, and ``python -m inmind_exp.testing.check_system module:Class`` checks one.
 """
 
 from __future__ import annotations
@@ -21,18 +21,25 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
-from inmind_exp.llm.embed import Encoder
-from inmind_exp.llm import JSONReplyError, Models
-from inmind_exp.memory.ranges import Range, check_params
+from inmind_exp.memory.answering import SHARED, Answerer, shared_answer
+from inmind_exp.llm.embed import Encoder, TextIndex
+from inmind_exp.llm import EndpointError, JSONReplyError, Models, parse_json_object
+from inmind_exp.memory.ranges import Range, at_least, check_params, non_negative, similarity, unit
 from inmind_exp.records import Answer, ContextItem, Fault, Message, Session, Turn
 from inmind_exp.registry import Registry
 
-if TYPE_CHECKING:
-    from inmind_exp.memory.answering import PaperPrompt
-
-ANSWER_MODES: tuple[str, ...] = ("shared", "native", "paper")
+#: the plug-in surface: what a memory system imports (``from inmind_exp.memory import ...``)
+__all__ = [
+    # the contract and its registry
+    "MemorySystem", "SYSTEMS", "Recall", "CallProfile", "Range", "at_least", "non_negative", "similarity", "unit",
+    # what a system is given and returns
+    "Models", "Encoder", "TextIndex", "Session", "Turn", "Message", "ContextItem", "Answer", "Answerer",
+    # helpers: provenance by the one rule, state checks, exchanges, persistence
+    "kept_provenance", "union_sources", "states", "content_words", "unusable_state", "turn_pairs", "read_json",
+    "write_json", "parse_json_object", "EndpointError",
+]
 
 
 @dataclass(frozen=True)
@@ -100,17 +107,11 @@ class MemorySystem(abc.ABC):
         if "retrieval" not in cls.__dict__:
             cls.retrieval = "none" not in cls.embeddings
 
-    def __init__(self, llm: Models, encoder: Encoder | None, workdir: Path, *, answer_mode: str = "shared",
-                 answer_prompt: "PaperPrompt | None" = None, **params: Any) -> None:
+    def __init__(self, llm: Models, encoder: Encoder | None, workdir: Path, **params: Any) -> None:
         self.llm = llm
         self.encoder = encoder
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        if answer_mode not in ANSWER_MODES:
-            raise TypeError(f"system {self.name!r}: answer_mode must be one of {', '.join(ANSWER_MODES)}, got {answer_mode!r}")
-        self.answer_mode = answer_mode
-        #: the release's answer prompt (``answer=paper``), read by the plan and handed over by the worker
-        self.answer_prompt = answer_prompt
         #: faults since the protocol last collected them (not part of the snapshot)
         self.faults: list[Fault] = []
         if params:
@@ -136,34 +137,21 @@ class MemorySystem(abc.ABC):
         xMemory's flush of its buffered tail), a write like any other, so its faults are ingest faults. Default:
         nothing."""
 
+    @abc.abstractmethod
     def recall(self, query: str) -> Recall:
         """What this system shows the answerer for ``query``: its rendering and the items with provenance."""
-        raise NotImplementedError(f"system {self.name!r} does not implement recall()")
 
     def native_answer(self, query: str, recall: Recall) -> Answer:
-        """Answer with the system's upstream answer prompt (``answer=native``); defaults to the shared prompt."""
-        from inmind_exp.memory.answering import shared_answer
-
+        """The system's upstream answer prompt over ``recall`` (used when the run says ``answer=native``); default:
+        the shared prompt."""
         return shared_answer(self.llm.answerer, query, recall)
 
-    def answer(self, query: str) -> Answer:
-        """Answer a query from memory; ``Answer.context`` is exactly the message list the answerer saw and
-        ``Answer.items`` the memory items in it. Systems whose retrieval is part of the answerer (an agent loop)
-        override this."""
-        from inmind_exp.memory.answering import paper_answer, shared_answer
-
-        recall = self.recall(query)
-        if self.answer_mode == "native":
-            return self.native_answer(query, recall)
-        if self.answer_mode == "paper":
-            return paper_answer(self.llm.answerer, query, recall, self.paper_prompt())
-        return shared_answer(self.llm.answerer, query, recall)
-
-    def paper_prompt(self) -> "PaperPrompt":
-        """The release's answer prompt; a run of ``answer=paper`` always has one (the plan reads it)."""
-        if self.answer_prompt is None:
-            raise TypeError(f"system {self.name!r}: answer=paper needs the release's answer prompt (answer_prompt)")
-        return self.answer_prompt
+    def answer(self, query: str, answerer: Answerer = SHARED) -> Answer:
+        """Answer a query from memory with the protocol's ``answerer``; ``Answer.context`` is exactly the message
+        list the answerer saw and ``Answer.items`` the memory items in it. Never override it to choose a prompt:
+        only an agent loop whose retrieval is its own answerer (A-RAG's native mode) or a system that writes after
+        answering (MemoryOS) wraps it."""
+        return answerer.answer(self, query)
 
     def fault(self, kind: str, where: str, detail: str = "", turns: tuple[str, ...] | list[str] = ()) -> None:
         """Count a fallback on the task record (see ``records.Fault``); never raises."""

@@ -24,7 +24,8 @@ from inmind_exp.protocol.controls import ControlSpec, control_spec
 from inmind_exp.errors import PlanError
 from inmind_exp.protocol.judges import JUDGES, Judge, judge_set
 from inmind_exp.llm import Endpoint
-from inmind_exp.memory import ANSWER_MODES, SYSTEMS, MemorySystem
+from inmind_exp.memory.answering import ANSWER_MODES
+from inmind_exp.memory import SYSTEMS, MemorySystem
 from inmind_exp.protocol.task import injection_session_index
 from inmind_exp.records import Task, TaskRecord, Trace
 from inmind_exp.config.identity import identity_hash, result_identity

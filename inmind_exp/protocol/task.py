@@ -9,9 +9,11 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from inmind_exp.memory.answering import SHARED, Answerer
 from inmind_exp.protocol.budget import context_items, context_tokens, what_ran
 from inmind_exp.protocol.judges import Judge, exact_target_recall, judge_task
 from inmind_exp.llm import LLMCallError, Models
@@ -120,8 +122,9 @@ def ingest_task(
 
 
 def ask(make_system: SystemFactory, state: Path, query: str, workdir: Path, faults: list[Fault] | None = None,
-        phase: str = "query") -> Answer:
-    """Answer ``query`` from a fresh instance restored from ``state``: no query ever sees another's side effects."""
+        phase: str = "query", answerer: Answerer = SHARED) -> Answer:
+    """Answer ``query`` with the run's ``answerer`` from a fresh instance restored from ``state``: no query ever sees
+    another's side effects."""
     system = make_system(workdir)
     system.restore(state)
     system.take_faults()
@@ -129,7 +132,7 @@ def ask(make_system: SystemFactory, state: Path, query: str, workdir: Path, faul
     meter = _meter(system)
     served = len(meter.served_calls("answerer")) if meter is not None else 0
     noted = _notes(system)
-    answer = system.answer(query)
+    answer = system.answer(query, answerer)
     if meter is not None:  # what ran: the model the endpoint reported for the answer's calls, and its host
         model, host = served_of(meter.served_calls("answerer", served))
         answer = replace(answer, model=model, host=host)
@@ -251,6 +254,7 @@ def run_task(
     controls: "ControlSpec | None" = None,
     no_fact_state: Path | None = None,
     previous: TaskRecord | None = None,
+    answerer: Answerer = SHARED,
 ) -> TaskRecord:
     """The whole protocol for one task. A failure before both answers exist becomes the record's ``error``, never a
     score; a verdict that fails is an error of that verdict only (``Verdict.error``): the answers and the other
@@ -259,9 +263,10 @@ def run_task(
     ``workdir`` must be a plain child of its parent (the worker names it by a hash of the task id); it is removed
     when the task ends unless ``keep_workdir``. ``judges`` is the judge prompt set (``JUDGES``, strict, if None).
     ``controls`` are the run's negative controls (``inmind_exp.protocol.controls``), asked after the task's own queries;
-    ``no_fact_state`` the shared no-fact state they need for ``no_fact``. ``previous``, a record of this task
-    whose answers exist but some verdict failed (``TaskRecord.failed_verdicts``), is completed instead: only its
-    failed verdicts are asked again (judge calls only).
+    ``no_fact_state`` the shared no-fact state they need for ``no_fact``. ``answerer`` answers every query (the
+    run's ``answer=``; the system only supplies its recall and its native prompt). ``previous``, a record of this
+    task whose answers exist but some verdict failed (``TaskRecord.failed_verdicts``), is completed instead: only
+    its failed verdicts are asked again (judge calls only).
     """
     if ".." in Path(workdir).parts:
         raise ValueError(f"workdir {workdir} must not contain '..'")
@@ -279,9 +284,9 @@ def run_task(
         state = ingest_task(make_system, trace, task, session_index, workdir, prefix_snapshot, faults, phase)
         if evaluates_naive:
             phase("answering naive")
-            naive = ask(make_system, state, task.naive_query, workdir / "naive", faults, "naive")
+            naive = ask(make_system, state, task.naive_query, workdir / "naive", faults, "naive", answerer)
         phase("answering indirect")
-        indirect = ask(make_system, state, task.query, workdir / "indirect", faults, "indirect")
+        indirect = ask(make_system, state, task.query, workdir / "indirect", faults, "indirect", answerer)
         exact = exact_target_recall(task, indirect)
         phase("judging")
         verdicts = judge_task(models.judge, task, naive, indirect, attempts=judge_attempts, judges=judges)
@@ -291,7 +296,7 @@ def run_task(
 
             control_results = run_controls(controls, task, make_system, models.judge,
                                            JUDGES if judges is None else judges, state, no_fact_state, workdir,
-                                           judge_attempts, phase, ask=ask)
+                                           judge_attempts, phase, ask=partial(ask, answerer=answerer))
     except LLMCallError as e:
         error = f"{type(e).__name__}: {e}"
     except Exception as e:  # a system bug must not take the sweep down; it is recorded with its traceback

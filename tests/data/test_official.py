@@ -18,7 +18,7 @@ from inmind_exp.data import DataError
 from inmind_exp.data.official import load_official_tasks, load_official_trace
 from inmind_exp.data.release import BACKGROUND, PINNED_SHA256, TASKS, Release
 from inmind_exp.data.tasks import load_tasks
-from inmind_exp.memory import MemorySystem
+from inmind_exp.memory import MemorySystem, Recall
 from inmind_exp.protocol.task import build_prefix, ingest_task
 from inmind_exp.records import ACCEPTED_DOMAINS, FACT_TURN_ID, OFFICIAL_DOMAINS, Session
 from tests.launch_helpers import REPO
@@ -182,6 +182,9 @@ class FeedLog(MemorySystem):
 
     def ingest_session(self, session: Session) -> None:
         self.sessions.append(session)
+
+    def recall(self, query: str) -> Recall:
+        return Recall("", ())
 
     def snapshot(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from inmind_exp.memory.answering import Answerer
 from inmind_exp.data.make_smoke_trace import SMOKE_TRACE, render
 from inmind_exp.data.trace import load_trace
 from inmind_exp.protocol.judges import exact_target_recall
@@ -222,7 +223,7 @@ def test_system_runs_one_task_end_to_end_on_the_embedded_model(name, server, tmp
     made = []
 
     def make(workdir: Path):
-        made.append(cls(models, encoder, workdir, answer_mode=plan.answer_mode, **plan.system_params))
+        made.append(cls(models, encoder, workdir, **plan.system_params))
         return made[-1]
 
     task = _task()
@@ -230,7 +231,7 @@ def test_system_runs_one_task_end_to_end_on_the_embedded_model(name, server, tmp
     build_prefix(make, plan.trace, plan.session_index, tmp_path / "prefix-build", tmp_path / "prefix")
     rec = run_task(task, plan.trace, plan.session_index, make, models, tmp_path / "work" / "task",
                    config_hash=plan.config_hash, system_name=name, evaluates_naive=cls.evaluates_naive,
-                   prefix_snapshot=tmp_path / "prefix")
+                   prefix_snapshot=tmp_path / "prefix", answerer=Answerer(plan.answer_mode, plan.answer_prompt))
     summary = _summary(name, rec, time.perf_counter() - t0)
     print("\n[smoke] " + json.dumps(summary), flush=True)
     out = tmp_path_factory.getbasetemp() / "smoke_records.jsonl"

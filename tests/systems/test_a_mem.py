@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from inmind_exp.memory.answering import SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION
+from inmind_exp.memory.answering import Answerer, SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION
 from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.llm import LLMCallError
 from inmind_exp.memory import SYSTEMS
@@ -19,6 +19,8 @@ from systems.a_mem import ANSWER_PROMPT_VERSION, AMem, consolidated_document, no
 from systems.prompts.a_mem import ANALYZE_PROMPT
 from tests.conftest import make_trace
 from tests.fake_openai import Fault
+
+NATIVE = Answerer("native")  # the run's answer=native: the system's own answer prompt
 
 ANALYZE = "Content for analysis:"
 EVOLVE = "memory evolution agent"
@@ -215,11 +217,11 @@ def _linked_memory(fake, models, encoder, tmp_path, **params) -> AMem:
 
 
 def test_read_path_returns_top_k_plus_linked_notes(fake, models, encoder, tmp_path):
-    mem = _linked_memory(fake, models, encoder, tmp_path, retrieve_k=2, answer_mode="native")
+    mem = _linked_memory(fake, models, encoder, tmp_path, retrieve_k=2)
     fake.add_rule(KEYWORDS, {"keywords": "peanut, hives, allergy"})
     fake.add_rule("Short answer:", {"answer": "Avoid peanut snacks."})
     fake.reset_log()
-    ans = mem.answer("What snacks should I pack for my run?")
+    ans = mem.answer("What snacks should I pack for my run?", NATIVE)
 
     reqs = fake.chat_requests()
     assert len(reqs) == 2
@@ -254,7 +256,7 @@ def test_malformed_json_falls_back_like_upstream(fake, models, encoder, tmp_path
     fake.add_rule(EVOLVE, "I think it should evolve: True")
     fake.add_rule(KEYWORDS, "tomato cosmos garden")
     fake.add_rule("Short answer:", "Stake them.")
-    mem = build(models, encoder, tmp_path, json_attempts=1, answer_mode="native")
+    mem = build(models, encoder, tmp_path, json_attempts=1)
     mem.ingest_session(session("s", "Tomatoes need stakes.", "Yes, and mulch."))
     assert len(fake.chat_requests()) == 4
     assert [(n.keywords, n.context, n.tags, n.links) for n in mem.notes] == [([], "General", [], [])] * 2
@@ -263,7 +265,7 @@ def test_malformed_json_falls_back_like_upstream(fake, models, encoder, tmp_path
     assert [(f.kind, f.where, f.turns) for f in mem.take_faults()] == [
         ("malformed_reply", "a_mem.analyze_content", ("s#0",)), ("malformed_reply", "a_mem.evolution", ("s#0",)),
         ("malformed_reply", "a_mem.analyze_content", ("s#1",)), ("malformed_reply", "a_mem.evolution", ("s#1",))]
-    ans = mem.answer("How are my tomatoes?")
+    ans = mem.answer("How are my tomatoes?", NATIVE)
     assert ans.meta["keywords"] == "tomato cosmos garden"
     assert ans.text == "Stake them."  # not JSON: the raw reply is the answer
     assert [(f.kind, f.where, f.turns) for f in mem.take_faults()] == [
@@ -353,14 +355,15 @@ TASK = Task(id="amem-t", domain="other", user_message="I keep a logbook of every
             query="Any tips for my tomato plants this week?", explanation="(test task)")
 
 
-def protocol_run(fake, models, encoder, tmp_path, keywords: str, analysis=analysis_reply, **params):
+def protocol_run(fake, models, encoder, tmp_path, keywords: str, analysis=analysis_reply, answerer=Answerer(),
+                 **params):
     fake.add_rule(ANALYZE, analysis)
     fake.add_rule(EVOLVE, {"should_evolve": False})
     fake.add_rule(KEYWORDS, lambda body: {"keywords": "logbook, train, rides" if TASK.naive_query in _prompt(body)
                                           else keywords})
     make = lambda wd: AMem(models, encoder, wd, **params)  # noqa: E731
     return run_task(TASK, make_trace(n_sessions=3), 1, make, models, tmp_path / "w", config_hash="h",
-                    system_name="a_mem")
+                    system_name="a_mem", answerer=answerer)
 
 
 def _fact_items(answer) -> list:
@@ -442,7 +445,8 @@ def test_reasoning_endpoint_gets_no_sampling_parameters(fake, encoder, tmp_path)
 
     models = Models.build(fake_endpoints(fake.base_url, reasoning=True), CallCache(tmp_path / "cache"))
     for mode in ("shared", "native"):
-        rec = protocol_run(fake, models, encoder, tmp_path / mode, keywords="logbook, train rides", answer_mode=mode)
+        rec = protocol_run(fake, models, encoder, tmp_path / mode, keywords="logbook, train rides",
+                           answerer=Answerer(mode))
         assert rec.error is None and rec.target_recall_provenance == 1
     reqs = fake.chat_requests()
     assert reqs and not any(k in r for r in reqs for k in ("temperature", "top_p", "logprobs", "max_tokens"))

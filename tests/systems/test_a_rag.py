@@ -11,12 +11,15 @@ import numpy as np
 import pytest
 import yaml
 
+from inmind_exp.memory.answering import Answerer
 from inmind_exp.llm.embed import Encoder, MiniLMEncoder
 from inmind_exp.records import Session, Turn
 from systems.a_rag import (ARAG, FORCE_ANSWER_PROMPT, PROBE_RESULT, PROBE_TOOL, clear_tool_support_cache,
                            split_sentences)
 from inmind_exp.memory import SYSTEMS
 from tests.fake_openai import ToolCalls
+
+NATIVE = Answerer("native")  # the run's answer=native: the system's own answer prompt
 
 SYSTEM_MARK = "earlier conversations with this user"  # in the agent's system prompt
 DATE = "2024/03/05 (Tue) 09:30"
@@ -205,10 +208,10 @@ def scripted(body):
 
 def test_scripted_trajectory_runs_tools_and_context_is_the_whole_trajectory(fake, models, encoder, tmp_path):
     fake.add_rule(SYSTEM_MARK, scripted)
-    mem = build(models, encoder, tmp_path, answer_mode="native")
+    mem = build(models, encoder, tmp_path)
     mem.ingest_session(ALLERGY)
     mem.ingest_session(GARDEN)
-    ans = mem.answer("Can you give me a macaron recipe?")
+    ans = mem.answer("Can you give me a macaron recipe?", NATIVE)
 
     reqs = loop_requests(fake)
     assert len(reqs) == 4
@@ -253,9 +256,9 @@ def r_tokens(body) -> int:
 def test_max_loops_forces_a_final_answer_without_tools(fake, models, encoder, tmp_path):
     fake.add_rule("You have reached the limit", "Forced: here is my answer.")
     fake.add_rule(SYSTEM_MARK, ToolCalls([("keyword_search", {"keywords": ["tomato"]})]))
-    mem = build(models, encoder, tmp_path, max_loops=3, answer_mode="native")
+    mem = build(models, encoder, tmp_path, max_loops=3)
     mem.ingest_session(GARDEN)
-    ans = mem.answer("How should I water my plants?")
+    ans = mem.answer("How should I water my plants?", NATIVE)
 
     reqs = loop_requests(fake)
     assert len(reqs) == 4
@@ -272,10 +275,9 @@ def test_max_loops_forces_a_final_answer_without_tools(fake, models, encoder, tm
 def test_token_budget_forces_a_final_answer(fake, models, encoder, tmp_path):
     fake.add_rule("You have reached the limit", "Forced by budget.")
     fake.add_rule(SYSTEM_MARK, ToolCalls([("keyword_search", {"keywords": ["tomato"]})]))
-    mem = build(models, encoder, tmp_path, max_token_budget=50,  # the system prompt alone is >50 fake tokens
-                answer_mode="native")
+    mem = build(models, encoder, tmp_path, max_token_budget=50)  # the system prompt alone is >50 fake tokens
     mem.ingest_session(GARDEN)
-    ans = mem.answer("How should I water my plants?")
+    ans = mem.answer("How should I water my plants?", NATIVE)
     reqs = loop_requests(fake)
     assert len(reqs) == 2 and "tools" in reqs[0] and "tools" not in reqs[1]
     assert ans.meta["calls"][0]["prompt_tokens"] > 50
@@ -302,9 +304,9 @@ def test_malformed_and_unknown_tool_calls_become_error_messages(fake, models, en
 
     monkeypatch.setattr(fake, "_chat", truncating_chat)
     fake.add_rule(SYSTEM_MARK, reply)
-    mem = build(models, encoder, tmp_path, answer_mode="native")
+    mem = build(models, encoder, tmp_path)
     mem.ingest_session(GARDEN)
-    ans = mem.answer("How should I water my plants?")
+    ans = mem.answer("How should I water my plants?", NATIVE)
 
     tools = [m.content for m in ans.context if m.role == "tool"]
     assert tools[0] == "Error executing tool: missing required argument 'keywords'"  # unparseable → {} as upstream
@@ -366,14 +368,14 @@ def test_snapshot_restore_round_trips_and_prefix_appends(fake, models, encoder, 
 def test_empty_memory_answers_and_round_trips(fake, models, encoder, tmp_path):
     fake.add_rule(SYSTEM_MARK, lambda body: "Nothing stored." if any(m["role"] == "tool" for m in body["messages"])
                   else ToolCalls([("semantic_search", {"query": "anything"}), ("keyword_search", {"keywords": ["a"]})]))
-    mem = build(models, encoder, tmp_path, answer_mode="native")
+    mem = build(models, encoder, tmp_path)
     mem.snapshot(tmp_path / "snap")
-    ans = mem.answer("Hello?")
+    ans = mem.answer("Hello?", NATIVE)
     assert [m.content for m in ans.context if m.role == "tool"] == ["No results for: anything",
                                                                     "No results found for keywords: ['a']"]
-    other = build(models, encoder, tmp_path, name="other", answer_mode="native")
+    other = build(models, encoder, tmp_path, name="other")
     other.restore(tmp_path / "snap")
-    assert other.answer("Hello?").context == ans.context
+    assert other.answer("Hello?", NATIVE).context == ans.context
     assert ans.items == () and other.recall("Hello?").text == ""  # "No results" returns no memory
 
 
@@ -465,9 +467,9 @@ def test_shared_and_native_answers(fake, models, encoder, tmp_path):
     assert recall.text.startswith("Chunk ID: 0, Matched keywords in chunk: ... user: I have a severe tree nut allergy")
     assert "[Chunk 0]" in recall.text and shared.chunk_texts[0] in recall.text
     assert ans.items == recall.items and ans.meta["answer_prompt"] == SHARED_ANSWER_VERSION
-    native = build(models, encoder, tmp_path, name="n", answer_mode="native")
+    native = build(models, encoder, tmp_path, name="n")
     native.restore(tmp_path / "snap")
-    nat = native.answer("Any dessert ideas?")
+    nat = native.answer("Any dessert ideas?", NATIVE)
     assert nat.text == "On the roof." and nat.meta["answer_prompt"] == NATIVE_ANSWER_VERSION
     assert [m.role for m in nat.context] == ["system", "user", "assistant", "tool", "assistant", "tool"]
     assert nat.items == ans.items
@@ -500,9 +502,9 @@ def test_ordinary_answers_are_not_taken_for_tool_calls():
 def test_tool_call_as_text_in_native_mode(fake, models, encoder, tmp_path):
     fake.add_rule("", lambda b: probe_reply(b) if is_probe(b) else
                   '<tools>{"name": "keyword_search", "arguments": {"keywords": ["nut"]}}</tools>')
-    mem = build(models, encoder, tmp_path, answer_mode="native")
+    mem = build(models, encoder, tmp_path)
     mem.ingest_session(ALLERGY)
-    ans = mem.answer("Any dessert ideas?")
+    ans = mem.answer("Any dessert ideas?", NATIVE)
     assert ans.meta["stop_reason"] == "tool_call_as_text" and ans.text.startswith("<tools>")
     assert [f.kind for f in mem.take_faults()] == ["tool_call_as_text"]
 
@@ -617,9 +619,9 @@ def test_the_probe_and_the_loop_send_requests_llama_cpp_pythons_server_accepts(f
 
     fake.add_rule(SYSTEM_MARK, scripted)
     ARAG.preflight(models)
-    mem = build(models, encoder, tmp_path, answer_mode="native")
+    mem = build(models, encoder, tmp_path)
     mem.ingest_session(ALLERGY)
-    mem.answer("Can you give me a macaron recipe?")
+    mem.answer("Can you give me a macaron recipe?", NATIVE)
     requests = fake.chat_requests()
     assert any(m["role"] == "assistant" and m.get("tool_calls") for r in requests for m in r["messages"])
     for body in requests:

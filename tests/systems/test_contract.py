@@ -1,53 +1,42 @@
-"""The contract every registered memory system keeps, against the fake server with its default replies:
-ingest → answer → snapshot → restore into a fresh instance → the same answer from the same context."""
+"""The contract every registered memory system keeps: the scenarios of ``inmind_exp.testing.check_system`` (the
+same a plug-in runs with ``python -m inmind_exp.testing.check_system module:Class``) for every built-in, the check
+itself on the example plug-in and on a class without ``recall``, and per-system provenance cases through the real
+HTTP path."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 
 import pytest
 
 from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.memory import SYSTEMS, kept_provenance, states, unusable_state
-from inmind_exp.protocol.task import run_task
-from inmind_exp.records import FACT_TURN_ID, Answer, Message, Task, TaskRecord
-from tests.conftest import make_trace
+from inmind_exp.records import FACT_TURN_ID
+from inmind_exp.testing import check_system
+from inmind_exp.testing.check_system import FACT, SCENARIOS, check, check_invariants, run_protocol
+from tests.launch_helpers import env
 
 ALL = SYSTEMS.names()
+#: parameters that make each system's deferred write calls happen on check_system's four-session trace (MemoryOS
+#: evicts every pair into pages and rewrites the profile from a hot segment; A-Mem shows every note to every
+#: evolution call), so its ``writing`` scenario sees them
+PARAMS = {"memoryos": {"short_term_capacity": 1, "mid_term_heat_threshold": 1.0}, "a_mem": {"evolution_k": 50}}
 
 
-def encoder_for(cls):
-    return None if "minilm" not in cls.embeddings else MiniLMEncoder()
-
-
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
 @pytest.mark.parametrize("name", ALL)
-def test_snapshot_restore_answers_identically(name, models, tmp_path):
-    cls = SYSTEMS.get(name)
-    enc = encoder_for(cls)
-    a = cls(models, enc, tmp_path / "a")
-    for s in make_trace(n_sessions=3, user_turns_per_session=2).sessions:
-        a.ingest_session(s)
-    a.snapshot(tmp_path / "snap")
-    first = a.answer("What should I plant next week?")
-    assert isinstance(first, Answer) and isinstance(first.text, str)
-    assert first.context and all(isinstance(m, Message) for m in first.context)
-    assert "What should I plant next week?" in first.context_text()  # the query reached the answerer
-    b = cls(models, enc, tmp_path / "b")
-    b.restore(tmp_path / "snap")
-    second = b.answer("What should I plant next week?")
-    assert second.context == first.context
-    assert second.text == first.text
+def test_every_built_in_passes_check_system(name, scenario):
+    [result] = check(SYSTEMS.get(name), PARAMS.get(name, {}), (scenario,))
+    assert result.ok, result.detail
 
 
 @pytest.mark.parametrize("name", ALL)
 def test_registered_under_its_config_name(name, repo_root):
     cls = SYSTEMS.get(name)
     assert cls.name == name
-    if SYSTEMS.builtin(cls):  # an installed plug-in's yaml is in its own config package (README: Adding a memory system)
-        assert (repo_root / "conf" / "system" / f"{name}.yaml").is_file()
-    doc = sys.modules[cls.__module__].__doc__ or ""
-    assert len(doc) > 100 and re.search(r"et al\.|paper", doc, re.I), "the module docstring must name its paper"
+    assert (repo_root / "conf" / "system" / f"{name}.yaml").is_file()
 
 
 def test_unknown_system_suggests_close_match():
@@ -55,35 +44,47 @@ def test_unknown_system_suggests_close_match():
         SYSTEMS.get("naive_rga")
 
 
+NO_RECALL = '''"""A memory system that forgot ``recall`` (the InMind paper's protocol; no upstream code); check_system
+must refuse it before any ingest, naming what is missing."""
+from inmind_exp.memory import MemorySystem
+
+
+class NoRecall(MemorySystem):
+    def ingest_session(self, session):
+        pass
+
+    def snapshot(self, directory):
+        pass
+
+    def restore(self, directory):
+        pass
+'''
+
+
+def test_check_system_fails_a_system_without_recall(tmp_path, monkeypatch, capsys):
+    (tmp_path / "no_recall.py").write_text(NO_RECALL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert check_system.main(["no_recall:NoRecall"]) == 1
+    finally:
+        SYSTEMS._refs.pop("no_recall:NoRecall", None)
+    out, err = capsys.readouterr()
+    assert "FAIL contract: abstract method(s) not implemented: recall" in out
+    assert "SKIP provenance" in out  # nothing is ingested once the contract fails
+    assert "no_recall:NoRecall fails contract (abstract method(s) not implemented: recall)" in err
+
+
+def test_check_system_passes_the_example_plug_in_from_its_own_folder(repo_root, tmp_path):
+    """As a plug-in's author runs it: the package on the path, the class by reference, a fresh process."""
+    e = {**env(), "PYTHONPATH": f"{repo_root}:{repo_root / 'examples' / 'plugin_memory'}"}
+    p = subprocess.run([sys.executable, "-m", "inmind_exp.testing.check_system", "profile_memory.hybrid:ProfileRAG",
+                        "top_k=3"], cwd=tmp_path, env=e, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert [line.split()[0] for line in p.stdout.splitlines()[:-1]] == ["PASS"] * len(SCENARIOS), p.stdout
+    assert f"passes all {len(SCENARIOS)} scenarios" in p.stdout
+
+
 # -- provenance conformance: one rule (``inmind_exp.memory.kept_provenance``), through the real HTTP path -----------
-
-FACT = "My doctor put me on warfarin after a blood clot last year."
-TASK = Task(id="prov", domain="health", user_message=FACT, assistant_message="Thanks for telling me, noted.",
-            naive_query="Which medication am I on?", query="Can you plan a weekend hiking trip with some trail snacks?",
-            explanation="-")
-_FACT_WORDS = ("warfarin", "clot")
-
-
-def _run(make, models, tmp_path, name: str) -> TaskRecord:
-    rec = run_task(TASK, make_trace(n_sessions=3, user_turns_per_session=2), 1, make, models, tmp_path / "run",
-                   config_hash="h", system_name=name)
-    assert rec.error is None, rec.error
-    return rec
-
-
-def check_invariants(rec: TaskRecord) -> None:
-    """verbatim <= origin <= union on the indirect query, origin and derived disjoint on every item, and an item
-    whose origin holds the fact states it (its text names the fact's content words)."""
-    exact, origin, union = rec.target_recall_exact, rec.target_recall_provenance, rec.target_recall_provenance_union
-    assert exact is None or origin is None or exact <= origin, (exact, origin)
-    assert origin is None or union is None or origin <= union, (origin, union)
-    for answer in (rec.naive, rec.indirect):
-        for it in answer.items if answer is not None else ():
-            assert set(it.sources).isdisjoint(it.derived), it
-            if FACT_TURN_ID in it.sources and it.kind not in ("short_term", "page", "turn", "chunk", "message",
-                                                                 "passage", "note", "session", "episode"):
-                assert any(w in it.text.lower() for w in _FACT_WORDS), it  # a rewritten item: it states the fact
-
 
 def test_a_state_replacing_reply_must_keep_most_of_the_state_and_not_refuse():
     old = "# User\n- Takes warfarin after a blood clot\n- Cares for tomato plants each week"
@@ -115,14 +116,6 @@ def forget_example():
     SYSTEMS._refs.pop(EXAMPLE, None)
 
 
-@pytest.mark.parametrize("name", [*ALL, EXAMPLE])
-def test_provenance_invariants_hold_on_every_record(name, models, tmp_path, repo_root, monkeypatch, forget_example):
-    monkeypatch.syspath_prepend(str(repo_root / "examples" / "plugin_memory"))
-    cls = SYSTEMS.get(name)
-    enc = encoder_for(cls)
-    check_invariants(_run(lambda wd: cls(models, enc, wd), models, tmp_path, name))
-
-
 def test_always_in_state_rewrite_that_keeps_the_fact_keeps_it_in_origin(fake, models, tmp_path):
     def update(body):
         prompt = body["messages"][-1]["content"]
@@ -135,7 +128,8 @@ def test_always_in_state_rewrite_that_keeps_the_fact_keeps_it_in_origin(fake, mo
         return "\n".join(lines)
 
     fake.add_rule("Rewrite the complete memory file", update)
-    rec = _run(lambda wd: SYSTEMS.get("always_in_state")(models, None, wd), models, tmp_path, "always_in_state")
+    ais = SYSTEMS.get("always_in_state")
+    rec = run_protocol(lambda wd: ais(models, None, wd), models, tmp_path / "run", "always_in_state")
     check_invariants(rec)
     [fact_line] = [it for it in rec.indirect.items if "warfarin" in it.text]
     assert FACT_TURN_ID in fact_line.sources and rec.target_recall_provenance == 1
@@ -148,7 +142,8 @@ def test_always_in_state_refusal_is_a_fault_and_keeps_the_file(fake, models, tmp
     fake.add_rule("Rewrite the complete memory file", lambda body: (
         "I'm sorry, but I can't help with rewriting this file." if "warfarin" in body["messages"][-1]["content"]
         else "# User\n- Cares for tomato plants each week"))
-    rec = _run(lambda wd: SYSTEMS.get("always_in_state")(models, None, wd), models, tmp_path, "always_in_state")
+    ais = SYSTEMS.get("always_in_state")
+    rec = run_protocol(lambda wd: ais(models, None, wd), models, tmp_path / "run", "always_in_state")
     check_invariants(rec)
     assert rec.fact_write_fault and rec.target_recall_provenance == rec.target_recall_provenance_union == 0
     assert [it.text for it in rec.indirect.items] == ["# User", "- Cares for tomato plants each week"]
@@ -180,7 +175,7 @@ def test_mem0_merge_and_delete_in_one_call_transfers_the_fact(fake, models, tmp_
     fake.add_rule("You are a Personal Information Organizer", extract)
     fake.add_rule("You are a smart memory manager", update)
     enc = MiniLMEncoder()
-    rec = _run(lambda wd: SYSTEMS.get("mem0")(models, enc, wd), models, tmp_path, "mem0")
+    rec = run_protocol(lambda wd: SYSTEMS.get("mem0")(models, enc, wd), models, tmp_path / "run", "mem0")
     check_invariants(rec)
     merged = [it for it in rec.indirect.items if "medications: warfarin" in it.text]
     assert merged and FACT_TURN_ID in merged[0].sources
@@ -193,7 +188,7 @@ def test_a_mem_tag_only_edit_of_a_neighbour_does_not_make_the_fact_origin(fake, 
         "should_evolve": True, "actions": ["update_neighbor"], "suggested_connections": [], "tags_to_update": [],
         "new_context_neighborhood": [], "new_tags_neighborhood": [["health", "plants"]] * 10})
     enc = MiniLMEncoder()
-    rec = _run(lambda wd: SYSTEMS.get("a_mem")(models, enc, wd), models, tmp_path, "a_mem")
+    rec = run_protocol(lambda wd: SYSTEMS.get("a_mem")(models, enc, wd), models, tmp_path / "run", "a_mem")
     check_invariants(rec)
     items = rec.indirect.items + rec.naive.items
     assert all(FACT_TURN_ID not in it.sources for it in items if FACT not in it.text)  # only the fact's own note
@@ -207,7 +202,7 @@ def test_plugin_example_profile_rewrite_keeps_the_fact_and_a_refusal_is_not_orig
     fake.add_rule("Rewrite the complete profile", lambda body: (
         "Takes warfarin after a blood clot last year\nI'm sorry, I can't help with that."
         if "warfarin" in body["messages"][-1]["content"] else "Cares for tomato plants each week"))
-    rec = _run(lambda wd: cls(models, MiniLMEncoder(), wd), models, tmp_path, EXAMPLE)
+    rec = run_protocol(lambda wd: cls(models, MiniLMEncoder(), wd), models, tmp_path / "run", EXAMPLE)
     check_invariants(rec)
     profile = {it.text: it for it in rec.indirect.items if it.kind == "profile"}
     assert FACT_TURN_ID in profile["Takes warfarin after a blood clot last year"].sources

@@ -1,8 +1,9 @@
 """Faults on the right turns, the same rule for every system (issue 21 item 3): every memory call a system makes
 while ingesting declares the trace turns it writes (``MemorySystem.writing``), deferred calls included, so a reply
-cut at the token limit is charged to them; and per system, a cut reply in a call that writes other turns than the
-injected exchange's is no fact-write fault, while one in the call that writes the fact's turn is. The per-system
-cases whose fixtures live beside each system are named in ``PER_SYSTEM``."""
+cut at the token limit is charged to them (check_system's ``writing`` scenario, run for every built-in by
+``test_contract.py``); and per system, a cut reply in a call that writes other turns than the injected exchange's
+is no fact-write fault, while one in the call that writes the fact's turn is. The per-system cases whose fixtures
+live beside each system are named in ``PER_SYSTEM``."""
 
 from __future__ import annotations
 
@@ -10,23 +11,17 @@ import json
 
 import pytest
 
-from inmind_exp.testing.replies import plausible_reply
 from inmind_exp.llm.embed import MiniLMEncoder
-from inmind_exp.llm.usage import UsageMeter
 from inmind_exp.memory import SYSTEMS
-from inmind_exp.protocol.task import inject, run_task
-from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Task
+from inmind_exp.protocol.task import run_task
+from inmind_exp.records import FACT_TURN_ID, Task
+from inmind_exp.testing.replies import plausible_reply
 from tests.conftest import make_trace
 from tests.fake_openai import CutReply
 
 FACT = "I keep a logbook of every train ride I take."
 TASK = Task(id="t1", domain="other", user_message=FACT, assistant_message="Noted, happy travels.",
             naive_query="What do I keep a logbook of?", query="Any ideas for my next trip?", explanation="-")
-
-#: parameters that make each system's deferred calls happen on a four-session trace (MemoryOS evicts every pair
-#: into pages and rewrites the profile from a hot segment; A-Mem shows every note to every evolution call)
-PARAMS = {"memoryos": {"short_term_capacity": 1, "mid_term_heat_threshold": 1.0},
-          "a_mem": {"evolution_k": 50}}
 
 #: the per-system tests of both halves, beside each system's own fixtures
 PER_SYSTEM = {
@@ -40,42 +35,6 @@ PER_SYSTEM = {
 }
 
 
-def encoder_for(cls):
-    return MiniLMEncoder() if "minilm" in cls.embeddings else None
-
-
-@pytest.fixture()
-def declared(monkeypatch):
-    """Every chat call's role and the turns declared around it (None: none declared), in call order."""
-    calls: list[tuple[str, tuple[str, ...] | None]] = []
-    finished = UsageMeter.finished
-
-    def spy(self, role, finish_reason, prompt=""):
-        calls.append((role, getattr(self._about, "turns", None)))
-        return finished(self, role, finish_reason, prompt)
-
-    monkeypatch.setattr(UsageMeter, "finished", spy)
-    return calls
-
-
-@pytest.mark.parametrize("name", SYSTEMS.names())
-def test_every_memory_call_while_ingesting_declares_the_turns_it_writes(name, fake, models, tmp_path, declared):
-    cls = SYSTEMS.get(name)
-    fake.add_rule("", plausible_reply)
-    mem = cls(models, encoder_for(cls), tmp_path / "w", **PARAMS.get(name, {}))
-    seen: set[str] = set()
-    for s in inject(make_trace(n_sessions=4, user_turns_per_session=3), TASK, 2):
-        seen |= {t.id for t in s.turns}
-        before = len(declared)
-        mem.ingest_session(s)
-        for role, turns in declared[before:]:
-            assert role == "memory", f"{name}: an ingest call on the {role} role"
-            assert turns is not None, f"{name}: a memory call while ingesting {s.id} declared no turns"
-            assert turns and set(turns) <= seen, (name, s.id, turns)  # turns of this or an earlier session
-    n = sum(1 for role, _ in declared if role == "memory")
-    assert (n > 0) is (cls.cost.memory_calls_per_user_turn + cls.cost.memory_calls_per_session > 0), (name, n)
-
-
 def test_each_system_that_writes_through_the_llm_has_its_fault_attribution_test():
     writers = {n for n in SYSTEMS.names()
                if SYSTEMS.get(n).cost.memory_calls_per_user_turn + SYSTEMS.get(n).cost.memory_calls_per_session > 0}
@@ -83,8 +42,7 @@ def test_each_system_that_writes_through_the_llm_has_its_fault_attribution_test(
 
 
 def _run(models, tmp_path, name, **params):
-    cls = SYSTEMS.get(name)
-    enc = encoder_for(cls)
+    cls, enc = SYSTEMS.get(name), MiniLMEncoder()
     return run_task(TASK, make_trace(n_sessions=4, user_turns_per_session=2), 2,
                     lambda wd: cls(models, enc, wd, **params), models, tmp_path / "run", config_hash="h",
                     system_name=name)

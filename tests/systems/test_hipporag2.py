@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
+from inmind_exp.memory.answering import Answerer
 from inmind_exp.llm.embed import Encoder, MiniLMEncoder
 from inmind_exp.llm import LLMCallError
 from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Session, Task, Turn
@@ -20,6 +21,8 @@ from systems.hipporag2 import (FILTER_SYSTEM, NATIVE_ANSWER_VERSION, NER_SYSTEM,
                                close_truncated_json, fact_text, mdhash_id, min_max, personalized_pagerank)
 from tests.conftest import make_trace
 from tests.fake_openai import Fault
+
+NATIVE = Answerer("native")  # the run's answer=native: the system's own answer prompt
 
 D1, D2 = "2024/01/01 (Mon) 10:00", "2024/02/03 (Sat) 09:30"
 
@@ -282,9 +285,9 @@ def expected_ppr_order(texts: list[str]) -> list[str]:
 def test_filter_keeps_what_the_fake_keeps_and_ppr_ranks_the_passages(fake, models, tmp_path):
     # the fake keeps only the second candidate, slightly misspelt: it is mapped back to the closest candidate
     script(fake, ner={}, triples=READ_TRIPLES, keep=lambda before: [["ana", "loves", "custard tart"]])
-    mem, texts = read_memory(models, tmp_path / "w", qa_top_k=3, answer_mode="native")
+    mem, texts = read_memory(models, tmp_path / "w", qa_top_k=3)
     fake.reset_log()
-    ans = mem.answer(QUERY)
+    ans = mem.answer(QUERY, NATIVE)
 
     (flt,) = calls(fake, "filter")
     shown = json.loads(flt["messages"][-1]["content"].split("[[ ## fact_before_filter ## ]]\n")[1].split("\n\n")[0])
@@ -332,8 +335,8 @@ def test_filter_keeps_what_the_fake_keeps_and_ppr_ranks_the_passages(fake, model
 
 def test_no_surviving_fact_falls_back_to_dense_passage_retrieval(fake, models, tmp_path):
     script(fake, ner={}, triples=READ_TRIPLES, keep=lambda before: [])
-    mem, texts = read_memory(models, tmp_path / "w", qa_top_k=3, answer_mode="native")
-    ans = mem.answer(QUERY)
+    mem, texts = read_memory(models, tmp_path / "w", qa_top_k=3)
+    ans = mem.answer(QUERY, NATIVE)
     assert ans.meta["mode"] == "dpr" and ans.meta["facts_after_filter"] == []
     assert ans.meta["retrieval_mode"] == "dense"  # what ran, on the record (retrieval_mode_ppr_rate)
     assert ans.context == mem.qa_messages(QUERY, [texts[3], texts[2], texts[4]])  # dense cosines 1, .6, .4
@@ -341,13 +344,13 @@ def test_no_surviving_fact_falls_back_to_dense_passage_retrieval(fake, models, t
 
 def test_no_facts_means_no_filter_call_and_dense_retrieval(fake, models, tmp_path, encoder):
     script(fake, ner={}, triples={})
-    mem = HippoRAG2(models, encoder, tmp_path / "w", answer_mode="native")
+    mem = HippoRAG2(models, encoder, tmp_path / "w")
     mem.ingest_session(session("s1", D1, ("user", "I grow tomatoes."), ("assistant", "Nice, water them often.")))
     assert mem.fact_ids == [] and mem.graph_edges() == {}
     # upstream would drop both passages from the graph silently: here each is an empty_extraction fault
     assert [(f.kind, f.where, f.turns) for f in mem.take_faults()] == [
         ("empty_extraction", "openie", ("s1#0",)), ("empty_extraction", "openie", ("s1#1",))]
-    ans = mem.answer("How do I water tomatoes?")
+    ans = mem.answer("How do I water tomatoes?", NATIVE)
     assert calls(fake, "filter") == [] and ans.meta["mode"] == "dpr"
     assert len(ans.context) == 4 and ans.context[-1].content.count("Wikipedia Title: ") == 2
 
@@ -412,13 +415,13 @@ def tomato_script(fake):
 def test_snapshot_restore_round_trips(fake, models, tmp_path, encoder):
     tomato_script(fake)
     trace = make_trace(n_sessions=3, user_turns_per_session=2)
-    a = HippoRAG2(models, encoder, tmp_path / "a", answer_mode="native")
+    a = HippoRAG2(models, encoder, tmp_path / "a")
     for s in trace.sessions[:2]:
         a.ingest_session(s)
     a.snapshot(tmp_path / "snap")
-    b = HippoRAG2(models, encoder, tmp_path / "b", answer_mode="native")
+    b = HippoRAG2(models, encoder, tmp_path / "b")
     b.restore(tmp_path / "snap")
-    first, second = a.answer("What should I plant next week?"), b.answer("What should I plant next week?")
+    first, second = (m.answer("What should I plant next week?", NATIVE) for m in (a, b))
     assert first.meta["mode"] == "ppr" and second.context == first.context
     assert second.text == first.text == "Stake them."
     assert b.graph_edges() == a.graph_edges() and b.synonyms == a.synonyms and b.openie == a.openie
@@ -430,7 +433,8 @@ def test_snapshot_restore_round_trips(fake, models, tmp_path, encoder):
     a.ingest_session(trace.sessions[2])
     b.ingest_session(trace.sessions[2])
     assert b.graph_edges() == a.graph_edges() and b.synonyms == a.synonyms
-    assert b.answer("When do tomato plants need care?").context == a.answer("When do tomato plants need care?").context
+    query = "When do tomato plants need care?"
+    assert b.answer(query, NATIVE).context == a.answer(query, NATIVE).context
     with pytest.raises(ValueError):
         HippoRAG2(models, encoder, tmp_path / "c", passage_unit="session").restore(tmp_path / "snap")
 
@@ -451,9 +455,9 @@ def test_registered_with_its_config(models, tmp_path, encoder, repo_root):
 
 def test_prompts_carry_upstreams_one_shots(fake, models, tmp_path, encoder):
     script(fake, ner={}, triples={"tea": [["Ana", "likes", "tea"]]})
-    mem = HippoRAG2(models, encoder, tmp_path / "w", answer_mode="native")
+    mem = HippoRAG2(models, encoder, tmp_path / "w")
     mem.ingest_session(session("s1", D1, ("user", "Ana likes tea.")))
-    mem.answer("What does Ana like?")
+    mem.answer("What does Ana like?", NATIVE)
     ner, tri = calls(fake, "ner")[0]["messages"], calls(fake, "triples")[0]["messages"]
     radio_city = ("Radio City\nRadio City is India's first private FM radio station and was started on 3 July 2001.\n"
                   "It plays Hindi, English and regional songs.\n")
@@ -617,10 +621,10 @@ def test_shared_and_native_answer_prompts(fake, models, tmp_path, encoder):
     protocol_script(fake)
     answers = {}
     for mode in ("shared", "native"):
-        mem = HippoRAG2(models, encoder, tmp_path / mode, qa_top_k=2, answer_mode=mode)
+        mem = HippoRAG2(models, encoder, tmp_path / mode, qa_top_k=2)
         for s in make_trace(n_sessions=2, user_turns_per_session=1).sessions:
             mem.ingest_session(s)
-        answers[mode] = (mem.answer("How do I care for tomato plants?"), mem.recall("How do I care for tomato plants?"))
+        answers[mode] = (mem.answer("How do I care for tomato plants?", Answerer(mode)), mem.recall("How do I care for tomato plants?"))
     (shared, recall), (native, _) = answers["shared"], answers["native"]
     assert shared.context == shared_messages("How do I care for tomato plants?", recall.text)
     assert recall.text == "\n\n".join(it.text for it in recall.items) and len(recall.items) == 2
@@ -656,10 +660,10 @@ def test_reasoning_endpoint_gets_no_refused_parameter(fake, tmp_path, encoder):
 
     models = Models.build(fake_endpoints(fake.base_url, reasoning=True), CallCache(tmp_path / "cache"))
     protocol_script(fake)
-    mem = HippoRAG2(models, encoder, tmp_path / "w", answer_mode="native")
+    mem = HippoRAG2(models, encoder, tmp_path / "w")
     for s in make_trace(n_sessions=2, user_turns_per_session=1).sessions:
         mem.ingest_session(s)
-    assert mem.answer("How do I care for tomato plants?").text == "done"
+    assert mem.answer("How do I care for tomato plants?", NATIVE).text == "done"
     bodies = fake.chat_requests()
     assert {kind(b) for b in bodies} == {"ner", "triples", "filter", "qa"}
     for b in bodies:

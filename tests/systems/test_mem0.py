@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from inmind_exp.memory.answering import EMPTY_MEMORY, SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION
+from inmind_exp.memory.answering import Answerer, EMPTY_MEMORY, SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION
 from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.llm import LLMCallError
 from inmind_exp.memory import SYSTEMS
@@ -22,6 +22,8 @@ from systems.mem0 import ANSWER_PROMPT_VERSION, Mem0
 from systems.prompts.mem0 import CONTEXT_RULE, FACT_RETRIEVAL_PROMPT, USER_MEMORY_EXTRACTION_PROMPT
 from tests.conftest import make_trace
 from tests.fake_openai import Fault
+
+NATIVE = Answerer("native")  # the run's answer=native: the system's own answer prompt
 
 EXTRACT = "You are a Personal Information Organizer"
 UPDATE = "You are a smart memory manager"
@@ -303,10 +305,10 @@ def _expected_lines(encoder, facts: dict[str, str], query: str, k: int) -> tuple
 
 
 def test_native_answer_is_the_evaluation_prompt_with_its_length_limit(fake, models, tmp_path, encoder):
-    mem, facts = _three_memories(fake, models, tmp_path, encoder, answer_mode="native")
+    mem, facts = _three_memories(fake, models, tmp_path, encoder)
     fake.add_rule("Question: Which dessert", "Sponge cake.")
     query = "Which dessert recipe should I bake for my party?"
-    ans = mem.answer(query)
+    ans = mem.answer(query, NATIVE)
 
     expected, order = _expected_lines(encoder, facts, query, 2)
     assert ans.text == "Sponge cake."
@@ -495,8 +497,8 @@ def test_reasoning_endpoint_gets_no_sampling_parameters(fake, tmp_path, encoder)
     models = Models.build(fake_endpoints(fake.base_url, reasoning=True), CallCache(tmp_path / "cache"))
     script_protocol(fake, {"facts": [FACT_MEMORY]})
     for mode in ("shared", "native"):
-        rec = run_task(TASK, make_trace(n_sessions=2), 1, lambda wd: Mem0(models, encoder, wd, answer_mode=mode),
-                       models, tmp_path / f"w-{mode}", config_hash="h", system_name="mem0")
+        rec = run_task(TASK, make_trace(n_sessions=2), 1, lambda wd: Mem0(models, encoder, wd), models,
+                       tmp_path / f"w-{mode}", config_hash="h", system_name="mem0", answerer=Answerer(mode))
         assert rec.error is None and rec.target_recall_provenance == 1
     reqs = fake.chat_requests()
     assert reqs and not any(k in r for r in reqs for k in ("temperature", "top_p", "logprobs", "max_tokens"))

@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 
 import systems.memoryos as mos
-from inmind_exp.memory.answering import SHARED_ANSWER_VERSION
+from inmind_exp.memory.answering import Answerer, SHARED_ANSWER_VERSION
 from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.memory import SYSTEMS
 from inmind_exp.protocol.task import run_task
 from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Session, Task, Turn
 from tests.conftest import make_trace
+
+NATIVE = Answerer("native")  # the run's answer=native: the system's own answer prompt
 
 CONT = mos.CONTINUITY_SYSTEM_PROMPT[:45]
 META = mos.META_INFO_SYSTEM_PROMPT[:45]
@@ -177,13 +179,13 @@ def test_short_profile_reply_is_not_stored_and_is_a_fault(fake, models, tmp_path
 def test_answer_context_holds_history_pages_profile_and_knowledge(fake, models, tmp_path):
     script_write_path(fake)
     fake.add_rule("The user just said:", "<think>short</think>Water deeply.")
-    s = build(models, tmp_path / "w", short_term_capacity=2, mid_term_heat_threshold=3.0, answer_mode="native",
+    s = build(models, tmp_path / "w", short_term_capacity=2, mid_term_heat_threshold=3.0,
               write_answers=True)
     s.ingest_session(make_trace(1, 4).sessions[0])  # pairs 0,1 evicted and promoted; 2,3 in short-term
     assert s.profile == PROFILE_TEXT
     n_before = len(fake.chat_requests())
 
-    ans = s.answer("How often should I water my tomato plants?")
+    ans = s.answer("How often should I water my tomato plants?", NATIVE)
     system, user = ans.context
     assert system.role == "system" and user.role == "user"
     assert "【Assistant Knowledge Base】\n- - Assistant advised deep watering at week 0 (Recorded: 2024/01/01" in system.content
@@ -215,8 +217,8 @@ def test_answer_context_holds_history_pages_profile_and_knowledge(fake, models, 
 
 
 def test_empty_memory_answer_and_no_write_option(fake, models, tmp_path):
-    s = build(models, tmp_path / "w", write_answers=False, answer_word_limit=None, answer_mode="native")
-    ans = s.answer("Any plans?")
+    s = build(models, tmp_path / "w", write_answers=False, answer_word_limit=None)
+    ans = s.answer("Any plans?", NATIVE)
     assert "No detailed profile available yet." in ans.context[1].content
     assert "- No relevant assistant knowledge found for this query." in ans.context[0].content
     assert "words" not in ans.context[1].content and s.short_term == []
@@ -423,11 +425,11 @@ def test_shared_and_native_answer_prompts(fake, models, tmp_path):
     sessions = make_trace(2, 2).sessions
     answers = {}
     for mode in ("shared", "native"):
-        s = build(models, tmp_path / mode, short_term_capacity=2, mid_term_heat_threshold=3.0, answer_mode=mode,
+        s = build(models, tmp_path / mode, short_term_capacity=2, mid_term_heat_threshold=3.0,
                   write_answers=False)
         for sess in sessions:
             s.ingest_session(sess)
-        answers[mode] = s.answer("How do I stake tomato plants?")
+        answers[mode] = s.answer("How do I stake tomato plants?", Answerer(mode))
     shared, native = answers["shared"], answers["native"]
     assert shared.text == "Shared reply." and shared.meta["answer_prompt"] == SHARED_ANSWER_VERSION
     [sys_msg, user_msg] = shared.context
@@ -452,9 +454,9 @@ def test_reasoning_endpoint_gets_no_refused_parameter(fake, tmp_path):
 
     models = Models.build(fake_endpoints(fake.base_url, reasoning=True), CallCache(tmp_path / "cache"))
     script_write_path(fake)
-    s = build(models, tmp_path / "w", short_term_capacity=1, mid_term_heat_threshold=2.0, answer_mode="native")
+    s = build(models, tmp_path / "w", short_term_capacity=1, mid_term_heat_threshold=2.0)
     s.ingest_session(make_trace(1, 3).sessions[0])
-    s.answer("How do I stake tomato plants?")
+    s.answer("How do I stake tomato plants?", NATIVE)
     bodies = fake.chat_requests()
     assert len(bodies) >= 8 and s.profile == PROFILE_TEXT and s.take_faults() == []
     for b in bodies:

@@ -10,11 +10,14 @@ import numpy as np
 import pytest
 import yaml
 
+from inmind_exp.memory.answering import Answerer
 from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.records import Session, Turn
 from inmind_exp.memory import SYSTEMS
 from systems.xmemory import XMemory
 from tests.conftest import make_trace
+
+NATIVE = Answerer("native")  # the run's answer=native: the system's own answer prompt
 
 BOUNDARY = "dialogue boundary detection expert"
 EPISODE = "episodic memory generation expert"
@@ -240,10 +243,10 @@ def test_themes_merge_at_the_merge_threshold(fake, models, tmp_path, encoder, n_
 
 
 def test_read_path_gates_episodes_with_logprobs(fake, models, tmp_path, encoder):
-    mem = build(fake, models, tmp_path, encoder, answer_mode="native")
+    mem = build(fake, models, tmp_path, encoder)
     buffer_before, episodes_before = list(mem.st.buffer), list(mem.st.episodes)
     fake.reset_log()
-    ans = mem.answer(QUERY)
+    ans = mem.answer(QUERY, NATIVE)
     # the end-of-conversation flush of the buffered tail ran on a copy: memory itself is unchanged
     assert mem.st.buffer == buffer_before and list(mem.st.episodes) == episodes_before
     assert ans.meta["flushed_tail_messages"] == 2 and len(requests_with(fake, EPISODE)) == 1
@@ -520,10 +523,10 @@ def test_shared_and_native_answer_prompts(fake, models, tmp_path, encoder):
     assert shared.context[0].content.startswith(SHARED_ANSWER_SYSTEM.split("{memory}")[0])
     assert "Semantic Memories:\n- [2024-01-01T10:00:00] " in shared.context[0].content
     assert "Answer:" not in shared.context[0].content and shared.meta["answer_prompt"] == SHARED_ANSWER_VERSION
-    native_mem = XMemory(models, encoder, tmp_path / "n", answer_mode="native")
+    native_mem = XMemory(models, encoder, tmp_path / "n")
     native_mem.restore(tmp_path / "snap")
     fake.reset_log()
-    native = native_mem.answer(QUERY)
+    native = native_mem.answer(QUERY, NATIVE)
     (ctx,) = native.context
     assert ctx.role == "user" and native.meta["answer_prompt"] == ANSWER_PROMPT_VERSION
     assert "8. The answer should be less than 5-8 words." in ctx.content  # upstream's length limit
@@ -540,11 +543,11 @@ def test_reasoning_endpoint_memory_calls_work_and_the_gate_falls_back(tmp_path, 
         fake.add_rule("", dispatch)
         models = Models.build(fake_endpoints(fake.base_url, reasoning=True, max_tokens=300),
                               CallCache(tmp_path / "cache"))
-        mem = XMemory(models, encoder, tmp_path / "work", answer_mode="native")
+        mem = XMemory(models, encoder, tmp_path / "work")
         mem.ingest_session(garden_session())
         assert len(mem.st.episodes) == 2 and len(mem.st.semantics) == 3  # every memory call went through
         assert mem.take_faults() == []
-        ans = mem.answer(QUERY)
+        ans = mem.answer(QUERY, NATIVE)
         reqs = fake.chat_requests()
         assert all(reasoning_refusal(b) is None for b in reqs)
         assert all(b["max_completion_tokens"] == 300 for b in reqs)  # upstream's fixed caps give way to the role's

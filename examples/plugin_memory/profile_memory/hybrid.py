@@ -17,8 +17,8 @@ the update wrote has as origin the origin of the inputs (the previous profile's 
 whose content it still states, and everything else that call saw as derived. An empty rewrite keeps the previous
 profile and is counted as an ``empty_reply`` fault.
 
-Not from an upstream repository: this is the example of ``README.md``'s "Adding a memory system", written for this
-project; no upstream code or prompt was read or copied, so there are no deviations to list.
+Not from an upstream repository: this is the example of ``docs/plugins.md``, written for this project; no upstream
+code or prompt was read or copied, so there are no deviations to list.
 """
 
 from __future__ import annotations
@@ -26,10 +26,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from inmind_exp.llm.embed import TextIndex
-from inmind_exp.memory import CallProfile, MemorySystem, Recall, kept_provenance, read_json, write_json
-from inmind_exp.memory.ranges import at_least
-from inmind_exp.records import ContextItem, Message, Session
+from inmind_exp.memory import (CallProfile, ContextItem, Encoder, MemorySystem, Message, Models, Recall, Session,
+                               TextIndex, at_least, kept_provenance, read_json, write_json)
 
 PROFILE_SYSTEM_PROMPT = (  # profile_rag-v1
     "You keep a short profile of one user of an AI assistant: the durable facts about them that could matter in "
@@ -53,7 +51,7 @@ class ProfileRAG(MemorySystem):
                        completion_tokens_per_memory_call=200, prompt_tokens_per_answer_call=1500)
     param_ranges = {"top_k": at_least(1), "profile_lines": at_least(1)}
 
-    def __init__(self, llm: Any, encoder: Any, workdir: Path, top_k: int = 5, profile_lines: int = 20,
+    def __init__(self, llm: Models, encoder: Encoder | None, workdir: Path, top_k: int = 5, profile_lines: int = 20,
                  **params: Any) -> None:
         super().__init__(llm, encoder, workdir, **params)
         self.top_k = int(top_k)
