@@ -91,51 +91,13 @@ import numpy as np
 
 from inmind_exp.memory import (SYSTEMS, Answer, CallProfile, ContextItem, MemorySystem, Message, Range, Recall,
                                Session, at_least, read_json, similarity, unit, write_json)
-from systems.prompts.xmemory import (BOUNDARY_PROMPT, COLD_START_PROMPT, COMPARISON_PROMPT, EPISODE_PROMPT,
-                                     PREDICTION_PROMPT, PROMPTS_VERSION)
+from systems.prompts.xmemory import (ANSWER_PROMPT, BOUNDARY_PROMPT, COLD_START_PROMPT, COMPARISON_PROMPT,
+                                     EPISODE_PROMPT, GATE_PROMPT, NO_KNOWLEDGE_PREDICTION, PREDICTION_PROMPT,
+                                     PROMPTS_VERSION, THEME_PROMPT)
 
 PROMPT_VERSION = "xmemory-v3"
 
-NO_KNOWLEDGE_PREDICTION = ("Based on the title '{title}', a conversation likely occurred but no specific knowledge is "
-                           "available to predict its content.")
-
-THEME_PROMPT = ("You are building a stable high-level theme summary that captures recurring facts.\n"
-                "Given the following factual statements, write a concise abstract theme that names the topic:\n"
-                "{facts}\nReturn only the summary.")
-
-GATE_PROMPT = ("You are an intelligent memory assistant.\n\n# THEMES\n{themes}\n\n# SEMANTICS\n{semantics}\n\n"
-               "# EPISODES\n{episodes}\n\nQuestion: {question}\n\nAnswer:")
-
 ANSWER_PROMPT_VERSION = "xmemory-answer-upstream-375ae14"
-#: upstream's ANSWER_PROMPT (evaluation/locomo/xMemory_search_framework.py), dedented; ``{memories}`` is the recall
-#: text, i.e. upstream's "Semantic Memories:" and "Episodic Memories:" blocks
-ANSWER_PROMPT = """You are an intelligent memory assistant tasked with retrieving accurate information from conversation memories.
-
-# CONTEXT:
-You have access to memories from two speakers in a conversation. These memories contain
-timestamped information that may be relevant to answering the question.
-
-# INSTRUCTIONS:
-1. Carefully analyze all provided memories from both speakers
-2. Pay special attention to the timestamps to determine the answer
-3. If the question asks about a specific event or fact, look for direct evidence in the memories
-4. If the memories contain contradictory information, prioritize the most recent memory
-5. If there is a question about time references (like "last year", "two months ago", etc.),
-   calculate the actual date based on the memory timestamp. For example, if a memory from
-   4 May 2022 mentions "went to India last year," then the trip occurred in 2021.
-6. Always convert relative time references to specific dates, months, or years. For example,
-   convert "last year" to "2022" or "two months ago" to "March 2023" based on the memory
-   timestamp. Ignore the reference while answering the question. 
-   Do not answer temporal questions in timestamp such as "2023-05-08", but answer naturally such as "7 May 2023" or "The week before 6 July 2023"!   
-7. Focus only on the content of the memories from both speakers. Do not confuse character
-   names mentioned in memories with the actual users who created those memories.
-8. The answer should be less than 5-8 words.
-
-{memories}
-
-Question: {question}
-
-Answer:"""
 ANSWER_TEMPERATURE, ANSWER_MAX_TOKENS = 0.0, 64  # upstream's generation for the answer
 MEMORY_BLOCKS = "Semantic Memories:\n{semantic}\n\nEpisodic Memories:\n{episodic}"
 

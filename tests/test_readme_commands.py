@@ -227,7 +227,8 @@ def prepare(cmd: Command, ws: Workspace) -> tuple[list[str], set[int]]:
 def test_commands_are_found_and_every_skip_is_a_listed_rule():
     texts = [c.text for c in COMMANDS]
     assert any("launch.py" in t and "-m" in t for t in texts) and any("-m analysis report" in t for t in texts)
-    skipped = {c.id + " " + c.text: skip_reason(c) for c in COMMANDS if skip_reason(c)}
+    # the plug-in page's commands run in the plug-in example's own test (PLUGIN_PAGE), in a fresh environment
+    skipped = {c.id + " " + c.text: skip_reason(c) for c in COMMANDS if skip_reason(c) and c.doc != PLUGIN_PAGE[0]}
     # exactly these kinds of commands are skipped, nothing that runs an experiment or an analysis
     assert all(not (("launch.py" in k and "ray job submit" not in k and "HEAD_IP" not in k) or "-m analysis" in k)
                for k in skipped), skipped

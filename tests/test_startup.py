@@ -163,7 +163,7 @@ def test_the_cluster_services_import_neither_the_openai_client_nor_the_driver():
             "print(sorted(m for m in ('openai', 'inmind_exp.run.driver', 'inmind_exp.protocol.metrics', 'inmind_exp.protocol.judges',"
             " 'scipy', 'pandas', 'matplotlib', 'mlflow') if m in sys.modules))\n"
             "from inmind_exp.llm import Models, LLMClient, CallCache\n"
-            "from inmind_exp.run import Ledger, estimate, plan_config, run_plan\n"
+            "from inmind_exp.plan.ledger import Ledger\nfrom inmind_exp.plan.estimate import estimate\nfrom inmind_exp.plan.plan import plan_config\nfrom inmind_exp.run.driver import run_plan\n"
             "from inmind_exp.tracking import Tracker\n"
             "print(callable(estimate), LLMClient.__module__, Ledger.__module__, 'openai' in sys.modules,"
             " Tracker.__module__)\n")

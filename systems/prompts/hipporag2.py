@@ -1,4 +1,6 @@
-"""HippoRAG 2's recognition-memory filter, verbatim from ``OSU-NLP-Group/HippoRAG`` at c617143 (MIT License,
+"""HippoRAG 2's prompts: the OpenIE prompts (NER and triple extraction, ``prompts/templates/ner.py`` and
+``triple_extraction.py``) and the QA prompt (``rag_qa_musique.py``, as ``HippoRAG.qa`` lays it out), verbatim; and the
+recognition-memory filter, verbatim from ``OSU-NLP-Group/HippoRAG`` at c617143 (MIT License,
 "Copyright (c) 2025 OSU Natural Language Processing"; https://github.com/OSU-NLP-Group/HippoRAG): the DSPy program
 ``src/hipporag/prompts/dspy_prompts/filter_llama3.3-70B-Instruct.json`` (the one ``main.py`` passes as
 ``rerank_dspy_file_path``; ``prompts/filter_default_prompt.py``'s ``best_dspy_prompt``, used when none is given,
@@ -84,4 +86,89 @@ FILTER_DEMOS: tuple[tuple[str, str, str], ...] = (
     ("Which film has the director who died earlier, The Virtuous Model or Bulldog Drummond'S Peril?",
      "{\"fact\": [[\"the virtuous model\", \"is\", \"1919 american silent drama film\"], [\"bulldog drummond s peril\", \"directed by\", \"james p  hogan\"], [\"the virtuous model\", \"directed by\", \"albert capellani\"], [\"bulldog drummond s revenge\", \"directed by\", \"louis king\"], [\"bulldog drummond s peril\", \"is\", \"american film\"]]}",
      "{\"fact\": [[\"the virtuous model\", \"is\", \"1919 american silent drama film\"], [\"bulldog drummond s peril\", \"directed by\", \"james p  hogan\"], [\"the virtuous model\", \"directed by\", \"albert capellani\"], [\"bulldog drummond s peril\", \"is\", \"american film\"]]}"),
+)
+
+
+# -- NER (prompts/templates/ner.py, verbatim) ---------------------------------------------------------------------
+
+NER_SYSTEM = """Your task is to extract named entities from the given paragraph. 
+Respond with a JSON list of entities.
+"""
+
+ONE_SHOT_PASSAGE = """Radio City
+Radio City is India's first private FM radio station and was started on 3 July 2001.
+It plays Hindi, English and regional songs.
+Radio City recently forayed into New Media in May 2008 with the launch of a music portal - PlanetRadiocity.com that offers music related news, videos, songs, and other music-related features."""
+
+ONE_SHOT_NER_OUTPUT = """{"named_entities":
+    ["Radio City", "India", "3 July 2001", "Hindi", "English", "May 2008", "PlanetRadiocity.com"]
+}
+"""
+
+# -- OpenIE (prompts/templates/triple_extraction.py, verbatim) ----------------------------------------------------
+
+TRIPLE_SYSTEM = """Your task is to construct an RDF (Resource Description Framework) graph from the given passages and named entity lists. 
+Respond with a JSON list of triples, with each triple representing a relationship in the RDF graph. 
+
+Pay attention to the following requirements:
+- Each triple should contain at least one, but preferably two, of the named entities in the list for each passage.
+- Clearly resolve pronouns to their specific names to maintain clarity.
+
+"""
+
+TRIPLE_FRAME = """Convert the paragraph into a JSON dict, it has a named entity list and a triple list.
+Paragraph:
+```
+{passage}
+```
+
+{named_entity_json}
+"""
+
+ONE_SHOT_TRIPLE_OUTPUT = """{"triples": [
+            ["Radio City", "located in", "India"],
+            ["Radio City", "is", "private FM radio station"],
+            ["Radio City", "started on", "3 July 2001"],
+            ["Radio City", "plays songs in", "Hindi"],
+            ["Radio City", "plays songs in", "English"],
+            ["Radio City", "forayed into", "New Media"],
+            ["Radio City", "launched", "PlanetRadiocity.com"],
+            ["PlanetRadiocity.com", "launched in", "May 2008"],
+            ["PlanetRadiocity.com", "is", "music portal"],
+            ["PlanetRadiocity.com", "offers", "news"],
+            ["PlanetRadiocity.com", "offers", "videos"],
+            ["PlanetRadiocity.com", "offers", "songs"]
+    ]
+}
+"""
+
+# -- QA (prompts/templates/rag_qa_musique.py verbatim, laid out as HippoRAG.qa) ------------------------------------
+
+QA_SYSTEM = (
+    'As an advanced reading comprehension assistant, your task is to analyze text passages and corresponding questions meticulously. '
+    'Your response start after "Thought: ", where you will methodically break down the reasoning process, illustrating how you arrive at conclusions. '
+    'Conclude with "Answer: " to present a concise, definitive response, devoid of additional elaborations.'
+)
+
+#: the label ``HippoRAG.qa`` puts before every retrieved passage, whatever the dataset
+QA_DOC_LABEL = "Wikipedia Title: "
+
+ONE_SHOT_QA_DOCS = (
+    """Wikipedia Title: The Last Horse\nThe Last Horse (Spanish:El último caballo) is a 1950 Spanish comedy film directed by Edgar Neville starring Fernando Fernán Gómez.\n"""
+    """Wikipedia Title: Southampton\nThe University of Southampton, which was founded in 1862 and received its Royal Charter as a university in 1952, has over 22,000 students. The university is ranked in the top 100 research universities in the world in the Academic Ranking of World Universities 2010. In 2010, the THES - QS World University Rankings positioned the University of Southampton in the top 80 universities in the world. The university considers itself one of the top 5 research universities in the UK. The university has a global reputation for research into engineering sciences, oceanography, chemistry, cancer sciences, sound and vibration research, computer science and electronics, optoelectronics and textile conservation at the Textile Conservation Centre (which is due to close in October 2009.) It is also home to the National Oceanography Centre, Southampton (NOCS), the focus of Natural Environment Research Council-funded marine research.\n"""
+    """Wikipedia Title: Stanton Township, Champaign County, Illinois\nStanton Township is a township in Champaign County, Illinois, USA. As of the 2010 census, its population was 505 and it contained 202 housing units.\n"""
+    """Wikipedia Title: Neville A. Stanton\nNeville A. Stanton is a British Professor of Human Factors and Ergonomics at the University of Southampton. Prof Stanton is a Chartered Engineer (C.Eng), Chartered Psychologist (C.Psychol) and Chartered Ergonomist (C.ErgHF). He has written and edited over a forty books and over three hundered peer-reviewed journal papers on applications of the subject. Stanton is a Fellow of the British Psychological Society, a Fellow of The Institute of Ergonomics and Human Factors and a member of the Institution of Engineering and Technology. He has been published in academic journals including "Nature". He has also helped organisations design new human-machine interfaces, such as the Adaptive Cruise Control system for Jaguar Cars.\n"""
+    """Wikipedia Title: Finding Nemo\nFinding Nemo Theatrical release poster Directed by Andrew Stanton Produced by Graham Walters Screenplay by Andrew Stanton Bob Peterson David Reynolds Story by Andrew Stanton Starring Albert Brooks Ellen DeGeneres Alexander Gould Willem Dafoe Music by Thomas Newman Cinematography Sharon Calahan Jeremy Lasky Edited by David Ian Salter Production company Walt Disney Pictures Pixar Animation Studios Distributed by Buena Vista Pictures Distribution Release date May 30, 2003 (2003 - 05 - 30) Running time 100 minutes Country United States Language English Budget $$94 million Box office $$940.3 million"""
+)
+
+ONE_SHOT_QA_INPUT = (
+    f"{ONE_SHOT_QA_DOCS}"
+    "\n\nQuestion: "
+    "When was Neville A. Stanton's employer founded?"
+    '\nThought: '
+)
+
+ONE_SHOT_QA_OUTPUT = (
+    "The employer of Neville A. Stanton is University of Southampton. The University of Southampton was founded in 1862. "
+    "\nAnswer: 1862."
 )

@@ -192,7 +192,7 @@ def test_every_way_out_of_a_launch_releases_the_sweep_lock(tmp_path, how, code):
 def test_a_sighup_ignored_at_start_stays_ignored():
     """Under ``nohup`` the launch must survive its terminal closing: ``stop.install`` leaves an ignored SIGHUP."""
     code = ("import signal; signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
-            "from inmind_exp.run import stop; stop.install()\n"
+            "from inmind_exp.display import stop; stop.install()\n"
             "assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN\n"
             "assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL\n")
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env(), capture_output=True, text=True, timeout=60)

@@ -68,6 +68,7 @@ def test_check_system_fails_a_system_without_recall(tmp_path, monkeypatch, capsy
         assert check_system.main(["no_recall:NoRecall"]) == 1
     finally:
         SYSTEMS._refs.pop("no_recall:NoRecall", None)
+        SYSTEMS._items.pop("no_recall:NoRecall", None)
     out, err = capsys.readouterr()
     assert "FAIL contract: abstract method(s) not implemented: recall" in out
     assert "SKIP provenance" in out  # nothing is ingested once the contract fails
