@@ -153,7 +153,7 @@ QA_SYSTEM = (
 #: the label ``HippoRAG.qa`` puts before every retrieved passage, whatever the dataset
 QA_DOC_LABEL = "Wikipedia Title: "
 
-ONE_SHOT_QA_DOCS = (
+_ONE_SHOT_QA_DOCS = (
     """Wikipedia Title: The Last Horse\nThe Last Horse (Spanish:El último caballo) is a 1950 Spanish comedy film directed by Edgar Neville starring Fernando Fernán Gómez.\n"""
     """Wikipedia Title: Southampton\nThe University of Southampton, which was founded in 1862 and received its Royal Charter as a university in 1952, has over 22,000 students. The university is ranked in the top 100 research universities in the world in the Academic Ranking of World Universities 2010. In 2010, the THES - QS World University Rankings positioned the University of Southampton in the top 80 universities in the world. The university considers itself one of the top 5 research universities in the UK. The university has a global reputation for research into engineering sciences, oceanography, chemistry, cancer sciences, sound and vibration research, computer science and electronics, optoelectronics and textile conservation at the Textile Conservation Centre (which is due to close in October 2009.) It is also home to the National Oceanography Centre, Southampton (NOCS), the focus of Natural Environment Research Council-funded marine research.\n"""
     """Wikipedia Title: Stanton Township, Champaign County, Illinois\nStanton Township is a township in Champaign County, Illinois, USA. As of the 2010 census, its population was 505 and it contained 202 housing units.\n"""
@@ -162,7 +162,7 @@ ONE_SHOT_QA_DOCS = (
 )
 
 ONE_SHOT_QA_INPUT = (
-    f"{ONE_SHOT_QA_DOCS}"
+    f"{_ONE_SHOT_QA_DOCS}"
     "\n\nQuestion: "
     "When was Neville A. Stanton's employer founded?"
     '\nThought: '
