@@ -42,8 +42,8 @@ from inmind_exp import tags as T
 from inmind_exp.protocol import judges as judges_mod
 from inmind_exp.protocol.judges import JUDGE_SETS, JUDGES, Judge, judge
 from inmind_exp.llm import CallCache, Endpoint, LLMClient, LocalLimiter, cache_key
-from inmind_exp.protocol.metrics import Rate, compute, wilson_interval
-from inmind_exp.records import Task, TaskRecord, Verdict, msgs, write_jsonl
+from inmind_exp.protocol.metrics import Rate, compute
+from inmind_exp.records import Task, TaskRecord, msgs, write_jsonl
 
 from analysis.compare import verdict_outcome
 from analysis.load import Run, RunSet, read_records

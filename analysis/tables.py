@@ -17,7 +17,7 @@ import pandas as pd
 from inmind_exp.protocol.controls import CONTROLS
 from inmind_exp.display.headline import FACT_WRITE_FAULT_LIMIT, FAULT_FLAG, IN_CONTEXT, IN_CONTEXT_NOTE
 from inmind_exp.protocol.metrics import LABELS, METRIC_INFO, METRICS, Rate, RunMetrics, fmt_ran, upper_bound, valid
-from inmind_exp.records import DOMAINS, OFFICIAL_DOMAINS, TaskRecord
+from inmind_exp.records import DOMAINS, OFFICIAL_DOMAINS
 
 from analysis.caveats import FLAG, FLAG_NOTE, flag
 from analysis.compare import EXCLUSION_NOTE, HEALTH, Comparison, compare, outcome
@@ -301,7 +301,8 @@ def table1(runs: Sequence[Run]) -> Table:
               "without context. A task that failed is left out of every rate of its row ('left out', listed below); a "
               "failed verdict leaves the task out of that verdict's rate only; never scored 0. judge FP / FN: "
               "certain judge errors on target recall (verdict 1 with union provenance 0 / verdict 0 with verbatim "
-              "1), task ids and the application judge's certain false positives in the judge-audit table. memory faults: tasks with at least one memory-system fallback; fact-write "
+              "1), task ids and the application judge's certain false positives in the judge-audit table. memory "
+              "faults: tasks with at least one memory-system fallback; fact-write "
               "faults: tasks with a fallback while writing the injected exchange. Provenance (origin) is decided on "
               "each item's origin (the turns it states); the union adds what items only inherited; "
               "visible-state / retrieved recall: the fact's origin reached the query-independent part of the "

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from inmind_exp import env
 
-env.apply(env.DRIVER)
+env.apply(env.DRIVER)  # before anything imports what reads the environment
 
-from pathlib import Path
+from pathlib import Path  # noqa: E402
 
-import pytest
+import pytest  # noqa: E402
 
-from inmind_exp.llm import CallCache, Endpoint, Models
-from inmind_exp.records import Session, Trace, Turn
-from tests.fake_openai import FakeOpenAI
+from inmind_exp.llm import CallCache, Endpoint, Models  # noqa: E402
+from inmind_exp.records import Session, Trace, Turn  # noqa: E402
+from tests.fake_openai import FakeOpenAI  # noqa: E402
 
 
 @pytest.fixture

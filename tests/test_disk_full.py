@@ -16,7 +16,7 @@ from inmind_exp.exec.executor import InProcessExecutor
 from inmind_exp.plan.ledger import LedgerWriteError
 from inmind_exp.run.resources import Resources
 from tests.fake_openai import FakeOpenAI
-from tests.launch_helpers import launch_cmd, mlflow_runs, run, write_small_data
+from tests.launch_helpers import launch_cmd, run, write_small_data
 from tests.test_runner_ray import compose
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
 
 from inmind_exp.protocol.judges import JUDGES
 from tests.fake_openai import FakeOpenAI

@@ -108,7 +108,6 @@ def _progress(n_tasks: int):
 
 
 def _finish(p, k: int) -> None:
-    import dataclasses
     import types
 
     for i in range(k):

@@ -46,8 +46,8 @@ class RunResult:
 def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "sweep", executor: Any = None,
              resources: Resources | None = None, sweep: SweepProgress | None = None) -> RunResult:
     """(Re)run what is missing of ``plan``, log to MLflow, write artifacts; returns the metrics of this configuration.
-    ``executor`` defaults to ``resources``' Ray executor (fresh resources when none are given); ``sweep`` is the sweep's progress this configuration is
-    part of (its own summary then leaves the retry hint to the sweep's)."""
+    ``executor`` defaults to ``resources``' Ray executor (fresh resources when none are given); ``sweep`` is the sweep's progress this
+    configuration is part of (its own summary then leaves the retry hint to the sweep's)."""
     t0 = time.perf_counter()
     res = resources if resources is not None else Resources()
     remaining = plan.remaining()

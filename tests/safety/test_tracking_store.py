@@ -30,7 +30,7 @@ def test_concurrent_first_open_of_a_new_store(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", OPEN, uri, str(start)], cwd=REPO, env=env(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
     results = [p.communicate(timeout=300) for p in procs]
-    for p, (out, err) in zip(procs, results):
+    for p, (_out, err) in zip(procs, results):
         assert p.returncode == 0, err[-2000:]
     assert {out.split()[-1] for out, _ in results} == {"1"}  # one experiment, found by all
     client = open_tracking_store(uri)

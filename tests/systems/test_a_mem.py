@@ -170,7 +170,6 @@ def test_unchanged_neighbour_evolution_adds_no_origin_source(fake, models, encod
         mem, idx = holder["mem"], neighbour_indices(body)
         if not idx:
             return {"should_evolve": False}
-        first = mem.notes[idx[0]]
         changed = "Linda" in _prompt(body).split("nearest neighbors memories:")[0]
         return {"should_evolve": True, "actions": ["update_neighbor"], "suggested_connections": [],
                 "tags_to_update": [], "new_context_neighborhood": [mem.notes[i].context for i in idx],

@@ -15,7 +15,7 @@ from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.llm.usage import UsageMeter
 from inmind_exp.memory import SYSTEMS
 from inmind_exp.protocol.task import inject, run_task
-from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Task
+from inmind_exp.records import FACT_TURN_ID, Task
 from tests.conftest import make_trace
 from tests.fake_openai import CutReply
 
