@@ -14,13 +14,14 @@ paper and the leaderboard. The substituted block is recorded as ``Answer.visible
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from inmind_exp.records import Answer, ContextItem, Message
+from inmind_exp.records.payload import JsonDict
 
 if TYPE_CHECKING:
     from inmind_exp.data.release import Release
-    from inmind_exp.llm import LLMClient
+    from inmind_exp.llm.model import LLMClient
 
 
 class Recall(Protocol):
@@ -32,7 +33,7 @@ class Recall(Protocol):
     @property
     def items(self) -> tuple[ContextItem, ...]: ...
     @property
-    def meta(self) -> dict[str, Any]: ...
+    def meta(self) -> JsonDict: ...
 
 SHARED_ANSWER_VERSION = "shared-answer-v1"
 SHARED_ANSWER_SYSTEM = (
