@@ -88,25 +88,3 @@ def require_release():
             pytest.fail(msg)
         pytest.skip(msg)
     return rel
-
-
-# -- the fast loop: `pytest -m "not slow"` ------------------------------------------------------------------------
-
-#: what makes a test slow on 2 cores: a launch.py or other subprocess, a Ray session, the embedded model
-_SLOW_SOURCE = ("launch_cmd(", "subprocess.", "launch.py", "run_cluster", "ray.init(")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Mark ``slow`` every test that starts a subprocess (launch.py, README commands, a cluster), uses the Ray
-    session or the embedded model, so a developer's loop can leave them out; CI and the README run everything."""
-    import inspect
-
-    for item in items:
-        fn = getattr(item, "function", None)
-        try:
-            src = inspect.getsource(fn) if fn is not None else ""
-        except (OSError, TypeError):
-            src = ""
-        if ("ray_session" in getattr(item, "fixturenames", ()) or item.get_closest_marker("local_llm")
-                or any(s in src for s in _SLOW_SOURCE)):
-            item.add_marker(pytest.mark.slow)

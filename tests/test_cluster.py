@@ -26,6 +26,9 @@ import pytest
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import REPO, env, launch_cmd, mlflow_runs, write_small_data
 
+#: every test here starts a two-node Ray cluster and launch.py in subprocesses
+pytestmark = pytest.mark.slow
+
 RAY = str(Path(sys.executable).parent / "ray")
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import launch_cmd, run, write_small_data
 
@@ -17,6 +19,7 @@ def ledger_records(sweep: Path) -> list[dict]:
     return [json.loads(line) for p in sorted((sweep / "ledger").glob("*.jsonl")) for line in p.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_two_tasks_at_once_on_one_worker_keep_their_facts_apart_and_resume_free(tmp_path):
     write_small_data(tmp_path / "data", n_tasks=2)
     with FakeOpenAI(delay_s=0.5) as fake:

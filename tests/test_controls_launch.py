@@ -10,9 +10,14 @@ from collections import Counter
 
 from mlflow.tracking import MlflowClient
 
+import pytest
+
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import TASKS, launch_cmd, mlflow_runs, run, write_small_data
 from tests.test_controls_run import SESSION, _echo_memory
+
+#: every test here runs launch.py in a subprocess
+pytestmark = pytest.mark.slow
 
 FACTS = [t[2] for t in TASKS[:4]]
 

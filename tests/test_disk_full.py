@@ -64,6 +64,7 @@ def test_an_unwritable_tracking_uri_is_a_plan_error(tmp_path):
             plan_config(cfg, tmp_path / "root", tmp_path / "job")
 
 
+@pytest.mark.slow
 def test_an_unwritable_tracking_uri_exits_2(tmp_path):
     write_small_data(tmp_path / "data")
     (tmp_path / "afile").write_text("not a directory")

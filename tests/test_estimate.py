@@ -50,6 +50,7 @@ def test_a_model_without_a_price_gives_no_cost_and_is_named(tmp_path):
     assert cost is None and unpriced == ["my-own-judge"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["inmind", "basic"])
 def test_a_dry_run_sweep_ends_with_its_total(tmp_path, launcher):
     from tests.launch_helpers import launch_cmd, run, write_small_data

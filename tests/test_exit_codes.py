@@ -3,8 +3,13 @@ prefix fails (an endpoint error) ends with a clear message while the other confi
 
 from __future__ import annotations
 
+import pytest
+
 from tests.fake_openai import Fault, FakeOpenAI
 from tests.launch_helpers import launch_cmd, mlflow_runs, run, write_small_data
+
+#: every test here runs launch.py in a subprocess
+pytestmark = pytest.mark.slow
 
 
 def test_every_judge_reply_unparseable_exits_3_with_a_retry_hint(tmp_path):

@@ -11,6 +11,9 @@ import pytest
 from inmind_exp.launch.check_sweep import expand_sweep
 from tests.launch_helpers import REPO, run
 
+#: every test here runs launch.py in a subprocess
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def help_text() -> str:

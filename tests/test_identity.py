@@ -68,6 +68,7 @@ def test_a_changed_system_prompt_or_version_is_a_new_identity_and_prefix(tmp_pat
     assert bumped.config_hash != base.config_hash and bumped.prefix_hash != base.prefix_hash
 
 
+@pytest.mark.slow
 def test_the_identity_is_stable_across_processes(tmp_path):
     """No run-time state (a module-level cache) or set order leaks into the hash: a fresh interpreter agrees."""
     import json

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 
 from inmind_exp.protocol.judges import JUDGES
 from tests.fake_openai import FakeOpenAI
@@ -82,6 +83,7 @@ def test_a_judge_only_variant_of_a_finished_run_is_estimated_and_run_with_judge_
         assert {r.task_id: r.indirect for r in result.records} == {k: v.indirect for k, v in before.items()}
 
 
+@pytest.mark.slow
 def test_a_sweep_over_judge_models_runs_memory_and_answers_once(tmp_path, monkeypatch):
     from tests.launch_helpers import launch_cmd, run, write_small_data
 

@@ -80,6 +80,7 @@ def test_embedding_free_systems_share_one_hash_across_embeddings(tmp_path):
     assert keep == [0, 2, 3] and repeats == {1: 0}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["inmind", "basic"])
 def test_sweep_labels_show_every_swept_key_in_both_launchers(tmp_path, launcher):
     from tests.launch_helpers import launch_cmd, run, write_small_data
@@ -95,6 +96,7 @@ def test_sweep_labels_show_every_swept_key_in_both_launchers(tmp_path, launcher)
                      "naive_rag/bm25/turn5/vllm [top_k=1]", "naive_rag/bm25/turn5/vllm [top_k=2]"], p.stdout[-2000:]
 
 
+@pytest.mark.slow
 def test_dry_run_of_an_embedding_sweep_estimates_an_embedding_free_system_once(tmp_path):
     from tests.launch_helpers import launch_cmd, run, write_small_data
 
@@ -108,6 +110,7 @@ def test_dry_run_of_an_embedding_sweep_estimates_an_embedding_free_system_once(t
     assert "backbone/bm25/turn5/vllm: not run, same results as backbone/minilm/turn5/vllm" in p.stdout
 
 
+@pytest.mark.slow
 def test_basic_launcher_runs_an_embedding_free_system_once_and_reports_at_end(tmp_path):
     """hydra/launcher=basic runs job after job: the repeat is skipped with one line, and the Hydra callback logs the
     analysis report to the parent run when the sweep ends."""

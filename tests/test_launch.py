@@ -21,6 +21,7 @@ def small(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_sweep_end_to_end_then_rerun_is_free(small):
     with FakeOpenAI() as fake:
         fake.add_rule("[user_message] (the target fact)", {"score": 1, "reason": "present"})
@@ -82,6 +83,7 @@ def _ledger_lines(sweep_dir):
     return [json.loads(line) for line in files[0].read_text().splitlines() if line.strip().endswith("}")]
 
 
+@pytest.mark.slow
 def test_resume_after_kill_loses_nothing_and_repeats_nothing(tmp_path):
     write_small_data(tmp_path / "data", n_tasks=6)
     with FakeOpenAI(delay_s=0.4) as fake:
@@ -112,6 +114,7 @@ def test_resume_after_kill_loses_nothing_and_repeats_nothing(tmp_path):
         assert len(configs) == 1 and configs[0].data.metrics["n_tasks"] == 6
 
 
+@pytest.mark.slow
 def test_bad_task_file_fails_fast_naming_file_and_line(small):
     bad = small / "data" / "tasks.jsonl"
     lines = bad.read_text().splitlines()
@@ -122,18 +125,21 @@ def test_bad_task_file_fails_fast_naming_file_and_line(small):
     assert f"{bad}:3 [domain]: unknown domain 'law'" in p.stderr
 
 
+@pytest.mark.slow
 def test_unreachable_endpoint_is_reported_before_work(small):
     p = run(launch_cmd(small, "http://127.0.0.1:9/v1", "system=backbone", multirun=False))
     assert p.returncode == 2
     assert "cannot reach http://127.0.0.1:9/v1" in p.stderr and "answerer" in p.stderr
 
 
+@pytest.mark.slow
 def test_unknown_system_suggests_a_name(small):
     p = run(launch_cmd(small, "http://127.0.0.1:9/v1", "system=naive_rgx", multirun=False))
     assert p.returncode != 0
     assert "Could not find 'system/naive_rgx'" in p.stderr and "naive_rag" in p.stderr  # Hydra lists the options
 
 
+@pytest.mark.slow
 def test_dry_run_estimates_without_calls(small):
     with FakeOpenAI() as fake:
         p = run(launch_cmd(small, fake.base_url, "system=always_in_state", "dry_run=true", multirun=False))
@@ -142,6 +148,7 @@ def test_dry_run_estimates_without_calls(small):
         assert fake.requests == []
 
 
+@pytest.mark.slow
 def test_sweep_is_planned_in_full_before_anything_runs(small):
     """The inmind launcher plans every job first: all invalid configurations are reported, nothing runs, no MLflow run."""
     with FakeOpenAI() as fake:

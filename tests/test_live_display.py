@@ -13,6 +13,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from inmind_exp.display.live import LiveConsole, quiet_argv
 from tests.launch_helpers import REPO, env
 
@@ -54,6 +56,7 @@ def test_under_a_terminal_progress_updates_in_place(tmp_path):
     assert "  backbone/bm25/turn5/vllm: " not in tail
 
 
+@pytest.mark.slow
 def test_through_a_pipe_the_plain_lines_and_no_control_codes(tmp_path):
     p = subprocess.run([sys.executable, *SCRIPT, str(tmp_path), "auto"], cwd=REPO, env=env(), capture_output=True,
                        text=True, timeout=300)

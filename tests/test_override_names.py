@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from inmind_exp.launch.override_names import check_overrides
 from tests.launch_helpers import REPO, run
 
@@ -14,6 +16,7 @@ def test_near_miss_group_and_key_get_a_suggestion():
                             "run.max_usd=2", "dry_run=true", "hydra/launcher=basic"], conf) is None
 
 
+@pytest.mark.slow
 def test_launch_exits_2_with_did_you_mean():
     import sys
 

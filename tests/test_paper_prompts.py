@@ -109,6 +109,7 @@ def run_records(tmp_path, fake, release, system: str, params: dict, tasks: list[
             for t in tasks]
 
 
+@pytest.mark.slow
 def test_judge_requests_match_the_release_script_byte_for_byte(tmp_path):
     release = official_release()
     every = official_tasks(release, 125)

@@ -121,6 +121,7 @@ print(json.dumps({"names": names, "name": cls.name, "module": cls.__module__, "t
     assert got["retrieved"] == 5 and got["sources_ok"]
 
 
+@pytest.mark.slow
 def test_the_example_runs_in_a_sweep_beside_a_built_in(venv, tmp_path):
     """``system=naive_rag,profile_rag`` through launch.py on Ray workers: both finish, each logs its traits as MLflow
     params and in every record, the plug-in's profile is the visible part of its context, and the analysis
@@ -160,6 +161,7 @@ def test_the_example_runs_in_a_sweep_beside_a_built_in(venv, tmp_path):
     assert on_disk["naive_rag"].traits is not None and on_disk["naive_rag"].control == "naive_retrieval"
 
 
+@pytest.mark.slow
 def test_readme_section_commands_work_as_written(venv, tmp_path):
     """README.md's "Adding a memory system" commands, in order, in a fresh workspace holding a copy of the example:
     ``pip install`` with the fresh environment's pip, the rest as tests/test_readme_commands.py runs README
@@ -186,6 +188,7 @@ def test_readme_section_commands_work_as_written(venv, tmp_path):
     assert {"profile_rag", "naive_rag"} <= systems
 
 
+@pytest.mark.slow
 def test_without_installing_a_yaml_naming_module_class_on_the_search_path(tmp_path):
     """The other documented path: the package on ``PYTHONPATH``, a system yaml naming ``module:Class`` in a folder
     given as ``hydra.searchpath``; the sweep check composes it too (no callback warning), and the plan resolves

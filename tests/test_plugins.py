@@ -123,6 +123,7 @@ def test_worker_without_the_entry_point_resolves_by_reference(plugin_root):
         reg.resolve("other")
 
 
+@pytest.mark.slow
 def test_built_ins_resolve_lazily_one_module_each():
     code = ("import sys; from inmind_exp.memory import SYSTEMS; SYSTEMS.get('naive_rag'); "
             "print(sorted(m for m in sys.modules if m.startswith('systems.')))")

@@ -64,6 +64,7 @@ def test_the_preset_sets_the_release_models_caps_and_reasoning_profile(tmp_path)
     assert "judge model=gpt-4o" in fidelity(compose(tmp_path, "llm.roles.judge.model=gpt-4o")).deviations
 
 
+@pytest.mark.slow
 def test_the_preset_dry_runs_through_launch(tmp_path):
     absent = missing()
     if absent:

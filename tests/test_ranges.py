@@ -78,6 +78,7 @@ def test_defaults_plan(tmp_path):
     assert _plan(tmp_path, "system=naive_rag").system_params["top_k"] == 5
 
 
+@pytest.mark.slow
 def test_out_of_range_sweep_exits_2_before_ray_or_mlflow(tmp_path):
     write_small_data(tmp_path / "data")
     p = run(launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "system=naive_rag", "embedding=bm25",

@@ -28,6 +28,9 @@ import pytest
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import REPO, env, write_small_data
 
+#: every test here runs the README's commands in subprocesses
+pytestmark = pytest.mark.slow
+
 DOCS = (REPO / "README.md", REPO / "analysis" / "README.md")
 MAX_RUN_CONFIGS = 6
 TIMEOUT_S = 900

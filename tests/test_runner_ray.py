@@ -7,6 +7,8 @@ import time
 import os
 from pathlib import Path
 
+import pytest
+
 from inmind_exp.llm import CallCache, LLMClient
 from inmind_exp.records import msgs
 from inmind_exp.exec.services import RayLimiterClient
@@ -14,6 +16,9 @@ from inmind_exp.exec.executor import RayExecutor
 from inmind_exp.exec.worker import TaskWorker
 from tests.conftest import fake_endpoints
 from tests.fake_openai import FakeOpenAI
+
+#: every test here uses the Ray session or starts a subprocess
+pytestmark = pytest.mark.slow
 
 
 class Caller:

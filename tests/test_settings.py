@@ -78,6 +78,7 @@ def test_call_policy_takes_each_field_from_the_endpoint():
         "backoff_initial_s": 0.5, "backoff_max_s": 9.0}
 
 
+@pytest.mark.slow
 def test_every_run_cluster_and_tracking_override_reaches_the_plan(tmp_path):
     cfg = compose(tmp_path, "http://127.0.0.1:9/v1", "system=backbone", "embedding=bm25", "run.max_usd=5",
                   "run.max_tokens=900", "run.progress=plain", "run.latency_s=3", "run.max_task_attempts=3",

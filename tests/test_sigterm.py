@@ -23,6 +23,7 @@ def _ray_processes(ray_tmp: Path) -> list[str]:
     return [line for line in out.splitlines() if str(ray_tmp) in line and "ps -eo" not in line]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,code,said,twice", [(signal.SIGTERM, 143, "terminated (SIGTERM)", False),
                                                  (signal.SIGHUP, 129, "terminated (SIGHUP)", False),
                                                  (signal.SIGINT, 130, "interrupted", False),

@@ -122,6 +122,7 @@ def test_bad_caps_and_modes_are_plan_errors(tmp_path, override, message):
                     tmp_path / "root", tmp_path / "job")
 
 
+@pytest.mark.slow
 def test_a_capped_sweep_exits_4_and_resumes_with_a_higher_cap(tmp_path):
     write_small_data(tmp_path / "data")
     with FakeOpenAI() as fake:

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from inmind_exp import env
 
 PROBE = """
@@ -41,6 +43,7 @@ ray.shutdown()
 """
 
 
+@pytest.mark.slow
 def test_local_ray_workers_get_the_worker_env_and_start_with_ray():
     e = {**os.environ, **env.RAY, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     e.pop("MKL_NUM_THREADS", None)
@@ -75,6 +78,7 @@ def _ray_processes(ray_tmp: Path) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 def test_a_failed_check_shuts_the_ray_started_in_the_background_down(tmp_path):
     """Ray starts once the first job's endpoints answer, while the other jobs are planned and checked; when a later
     job's check then fails (exit 2) that Ray is shut down before the process exits, and its start is not reported.
@@ -112,6 +116,7 @@ def test_a_failed_check_shuts_the_ray_started_in_the_background_down(tmp_path):
             shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_a_run_ends_its_actors_quietly(tmp_path):
     """At the end of a run the pool's actors and the cluster services are ended before Ray is: the cache service
     does not abort with a C++ stack on the terminal (it did when its last handle was dropped at exit)."""
@@ -150,6 +155,7 @@ def env_for_launch() -> dict[str, str]:
     return launch_env()
 
 
+@pytest.mark.slow
 def test_the_cluster_services_import_neither_the_openai_client_nor_the_driver():
     """The limiter, the cache service and the phase board start a Ray worker process that imports their module
     (``run.cluster_services``): it imports neither openai (~1 s) nor the driver and the metrics under it; the
@@ -191,6 +197,7 @@ exit_now(SystemExit(int(sys.argv[2])).code if sys.argv[2] != 'msg' else 'a messa
 """
 
 
+@pytest.mark.slow
 def test_exit_now_keeps_what_pythons_own_exit_does(tmp_path):
     """``launch.py`` leaves through ``exit_now``: the exit code is the SystemExit's, non-daemon threads are joined,
     atexit handlers run and buffered output is flushed (only the interpreter's finalisation is skipped)."""
@@ -205,6 +212,7 @@ def test_exit_now_keeps_what_pythons_own_exit_does(tmp_path):
         assert ("a message" in p.stderr) is (arg == "msg")
 
 
+@pytest.mark.slow
 def test_the_background_start_imports_ray_before_the_caller_plans():
     """``ClusterStart`` returns with Ray imported: imported in its thread while the caller plans, the import shared
     the interpreter lock with the planning and ``ray.init`` began ~2 s later on two cores. A dry run's start

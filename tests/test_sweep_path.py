@@ -11,6 +11,8 @@ import socket
 import subprocess
 import time
 
+import pytest
+
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import REPO, env, launch_cmd, mlflow_runs, run, write_small_data
 
@@ -22,6 +24,7 @@ def _no_sweep_started(p: subprocess.CompletedProcess) -> None:
     assert RAY_STARTED not in out and "sweep finished" not in out and "Rerun the same command" not in out, out[-3000:]
 
 
+@pytest.mark.slow
 def test_a_missing_key_stops_a_sweep_before_ray(tmp_path):
     write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)
     with FakeOpenAI() as fake:
@@ -37,6 +40,7 @@ def test_a_missing_key_stops_a_sweep_before_ray(tmp_path):
     assert wall < 60, f"{wall:.0f}s: the key check should come before Ray starts"
 
 
+@pytest.mark.slow
 def test_a_dead_endpoint_stops_a_sweep_before_ray(tmp_path):
     write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)
     p = run(launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "system=backbone,naive_rag", "embedding=bm25"))
@@ -47,6 +51,7 @@ def test_a_dead_endpoint_stops_a_sweep_before_ray(tmp_path):
     assert mlflow_runs(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_dry_run_sweep_writes_nothing_to_mlflow(tmp_path):
     write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)
     p = run(launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "system=backbone,naive_rag", "embedding=bm25,minilm",
@@ -58,6 +63,7 @@ def test_a_dry_run_sweep_writes_nothing_to_mlflow(tmp_path):
     _no_sweep_started(p)
 
 
+@pytest.mark.slow
 def test_ctrl_c_before_anything_ran_prints_the_command(tmp_path):
     """An endpoint that accepts connections and never answers holds the sweep in its endpoint check; Ctrl-C there
     exits 130 with the command to rerun, not a traceback."""
@@ -108,6 +114,7 @@ def _parents(tmp_path):
     return {r.info.run_id: r for r in mlflow_runs(tmp_path) if r.data.tags.get("inmind.kind") == "sweep"}
 
 
+@pytest.mark.slow
 def test_two_sweeps_in_one_directory_have_a_parent_each_and_analysis_lists_a_configuration_once(tmp_path):
     write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)
     with FakeOpenAI() as fake:

@@ -3,8 +3,13 @@ exits 2 with a message naming the endpoint, and nothing is paid for tasks or log
 
 from __future__ import annotations
 
+import pytest
+
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import launch_cmd, run, write_small_data
+
+#: every test here runs launch.py in a subprocess
+pytestmark = pytest.mark.slow
 
 
 def test_a_rag_refuses_an_endpoint_without_structured_tool_calls(tmp_path):

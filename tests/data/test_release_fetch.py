@@ -69,6 +69,7 @@ def leftovers(parent: Path) -> list[str]:
     return sorted(p.name for p in parent.iterdir()) if parent.exists() else []
 
 
+@pytest.mark.slow
 def test_download_at_pinned_refs_verifies_every_file(release, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("INMIND_RELEASE", raising=False)

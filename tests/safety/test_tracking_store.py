@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from inmind_exp.tracking.store import ensure_experiment, open_tracking_store, sqlite_path
 from tests.launch_helpers import REPO, env
 
@@ -24,6 +26,7 @@ print("experiment", eid, flush=True)
 """
 
 
+@pytest.mark.slow
 def test_concurrent_first_open_of_a_new_store(tmp_path):
     uri = f"sqlite:///{tmp_path / 'new.db'}"
     start = time.time() + 4.0  # every process has imported mlflow before any touches the store
