@@ -42,9 +42,9 @@ SKIP: tuple[tuple[str, str], ...] = (
     ("-m pytest", "runs the test suite, which contains this test"),
     ("mlflow ui", "a long-running web server (docs/screenshots.py starts and photographs it)"),
     ("export OPENAI_API_KEY", "sets the API key; the test gives the fake server a fake OPENAI_API_KEY itself"),
-    ("ray start", "starts a Ray node on this machine; tests/test_cluster.py starts its own two-node cluster"),
-    ("ray job submit", "needs a running Ray cluster with its job API; tests/test_cluster.py runs launch.py on one"),
-    ("cluster.address=HEAD_IP", "joins a multi-node Ray cluster; tests/test_cluster.py runs this launch on two nodes"),
+    ("ray start", "starts a Ray node on this machine; tests/exec/test_cluster.py starts its own two-node cluster"),
+    ("ray job submit", "needs a running Ray cluster with its job API; tests/exec/test_cluster.py runs launch.py on one"),
+    ("cluster.address=HEAD_IP", "joins a multi-node Ray cluster; tests/exec/test_cluster.py runs this launch on two nodes"),
 )
 
 
@@ -90,7 +90,7 @@ COMMANDS = [c for doc in DOCS for c in extract(doc)]
 
 
 #: README.md's "Adding a memory system" commands need the example plug-in installed in a fresh environment
-PLUGIN_SECTION = ("## Adding a memory system", "tests/test_plugin_example.py installs the example in a fresh "
+PLUGIN_SECTION = ("## Adding a memory system", "tests/memory/test_plugin_example.py installs the example in a fresh "
                   "environment and runs this section's commands there")
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import TASKS, launch_cmd, mlflow_runs, run, write_small_data
-from tests.test_controls_run import SESSION, _echo_memory
+from tests.protocol.test_controls_run import SESSION, _echo_memory
 
 #: every test here runs launch.py in a subprocess
 pytestmark = pytest.mark.slow

@@ -94,11 +94,11 @@ class CrashOnce(TaskWorker):
 def test_dead_worker_is_replaced_and_its_task_retried(ray_session, tmp_path):
     import cloudpickle
 
-    import tests.test_runner_ray as this_module
+    import tests.exec.test_runner_ray as this_module
     from inmind_exp.plan.ledger import Ledger
     from inmind_exp.plan.plan import plan_config
     from inmind_exp.run.driver import run_plan
-    from tests.test_progress import Lines
+    from tests.display.test_progress import Lines
 
     cloudpickle.register_pickle_by_value(this_module)
     with FakeOpenAI() as fake, Lines() as lines:
@@ -129,7 +129,7 @@ class NeverStarts(TaskWorker):
 def test_unplaceable_workers_end_the_run_with_a_clear_error(ray_session, tmp_path):
     import cloudpickle
 
-    import tests.test_runner_ray as this_module
+    import tests.exec.test_runner_ray as this_module
     from inmind_exp.plan.plan import plan_config
     from inmind_exp.run.driver import run_plan
     from inmind_exp.exec.executor import ClusterError

@@ -15,7 +15,7 @@ from inmind_exp.config.schema import ClusterConf, LLMConf, LocalServerConf, Role
 from inmind_exp.llm import CallPolicy, Endpoint
 from inmind_exp.plan.plan import plan_config
 from inmind_exp.config import settings as S
-from tests.test_runner_ray import compose
+from tests.exec.test_runner_ray import compose
 
 #: Endpoint fields that are resolved, not set by ``llm.*``: the role, the local server's cache id, extra body
 RESOLVED = {"role", "cache_id", "extra_body"}

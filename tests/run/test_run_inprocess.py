@@ -12,7 +12,7 @@ from inmind_exp.run.driver import run_plan
 from inmind_exp.exec.executor import InProcessExecutor
 from inmind_exp.run.resources import Resources
 from tests.fake_openai import FakeOpenAI
-from tests.test_runner_ray import compose
+from tests.exec.test_runner_ray import compose
 
 
 def test_plan_runs_in_process_and_rerun_is_free(tmp_path):

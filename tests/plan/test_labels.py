@@ -11,7 +11,7 @@ from inmind_exp.plan.plan import plan_config
 from inmind_exp.plan.dedupe import split_duplicates
 from inmind_exp.labels import injection_label, label_suffix, preset_point, varying_keys
 from inmind_exp.launch.check_sweep import expand_overrides
-from tests.test_runner_ray import compose
+from tests.exec.test_runner_ray import compose
 
 
 @pytest.mark.parametrize("name, turn, fraction, label", [

@@ -26,7 +26,7 @@ from inmind_exp.exec.executor import InProcessExecutor
 from inmind_exp.run.resources import Resources
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import TASKS
-from tests.test_runner_ray import compose
+from tests.exec.test_runner_ray import compose
 
 FACTS = [t[2] for t in TASKS[:4]]
 SESSION = re.compile(r"New conversation session \((2024/01/\d\d)")

@@ -1,6 +1,6 @@
 """Memory systems as plug-ins: the registry's three sources (built-in module, entry point, ``module:Class``), the
 traits analysis reads from what a run logged (control-ness among them), and the plug-in code ``cluster.ship_code``
-ships. The installed example running in a sweep is tests/test_plugin_example.py."""
+ships. The installed example running in a sweep is tests/memory/test_plugin_example.py."""
 
 from __future__ import annotations
 

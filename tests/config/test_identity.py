@@ -18,9 +18,9 @@ from tests.launch_helpers import REPO
 
 
 def _plan(tmp_path: Path, *overrides: str):
-    """A plan of ``tests.test_runner_ray.compose``'s small data with "system=naive_rag", "embedding=bm25" and ``overrides``."""
+    """A plan of ``tests.exec.test_runner_ray.compose``'s small data with "system=naive_rag", "embedding=bm25" and ``overrides``."""
     from inmind_exp.plan.plan import plan_config
-    from tests.test_runner_ray import compose
+    from tests.exec.test_runner_ray import compose
 
     return plan_config(compose(tmp_path, "http://127.0.0.1:9/v1", "system=naive_rag", "embedding=bm25", *overrides), tmp_path / "root",
                        tmp_path / "job")

@@ -24,7 +24,7 @@ def _kinds(requests) -> tuple[int, int]:
 
 def _plan(tmp_path, base_url: str, *overrides: str):
     from inmind_exp.plan.plan import plan_config
-    from tests.test_runner_ray import compose
+    from tests.exec.test_runner_ray import compose
 
     cfg = compose(tmp_path, base_url, "cluster.workers=1", "system=mem0", "embedding=emb3", *overrides)
     job = "job-" + "-".join(o.replace("=", "_").replace("/", "_") for o in overrides)

@@ -17,7 +17,7 @@ from inmind_exp.run.session import Session
 from inmind_exp.display.spend_cap import EXIT_SPEND_CAP, task_estimate
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import launch_cmd, run, write_small_data
-from tests.test_runner_ray import compose
+from tests.exec.test_runner_ray import compose
 
 
 def many_tasks(tmp_path, n: int):

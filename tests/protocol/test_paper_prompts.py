@@ -234,7 +234,7 @@ def test_paper_configuration_plans_runs_and_estimates(tmp_path, monkeypatch):
     from inmind_exp.run.driver import run_plan
     from inmind_exp.exec.executor import InProcessExecutor
     from inmind_exp.run.resources import Resources
-    from tests.test_runner_ray import compose
+    from tests.exec.test_runner_ray import compose
 
     release = official_release()
     monkeypatch.setenv("INMIND_RELEASE", str(release.root))
@@ -303,7 +303,7 @@ def test_the_official_tasks_apply_the_release_protocol_for_a_system_unless_set(t
     """dataset=official: the backbone also answers the naive query and naive_rag is the single-shot control, in the
     params, the identity and the flattened config; a user's own value wins; the bundled tasks keep the defaults."""
     from inmind_exp.plan.plan import plan_config
-    from tests.test_runner_ray import compose
+    from tests.exec.test_runner_ray import compose
 
     release = official_release()
     monkeypatch.setenv("INMIND_RELEASE", str(release.root))

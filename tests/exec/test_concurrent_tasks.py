@@ -56,7 +56,7 @@ def test_tasks_per_worker_below_one_is_refused_before_any_work(tmp_path):
     import pytest
 
     from inmind_exp.errors import PlanError
-    from tests.test_estimate import plan_for
+    from tests.plan.test_estimate import plan_for
 
     with pytest.raises(PlanError, match=r"cluster.tasks_per_worker=0"):
         plan_for(tmp_path, "system=naive_rag", "embedding=bm25", "cluster.tasks_per_worker=0")

@@ -17,7 +17,7 @@ from inmind_exp.plan.ledger import LedgerWriteError
 from inmind_exp.run.resources import Resources
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import launch_cmd, run, write_small_data
-from tests.test_runner_ray import compose
+from tests.exec.test_runner_ray import compose
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")

@@ -45,7 +45,7 @@ ray.shutdown()
 
 @pytest.mark.slow
 def test_local_ray_workers_get_the_worker_env_and_start_with_ray():
-    e = {**os.environ, **env.RAY, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    e = {**os.environ, **env.RAY, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     e.pop("MKL_NUM_THREADS", None)
     out = subprocess.run([sys.executable, "-c", PROBE], env=e, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -90,7 +90,7 @@ def test_a_failed_check_shuts_the_ray_started_in_the_background_down(tmp_path):
     from tests.launch_helpers import launch_cmd, write_small_data
 
     write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     for first_alive in (True, False):
         ray_tmp = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))  # short: Ray's socket paths live under it
         out = tmp_path / f"first_alive_{first_alive}"
@@ -127,7 +127,7 @@ def test_a_run_ends_its_actors_quietly(tmp_path):
     with FakeOpenAI() as fake:
         p = subprocess.run(launch_cmd(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25", multirun=False),
                            env=env_for_launch(), capture_output=True, text=True, timeout=600,
-                           cwd=Path(__file__).resolve().parents[1])
+                           cwd=Path(__file__).resolve().parents[2])
     assert p.returncode == 0, p.stderr[-3000:]
     assert "SIGABRT" not in p.stderr and "Stack trace" not in p.stderr, p.stderr[-3000:]
 
@@ -223,7 +223,7 @@ def test_the_background_start_imports_ray_before_the_caller_plans():
              "start = ClusterStart(NS(dry_run=True), None)\n"
              "print('ray' in sys.modules)\n"
              "start.cancel(timeout_s=30)\n")
-    e = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    e = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     out = subprocess.run([sys.executable, "-c", probe], env=e, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "True"

@@ -17,7 +17,7 @@ from inmind_exp.run.resources import Resources
 from inmind_exp.exec.worker import TaskWorker
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import REPO, mlflow_runs, run, write_small_data
-from tests.test_runner_ray import compose
+from tests.exec.test_runner_ray import compose
 
 PHASE = re.compile(r"running: .*\b(ingesting \d+/\d+|answering naive|answering indirect|judging)\b")
 
