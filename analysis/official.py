@@ -48,7 +48,7 @@ def protocol_cols(run: Run) -> dict[str, object]:
     f = run_fidelity(run)
     cols: dict[str, object] = {"fidelity": f.tag, "task_set": f.task_set}
     if f.official_data:
-        for name, r in official_rates(run.records).items():
+        for _name, r in official_rates(run.records).items():
             cols[r.name], cols[f"{r.name}_k"] = r.pct, r.successes
     return cols
 

@@ -293,7 +293,7 @@ def _html_table(t: Table, collapsed: bool = False) -> str:
 
 
 def _html(runset: RunSet, sections: list[Section], rep: Report) -> str:
-    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>InMind analysis report</title>",
              f"<style>{_CSS}</style></head><body>", "<h1>InMind analysis report</h1>",
              f"<p class='note'>Generated {now} from {html.escape(runset.origin)}.</p>"]

@@ -54,7 +54,7 @@ def load_task_texts(runs: Sequence[Run], tasks_path: Path | str | None = None) -
     keys = ("dataset.name", "dataset.path", "dataset.release_dir")
     sources: dict[tuple, dict] = {("--tasks", str(tasks_path)): {}} if tasks_path is not None else {
         tuple(r.params.get(k) for k in keys): dict(r.params) for r in runs}
-    for key, params in sorted(sources.items(), key=lambda kv: [str(x) for x in kv[0]]):
+    for _key, params in sorted(sources.items(), key=lambda kv: [str(x) for x in kv[0]]):
         try:
             for t in (load_tasks(tasks_path) if tasks_path is not None else logged_tasks(params)):
                 tasks.setdefault(t.id, t)
@@ -267,7 +267,7 @@ def render(runset: RunSet, tasks: dict[str, Task], problems: Sequence[str] = ())
     opts = "".join(f"<option value='{k}'>{esc(r.label)}</option>" for k, r in enumerate(runs))
     dom_opts = "".join(f"<option value='{esc(d)}'>{esc(d)}</option>" for d in sorted(set(domains.values())))
     legend = "".join(f"<li>{esc(r.label)}</li>" for r in runs)
-    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     warn = "".join(f"<div class='warn'>{esc(p)}</div>" for p in problems)
     side = (
         "<nav id='side'><form id='filters' onsubmit='return false'>"

@@ -116,7 +116,7 @@ class Registry(Generic[T]):
     def _reference(self, ref: str) -> type[T]:
         obj = self._import(ref)
         if getattr(obj, "name", "") and self._items.get(obj.name) is obj:  # type: ignore[attr-defined]
-            return obj  # type: ignore[return-value]  (its module registered it under its own name)
+            return obj  # type: ignore[return-value]  # its module registered it under its own name
         return self._adopt(ref, obj, f"reference {ref!r}")
 
     def _adopt(self, name: str, cls: object, where: str) -> type[T]:

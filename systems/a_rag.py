@@ -94,6 +94,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from inmind_exp.memory.answering import SHARED
 from inmind_exp.memory import (SYSTEMS, Answer, Answerer, CallProfile, ContextItem, EndpointError, MemorySystem,
                                Message, Recall, Session, Turn, at_least, read_json, turn_pairs, write_json)
 from systems.prompts.a_rag import (CHUNK_IDS_PARAMETER, FORCE_ANSWER_PROMPT, KEYWORD_SEARCH_DESCRIPTION,
@@ -547,7 +548,7 @@ class ARAG(MemorySystem):
         the runner may call this before any task starts, and ``answer`` calls it anyway (cached per endpoint)."""
         require_tool_support(models.answerer)
 
-    def answer(self, query: str, answerer: Answerer = Answerer()) -> Answer:
+    def answer(self, query: str, answerer: Answerer = SHARED) -> Answer:
         """The agent loop is the answerer's own retrieval: ``native`` is upstream's loop and its own final reply (or
         forced answer), with the whole trajectory as the context; in the other modes the protocol's answerer
         answers over everything the tools returned (``recall``; the loop's own reply is kept in

@@ -91,6 +91,7 @@ from typing import Any
 
 import numpy as np
 
+from inmind_exp.memory.answering import SHARED
 from inmind_exp.memory import (SYSTEMS, Answer, Answerer, CallProfile, ContextItem, MemorySystem, Message, Recall,
                                Session, at_least, kept_provenance, non_negative, read_json, similarity, turn_pairs,
                                unusable_state, write_json)
@@ -750,7 +751,7 @@ class MemoryOS(MemorySystem):
         return Answer(clean_reply(comp.text), context, meta={**recall.meta, "answer_prompt": NATIVE_ANSWER_VERSION},
                       items=recall.items)
 
-    def answer(self, query: str, answerer: Answerer = Answerer()) -> Answer:
+    def answer(self, query: str, answerer: Answerer = SHARED) -> Answer:
         """Answer with the protocol's answerer from one retrieval; then, as upstream's ``get_response``, write the
         answered Q/A into memory when ``write_answers`` (the protocol discards that state)."""
         ans = super().answer(query, answerer)

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from inmind_exp import env
 
-env.apply(env.DRIVER)
+env.apply(env.DRIVER)  # before anything imports what reads the environment
 
-from pathlib import Path
+from pathlib import Path  # noqa: E402
 
-import pytest
+import pytest  # noqa: E402
 
-from inmind_exp.llm import CallCache, Models
-from inmind_exp.records import Trace
-from inmind_exp.testing.check_system import fake_endpoints, make_trace
-from tests.fake_openai import FakeOpenAI
+from inmind_exp.llm import CallCache, Models  # noqa: E402
+from inmind_exp.records import Trace  # noqa: E402
+from inmind_exp.testing.check_system import fake_endpoints, make_trace  # noqa: E402
+from tests.fake_openai import FakeOpenAI  # noqa: E402
 
 
 @pytest.fixture
@@ -70,25 +70,3 @@ def require_release():
             pytest.fail(msg)
         pytest.skip(msg)
     return rel
-
-
-# -- the fast loop: `pytest -m "not slow"` ------------------------------------------------------------------------
-
-#: what makes a test slow on 2 cores: a launch.py or other subprocess, a Ray session, the embedded model
-_SLOW_SOURCE = ("launch_cmd(", "subprocess.", "launch.py", "run_cluster", "ray.init(")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Mark ``slow`` every test that starts a subprocess (launch.py, README commands, a cluster), uses the Ray
-    session or the embedded model, so a developer's loop can leave them out; CI and the README run everything."""
-    import inspect
-
-    for item in items:
-        fn = getattr(item, "function", None)
-        try:
-            src = inspect.getsource(fn) if fn is not None else ""
-        except (OSError, TypeError):
-            src = ""
-        if ("ray_session" in getattr(item, "fixturenames", ()) or item.get_closest_marker("local_llm")
-                or any(s in src for s in _SLOW_SOURCE)):
-            item.add_marker(pytest.mark.slow)

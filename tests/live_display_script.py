@@ -1,5 +1,5 @@
 """Run one small configuration in process against a slow fake server with the project's console logging, so a test
-can watch the console under a pseudo-terminal or a pipe (tests/test_live_display.py):
+can watch the console under a pseudo-terminal or a pipe (tests/display/test_live_display.py):
 ``python -m tests.live_display_script WORK_DIR RUN_PROGRESS``."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from inmind_exp.run.driver import run_plan
 from inmind_exp.exec.executor import InProcessExecutor
 from inmind_exp.run.resources import Resources
 from tests.fake_openai import FakeOpenAI
-from tests.test_runner_ray import compose
+from tests.exec.test_runner_ray import compose
 
 work, mode = Path(sys.argv[1]), sys.argv[2]
 route_project_logs()

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = "inmind_exp"
 
@@ -130,6 +132,7 @@ def test_only_tracking_imports_mlflow():
 HYDRA_GLUE = ("inmind_exp.launch", "inmind_exp.run.session", "inmind_exp.run.sweep")
 
 
+@pytest.mark.slow
 def test_workers_never_import_the_hydra_glue():
     """What a worker process loads when it imports its module (a fresh interpreter, as a Ray actor starts)."""
     import subprocess

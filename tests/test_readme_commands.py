@@ -28,6 +28,8 @@ import pytest
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import REPO, env, write_small_data
 
+#: every test here runs the README's commands in subprocesses
+pytestmark = pytest.mark.slow
 
 
 def guide_pages() -> list[Path]:
@@ -55,9 +57,9 @@ SKIP: tuple[tuple[str, str], ...] = (
     ("-m pytest", "runs the test suite, which contains this test"),
     ("mlflow ui", "a long-running web server (docs/screenshots.py starts and photographs it)"),
     ("export OPENAI_API_KEY", "sets the API key; the test gives the fake server a fake OPENAI_API_KEY itself"),
-    ("ray start", "starts a Ray node on this machine; tests/test_cluster.py starts its own two-node cluster"),
-    ("ray job submit", "needs a running Ray cluster with its job API; tests/test_cluster.py runs launch.py on one"),
-    ("cluster.address=HEAD_IP", "joins a multi-node Ray cluster; tests/test_cluster.py runs this launch on two nodes"),
+    ("ray start", "starts a Ray node on this machine; tests/exec/test_cluster.py starts its own two-node cluster"),
+    ("ray job submit", "needs a running Ray cluster with its job API; tests/exec/test_cluster.py runs launch.py on one"),
+    ("cluster.address=HEAD_IP", "joins a multi-node Ray cluster; tests/exec/test_cluster.py runs this launch on two nodes"),
 )
 
 
@@ -103,8 +105,8 @@ COMMANDS = [c for doc in DOCS for c in extract(doc)]
 
 
 #: docs/plugins.md's commands need the example plug-in installed in a fresh environment
-PLUGIN_PAGE = ("docs/plugins.md", "tests/test_plugin_example.py installs the example in a fresh environment and runs "
-               "this page's commands there")
+PLUGIN_PAGE = ("docs/plugins.md", "tests/memory/test_plugin_example.py installs the example in a fresh environment "
+               "and runs this page's commands there")
 
 
 def in_section(cmd: Command, title: str) -> bool:

@@ -97,8 +97,8 @@ def check_params(system_cls: type[MemorySystem], name: str, params: dict[str, An
             system_cls(None, None, Path(d), **params)  # type: ignore[arg-type]
         except TypeError as e:
             raise PlanError(f"system.params for {name}: {e}") from None
-        except Exception:
-            pass  # constructors that need a live client or encoder are checked by their first task
+        except Exception:  # noqa: BLE001 - constructors that need a live client or encoder: their first task checks
+            pass
 
 
 #: ``run.progress``: in place on a terminal and plain lines otherwise, always in place, always plain, or none

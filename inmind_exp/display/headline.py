@@ -26,7 +26,8 @@ FAULT_FLAG = "!"
 HEADERS: tuple[str, ...] = ("configuration", "n", "Application", "Target recall", "Naive", "faults")
 #: The note printed once under the table.
 NOTE = ("Rates in % with Wilson 95% intervals, over the n tasks with a valid verdict (failed tasks left out, "
-        "a failed verdict from its own rate only; n/N when some were or when not every planned task ran). Target recall: the answer-blind judge. faults: % of tasks with a memory-system "
+        "a failed verdict from its own rate only; n/N when some were or when not every planned task ran). "
+        "Target recall: the answer-blind judge. faults: % of tasks with a memory-system "
         "fallback / with one while writing the injected fact.")
 #: Under the table when an in-context control's measured Naive is shown "–".
 IN_CONTEXT_NOTE = ("Naive of the in-context control (the backbone) is shown '–': it answers the naive query with the "

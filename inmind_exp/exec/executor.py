@@ -198,7 +198,7 @@ class RayExecutor:
             self.drop(w)
         try:
             self.ray.get([getattr(w, 'actor', w).close.remote() for w in self.workers], timeout=timeout_s)
-        except Exception as e:  # a dead worker's dir is removed by the next worker's start
+        except Exception as e:  # noqa: BLE001 - a dead worker's dir is removed by the next worker's start
             log.debug(f"closing workers: {type(e).__name__}: {e}")
 
     def shutdown(self) -> None:

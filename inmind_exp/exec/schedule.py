@@ -230,7 +230,7 @@ class Schedule:
             phases = self._phases()
             self._feed_usage(due)
             running: dict[int, list[str]] = {id(j): [] for j in due}
-            for kind, job, task, attempt, _, _ in self.inflight.values():
+            for _kind, job, task, attempt, _, _ in self.inflight.values():
                 if id(job) in running:
                     key = unit_key(job.plan.config_hash, task.id if task is not None else None, attempt)
                     running[id(job)].append(phases.get(key, STARTING))

@@ -42,7 +42,7 @@ class LimiterActor:
                     return lease
                 try:
                     await asyncio.wait_for(self._cond.wait(), timeout=wait)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
 
     async def release(self, lease: str) -> None:

@@ -19,7 +19,7 @@ A dry run prints each estimate and the total and writes nothing to MLflow.
 import logging
 import sys
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Sequence
 
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
 from hydra.plugins.launcher import Launcher
@@ -44,9 +44,9 @@ def _sweep_logging(sweep_dir: Path) -> None:
 class InmindLauncher(Launcher):
     def __init__(self) -> None:
         super().__init__()
-        self.config: Optional[DictConfig] = None
-        self.task_function: Optional[TaskFunction] = None
-        self.hydra_context: Optional[HydraContext] = None
+        self.config: DictConfig | None = None
+        self.task_function: TaskFunction | None = None
+        self.hydra_context: HydraContext | None = None
         self.cluster: Any = None  # the background start of Ray (inmind_exp.run.sweep.ClusterStart)
         self.session: Any = None  # the launch's run.session.Session, made in setup (its resources are checked there)
 

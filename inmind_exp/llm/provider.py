@@ -53,7 +53,8 @@ class Completion:
         return cls(
             text=d["text"], tool_calls=tuple(d.get("tool_calls") or ()), finish_reason=d.get("finish_reason"),
             prompt_tokens=d.get("prompt_tokens", 0), completion_tokens=d.get("completion_tokens", 0),
-            provider_cached_tokens=d.get("provider_cached_tokens", 0), model=d.get("model", ""), logprobs=d.get("logprobs"), cached=True, latency_s=d.get("latency_s", 0.0),
+            provider_cached_tokens=d.get("provider_cached_tokens", 0), model=d.get("model", ""),
+            logprobs=d.get("logprobs"), cached=True, latency_s=d.get("latency_s", 0.0),
             key=key, extra=d.get("extra", {}),
         )
 

@@ -16,9 +16,10 @@ paper and the leaderboard. The substituted block is recorded as ``Answer.visible
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from inmind_exp.records import Answer, ContextItem, Message
+from inmind_exp.records.payload import JsonDict
 
 if TYPE_CHECKING:
     from inmind_exp.data.release import Release
@@ -36,7 +37,7 @@ class Recall(Protocol):
     @property
     def items(self) -> tuple[ContextItem, ...]: ...
     @property
-    def meta(self) -> dict[str, Any]: ...
+    def meta(self) -> JsonDict: ...
 
 
 R = TypeVar("R", bound=Recall)

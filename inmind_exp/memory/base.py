@@ -21,13 +21,14 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import Callable, ClassVar, Iterable, Mapping, Sequence
 
 from inmind_exp.memory.answering import SHARED, Answerer, shared_answer
 from inmind_exp.llm.embed import Encoder, TextIndex
 from inmind_exp.llm import EndpointError, JSONReplyError, Models, parse_json_object
 from inmind_exp.memory.ranges import Range, at_least, check_params, non_negative, similarity, unit
 from inmind_exp.records import Answer, ContextItem, Fault, Message, Session, Turn
+from inmind_exp.records.payload import JsonDict, JsonValue
 from inmind_exp.registry import Registry
 
 #: the plug-in surface: what a memory system imports (``from inmind_exp.memory import ...``)
@@ -49,7 +50,7 @@ class Recall:
 
     text: str
     items: tuple[ContextItem, ...]
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: JsonDict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class MemorySystem(abc.ABC):
     #: False for the in-context backbone, which the paper does not score on the naive query
     #: parameters the release's protocol fixes for this system on the official tasks (``dataset=official``), applied
     #: unless the user sets them: the backbone also answers the naive query, naive_rag is the single-shot control
-    official_params: ClassVar[dict[str, Any]] = {}
+    official_params: ClassVar[JsonDict] = {}
     evaluates_naive: ClassVar[bool] = True
     #: False for the controls that put memory in front of the answerer without retrieving (analysis groups them
     #: apart); unless a class says, a system that runs with ``embedding=none`` (no retriever at all) does not retrieve
@@ -97,17 +98,17 @@ class MemorySystem(abc.ABC):
     param_ranges: ClassVar[Mapping[str, Range]] = {}
 
     @classmethod
-    def check_params(cls, params: Mapping[str, Any]) -> list[str]:
+    def check_params(cls, params: Mapping[str, JsonValue]) -> list[str]:
         """Every problem with ``params`` (the config's ``system.params``), each naming its key; checked at planning,
         before anything runs. Default: ``param_ranges``; override to add checks between parameters."""
         return check_params(cls.name, params, cls.param_ranges)
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if "retrieval" not in cls.__dict__:
             cls.retrieval = "none" not in cls.embeddings
 
-    def __init__(self, llm: Models, encoder: Encoder | None, workdir: Path, **params: Any) -> None:
+    def __init__(self, llm: Models, encoder: Encoder | None, workdir: Path, **params: JsonValue) -> None:
         self.llm = llm
         self.encoder = encoder
         self.workdir = Path(workdir)
@@ -118,7 +119,7 @@ class MemorySystem(abc.ABC):
             raise TypeError(f"system {self.name!r}: unknown parameter(s) {', '.join(sorted(params))}")
 
     @classmethod
-    def asks_naive(cls, params: dict[str, Any]) -> bool:
+    def asks_naive(cls, params: JsonDict) -> bool:
         """Whether this configuration (its ``params``) is asked the naive query; ``evaluates_naive`` unless a
         system lets a parameter decide (the backbone's ``answer_naive``)."""
         return cls.evaluates_naive
@@ -153,13 +154,13 @@ class MemorySystem(abc.ABC):
         answering (MemoryOS) wraps it."""
         return answerer.answer(self, query)
 
-    def fault(self, kind: str, where: str, detail: str = "", turns: tuple[str, ...] | list[str] = ()) -> None:
+    def fault(self, kind: str, where: str, detail: str = "", turns: Sequence[str] = ()) -> None:
         """Count a fallback on the task record (see ``records.Fault``); never raises."""
         self.faults.append(Fault(kind=kind, where=where, detail=str(detail)[:500], turns=tuple(turns)))
 
     def memory_json(self, messages: Sequence[Message], where: str, turns: Sequence[str] | None = None, *,
-                    fallback: str = "upstream's fallback", repair: Callable[[str], dict[str, Any] | None] | None = None,
-                    **kwargs: Any) -> dict[str, Any] | None:
+                    fallback: str = "upstream's fallback", repair: Callable[[str], JsonDict | None] | None = None,
+                    **kwargs: JsonValue) -> JsonDict | None:
         """One JSON-mode call to the memory model (``chat_json``, its re-asks included) that writes ``turns``
         (declared with ``writing``; None for a read-path call, which writes none): the object, or None when the model
         never gave a valid one, recorded as a fault on ``turns``: ``empty_reply`` if its last reply was empty, else
@@ -178,7 +179,7 @@ class MemorySystem(abc.ABC):
                        turns or ())
             return fixed
 
-    def writing(self, turns: list[str] | tuple[str, ...]) -> contextlib.AbstractContextManager:
+    def writing(self, turns: Sequence[str]) -> contextlib.AbstractContextManager[object]:
         """``with self.writing(turns):`` around a memory call that writes these trace turns, so that a reply cut at
         the token limit is counted on them (the protocol otherwise searches the cut prompt for the turns' text)."""
         meter = getattr(self.llm, "meter", None)
@@ -199,13 +200,14 @@ class MemorySystem(abc.ABC):
 
 
 #: built-ins in ``systems/``, plug-ins from the entry-point group ``inmind_exp.systems`` or a ``pkg.mod:Class`` name
-SYSTEMS: Registry[MemorySystem] = Registry("memory system", MemorySystem, discover="systems",
+SYSTEMS: Registry[MemorySystem] = Registry("memory system", MemorySystem,  # type: ignore[type-abstract]
+                                           discover="systems",
                                            entry_points="inmind_exp.systems")
 
 
 # -- helpers shared by systems ----------------------------------------------------------------------------------
 
-def union_sources(*groups: Any) -> list[str]:
+def union_sources(*groups: Iterable[str]) -> list[str]:
     """Turn ids of all ``groups`` in first-seen order, without repeats: the provenance of an item built from several
     inputs (a merge, an update, an evolution rewrite)."""
     return list(dict.fromkeys(s for g in groups for s in g))
@@ -295,7 +297,7 @@ def turn_pairs(session: Session) -> list[tuple[Turn | None, Turn | None]]:
     return pairs
 
 
-def write_json(path: Path, obj: Any) -> None:
+def write_json(path: Path, obj: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
@@ -303,6 +305,6 @@ def write_json(path: Path, obj: Any) -> None:
     tmp.replace(path)
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path) -> JsonValue:
     with open(path, encoding="utf-8") as f:
         return json.load(f)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class Range:
     integer: bool = False
     nullable: bool = False
 
-    def problem(self, value: Any) -> str | None:
+    def problem(self, value: object) -> str | None:
         """Why ``value`` is not allowed (None when it is)."""
         if value is None:
             return None if self.nullable else f"must be {self.describe()}, not null"
@@ -110,7 +110,7 @@ SETTING_RANGES: Mapping[str, Range] = {
 }
 
 
-def check_settings(get: Any, roles: Iterable[str], ranges: Mapping[str, Range] = SETTING_RANGES) -> list[str]:
+def check_settings(get: Callable[[str], object], roles: Iterable[str], ranges: Mapping[str, Range] = SETTING_RANGES) -> list[str]:
     """Every out-of-range setting as ``key=value: must be ...``. ``get(key)`` returns a dotted key's value, or
     raises ``KeyError`` when the config has no such key (then it is not checked)."""
     problems = []
@@ -127,7 +127,7 @@ def check_settings(get: Any, roles: Iterable[str], ranges: Mapping[str, Range] =
     return problems
 
 
-def check_params(system: str, params: Mapping[str, Any], ranges: Mapping[str, Range]) -> list[str]:
+def check_params(system: str, params: Mapping[str, object], ranges: Mapping[str, Range]) -> list[str]:
     """Every system parameter of ``params`` outside its declared range, as ``system.params.key=value: ...``."""
     problems = []
     for key, rng in ranges.items():

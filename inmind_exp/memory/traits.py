@@ -9,7 +9,12 @@ readable after its system is gone. Runs logged before the traits existed fall ba
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from inmind_exp.records.payload import JsonDict, JsonValue
+
+if TYPE_CHECKING:
+    from inmind_exp.memory.base import MemorySystem
 
 #: The controls a system can declare (``MemorySystem.control``), each beside what it controls for.
 CONTROLS: dict[str, str] = {
@@ -36,7 +41,7 @@ class Traits:
     asks_naive: bool = True
 
     @classmethod
-    def of(cls, system_cls: Any, params: Mapping[str, Any] | None = None) -> "Traits":
+    def of(cls, system_cls: type[MemorySystem], params: Mapping[str, JsonValue] | None = None) -> "Traits":
         """From a ``MemorySystem`` subclass and its ``system.params`` (the naive query can depend on them)."""
         control = str(getattr(system_cls, "control", "") or "")
         if control and control not in CONTROLS:
@@ -45,11 +50,11 @@ class Traits:
         return cls(control=control, retrieval=bool(system_cls.retrieval),
                    uses_embedding=bool(system_cls.uses_embedding), asks_naive=bool(system_cls.asks_naive(dict(params or {}))))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonDict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Traits":
+    def from_dict(cls, d: Mapping[str, JsonValue]) -> "Traits":
         return cls(control=str(d.get("control") or ""), retrieval=bool(d.get("retrieval", True)),
                    uses_embedding=bool(d.get("uses_embedding", True)), asks_naive=bool(d.get("asks_naive", True)))
 
@@ -77,7 +82,7 @@ LEGACY: dict[str, Traits] = {
 }
 
 
-def logged(system: str, params: Mapping[str, str] | None = None, records: Any = ()) -> Traits:
+def logged(system: str, params: Mapping[str, str] | None = None, records: Iterable[object] = ()) -> Traits:
     """A finished run's traits: from its records (the first that has them), else its MLflow params, else, for a run
     logged before either did, the built-in controls' by name (``LEGACY``; any other system: a memory system)."""
     for rec in records:

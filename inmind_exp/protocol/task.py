@@ -299,7 +299,7 @@ def run_task(
                                            judge_attempts, phase, ask=partial(ask, answerer=answerer))
     except LLMCallError as e:
         error = f"{type(e).__name__}: {e}"
-    except Exception as e:  # a system bug must not take the sweep down; it is recorded with its traceback
+    except Exception as e:  # noqa: BLE001 - a system bug must not take the sweep down; recorded with its traceback
         error = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"
     finally:
         if not keep_workdir:

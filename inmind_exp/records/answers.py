@@ -5,7 +5,8 @@ plain-dict round trip (re-exported by ``inmind_exp.records``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from inmind_exp.records.payload import JsonDict
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,8 @@ class ContextItem:
     derived: tuple[str, ...] = ()
     visible: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": self.kind, "text": self.text, "sources": list(self.sources)}
+    def to_dict(self) -> JsonDict:
+        d: JsonDict = {"kind": self.kind, "text": self.text, "sources": list(self.sources)}
         if self.derived:
             d["derived"] = list(self.derived)
         if self.visible:
@@ -38,7 +39,7 @@ class ContextItem:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ContextItem":
+    def from_dict(cls, d: JsonDict) -> "ContextItem":
         return cls(kind=d["kind"], text=d["text"], sources=tuple(d.get("sources", ())),
                    derived=tuple(d.get("derived", ())), visible=bool(d.get("visible", False)))
 
@@ -75,11 +76,11 @@ class Fault:
         """A diagnostic (``DIAGNOSTIC_KINDS``), not a fault: counted by kind, never in a fault rate."""
         return self.kind in DIAGNOSTIC_KINDS
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonDict:
         return {"kind": self.kind, "where": self.where, "detail": self.detail, "turns": list(self.turns), "phase": self.phase}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Fault":
+    def from_dict(cls, d: JsonDict) -> "Fault":
         return cls(kind=d["kind"], where=d.get("where", ""), detail=d.get("detail", ""),
                    turns=tuple(d.get("turns", ())), phase=d.get("phase", ""))
 
@@ -90,12 +91,12 @@ class Message:
 
     role: str
     content: str | None = None
-    tool_calls: tuple[dict[str, Any], ...] | None = None
+    tool_calls: tuple[JsonDict, ...] | None = None
     tool_call_id: str | None = None
     name: str | None = None
 
-    def to_openai(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"role": self.role, "content": self.content}
+    def to_openai(self) -> JsonDict:
+        d: JsonDict = {"role": self.role, "content": self.content}
         if self.tool_calls:
             d["tool_calls"] = [dict(tc) for tc in self.tool_calls]
         if self.tool_call_id is not None:
@@ -105,7 +106,7 @@ class Message:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Message":
+    def from_dict(cls, d: JsonDict) -> "Message":
         tcs = d.get("tool_calls")
         return cls(
             role=d["role"],
@@ -134,7 +135,7 @@ class Answer:
 
     text: str
     context: tuple[Message, ...]
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: JsonDict = field(default_factory=dict)
     items: tuple[ContextItem, ...] | None = None
     visible: str | None = None
     model: str = ""
@@ -166,7 +167,7 @@ class Answer:
                 parts.append(f"[{m.role} tool call] {fn.get('name')}({fn.get('arguments')})")
         return "\n".join(parts)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonDict:
         d = {"text": self.text, "context": [m.to_openai() for m in self.context], "meta": self.meta,
              "items": None if self.items is None else [it.to_dict() for it in self.items]}
         if self.visible is not None:  # only then: records of the other answer modes keep their bytes
@@ -176,7 +177,7 @@ class Answer:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Answer":
+    def from_dict(cls, d: JsonDict) -> "Answer":
         items = d.get("items")
         return cls(text=d["text"], context=tuple(Message.from_dict(m) for m in d["context"]), meta=d.get("meta", {}),
                    items=None if items is None else tuple(ContextItem.from_dict(i) for i in items),

@@ -4,8 +4,8 @@ injected fact pair's turn ids), and where the fact is injected. Frozen dataclass
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
+from inmind_exp.records.payload import JsonDict
 
 DOMAINS: tuple[str, ...] = (
     "health_wellness",
@@ -43,15 +43,15 @@ class Task:
     explanation: str
     source: str | None = None
     origin: str = "source"
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonDict = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonDict:
         d = asdict(self)
         extra = d.pop("extra")
         return {**d, **extra}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Task":
+    def from_dict(cls, d: JsonDict) -> "Task":
         known = {f for f in cls.__dataclass_fields__ if f != "extra"}
         return cls(**{k: d[k] for k in known if k in d}, extra={k: v for k, v in d.items() if k not in known})
 
@@ -83,11 +83,11 @@ class Session:
     date: str
     turns: tuple[Turn, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonDict:
         return {"id": self.id, "date": self.date, "turns": [asdict(t) for t in self.turns]}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Session":
+    def from_dict(cls, d: JsonDict) -> "Session":
         return cls(id=d["id"], date=d["date"], turns=tuple(Turn(**t) for t in d["turns"]))
 
     def with_turn_ids(self) -> "Session":
@@ -103,11 +103,11 @@ class Trace:
     id: str
     sessions: tuple[Session, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonDict:
         return {"id": self.id, "sessions": [s.to_dict() for s in self.sessions]}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Trace":
+    def from_dict(cls, d: JsonDict) -> "Trace":
         return cls(id=d["id"], sessions=tuple(Session.from_dict(s) for s in d["sessions"]))
 
     @property

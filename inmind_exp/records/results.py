@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from inmind_exp.records.answers import Answer, Fault
+from inmind_exp.records.payload import JsonDict
 
 RECORD_SCHEMA_VERSION = 2
 
@@ -78,19 +79,19 @@ class ControlResult:
     answer: Answer | None = None
     verdict: Verdict | None = None
     error: str | None = None
-    pairing: dict[str, Any] | None = None
+    pairing: JsonDict | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.verdict is not None and self.verdict.ok
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonDict:
         return {"control": self.control, "query": self.query, "answer": self.answer.to_dict() if self.answer else None,
                 "verdict": asdict(self.verdict) if self.verdict else None, "error": self.error,
                 "pairing": dict(self.pairing) if self.pairing is not None else None}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ControlResult":
+    def from_dict(cls, d: JsonDict) -> "ControlResult":
         return cls(control=d["control"], query=d["query"],
                    answer=Answer.from_dict(d["answer"]) if d.get("answer") else None,
                    verdict=Verdict(**d["verdict"]) if d.get("verdict") else None, error=d.get("error"),
@@ -129,13 +130,13 @@ class TaskRecord:
     #: ``retrieval_mode``, ``gate_ran``, ``tool_calls``, ``steps`` when the system reports them)
     context_tokens: int | None = None
     context_items: int | None = None
-    ran: dict[str, Any] = field(default_factory=dict)
+    ran: JsonDict = field(default_factory=dict)
     #: 1-based rank (retrieval order; position for the controls) of the first item in the answerer's context derived
     #: from the injected fact turn, per query; None when no item is, or the system reports no items
     naive_fact_rank: int | None = None
     target_fact_rank: int | None = None
     #: the system's traits (``inmind_exp.memory.traits.Traits``: control, retrieval, ...), which analysis reads, not names
-    traits: dict[str, Any] = field(default_factory=dict)
+    traits: JsonDict = field(default_factory=dict)
     #: the negative controls' extra queries by control name (``controls=``); empty when the run has none
     controls: dict[str, ControlResult] = field(default_factory=dict)
     #: per role, each distinct ``model @ host`` the endpoints reported for this task's chat calls
@@ -161,7 +162,7 @@ class TaskRecord:
             out[f.kind] = out.get(f.kind, 0) + 1
         return dict(sorted(out.items()))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonDict:
         return {
             "schema_version": self.schema_version,
             "config_hash": self.config_hash,
@@ -196,7 +197,7 @@ class TaskRecord:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TaskRecord":
+    def from_dict(cls, d: JsonDict) -> "TaskRecord":
         return cls(
             config_hash=d["config_hash"],
             task_id=d["task_id"],
@@ -235,7 +236,7 @@ class TaskRecord:
 _OLD_JUDGE_FAILED = "judge failed: "
 
 
-def _task_error(d: dict[str, Any]) -> str | None:
+def _task_error(d: JsonDict) -> str | None:
     """The record's task-level error. An older record with answers whose only error was a failed verdict reads as
     it is now written: the failure is that verdict's alone (its ``Verdict.error``), not the task's."""
     error = d.get("error")
@@ -245,7 +246,7 @@ def _task_error(d: dict[str, Any]) -> str | None:
     return error
 
 
-def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+def write_jsonl(path: Path, rows: Iterable[JsonDict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         for row in rows:

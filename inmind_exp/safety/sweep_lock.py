@@ -20,7 +20,7 @@ import socket
 import sys
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ class LockHolder:
     def current(cls, command: str | None = None) -> "LockHolder":
         cmd = command if command is not None else shlex.join(redact_overrides([sys.executable, *sys.argv]))
         return cls(host=socket.gethostname(), pid=os.getpid(),
-                   started=datetime.now(timezone.utc).isoformat(timespec="seconds"), command=cmd)
+                   started=datetime.now(UTC).isoformat(timespec="seconds"), command=cmd)
 
     @classmethod
     def parse(cls, text: str) -> "LockHolder | None":

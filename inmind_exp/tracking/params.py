@@ -21,7 +21,8 @@ RESULT_PARAM_KEYS = (
     "embedding.name", "embedding.kind", "embedding.model", "embedding.dim",
     "injection.name", "injection.user_turn", "injection.fraction",
     "llm.name", "llm.provider", "llm.base_url", "llm.model", "llm.temperature", "llm.top_p", "llm.max_tokens", "llm.seed",
-    "llm.reasoning", "dataset.path", "dataset.limit", "dataset.sample", "dataset.sample_seed", "trace.path", "trace.index", "dataset.name", "trace.name",
+    "llm.reasoning", "dataset.path", "dataset.limit", "dataset.sample", "dataset.sample_seed", "trace.path", "trace.index",
+    "dataset.name", "trace.name",
 )
 RESULT_ROLE_FIELDS = ("model", "base_url", "temperature", "top_p", "max_tokens", "seed")
 

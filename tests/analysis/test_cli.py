@@ -26,6 +26,7 @@ def store(tmp_path_factory):
     return uri, parent, d
 
 
+@pytest.mark.slow
 def test_report_from_an_mlflow_experiment(store, tmp_path):
     uri, parent, _ = store
     out = tmp_path / "report"

@@ -23,8 +23,8 @@ JUDGE_SYSTEMS = {j.system for j in JUDGES.values()}
 
 
 def compose(tmp_path, base_url: str):
-    """One naive_rag/bm25 configuration on one worker (``tests.test_runner_ray.compose``'s small data)."""
-    from tests.test_runner_ray import compose as compose_run
+    """One naive_rag/bm25 configuration on one worker (``tests.exec.test_runner_ray.compose``'s small data)."""
+    from tests.exec.test_runner_ray import compose as compose_run
 
     return compose_run(tmp_path, base_url, "cluster.workers=1", "system=naive_rag", "embedding=bm25")
 

@@ -208,6 +208,7 @@ class FeedLog(MemorySystem):
         return state.sessions
 
 
+@pytest.mark.slow
 def test_replayed_timeline_equals_the_release_build_timeline(release, tmp_path):
     """Three tasks (the first, 155 and the last in the file): every session and every turn's role and text the
     protocol feeds the system equal what ``evaluation/scripts/build_timeline.py`` builds for the same task."""

@@ -69,6 +69,7 @@ def leftovers(parent: Path) -> list[str]:
     return sorted(p.name for p in parent.iterdir()) if parent.exists() else []
 
 
+@pytest.mark.slow
 def test_download_at_pinned_refs_verifies_every_file(release, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("INMIND_RELEASE", raising=False)
@@ -93,7 +94,8 @@ def test_download_at_pinned_refs_verifies_every_file(release, tmp_path, monkeypa
     last = (dest / COMPLETE_MARKER).stat().st_mtime_ns
     assert all(p.stat().st_mtime_ns <= last for p in dest.rglob("*") if p.is_file())
     # the release's own script passes in the installed copy, run there as its README says
-    import subprocess, sys
+    import subprocess
+    import sys
     done = subprocess.run([sys.executable, "evaluation/scripts/validate_release.py"], cwd=dest, capture_output=True,
                           text=True)
     assert done.returncode == 0 and done.stdout.startswith("OK: 125 tasks"), done.stderr

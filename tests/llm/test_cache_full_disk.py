@@ -58,7 +58,7 @@ def test_a_run_with_a_full_cache_has_no_errors_and_counts_every_request(tmp_path
     from inmind_exp.display.progress import Spend
     from inmind_exp.run.resources import Resources
     from tests.fake_openai import FakeOpenAI
-    from tests.test_runner_ray import compose
+    from tests.exec.test_runner_ray import compose
 
     with FakeOpenAI() as fake:
         cfg = compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25")

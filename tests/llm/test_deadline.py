@@ -56,7 +56,7 @@ class RawServer:
                     return
                 data += chunk
             head, _, body = data.partition(b"\r\n\r\n")
-            length = next((int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")), 0)
+            length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")), 0)
             while len(body) < length:
                 body += conn.recv(65536)
             self.requests += 1

@@ -55,6 +55,7 @@ def test_missing_part_package_says_how_to_install(tmp_path, monkeypatch):
         packaged_model_path(tmp_path / "cache")
 
 
+@pytest.mark.slow
 @pytest.mark.local_llm
 def test_real_local_llm_runs_one_task_end_to_end(tmp_path):
     """launch.py with the default llm=local: starts llama.cpp on loopback, answers and judges one task, stops it."""
@@ -310,6 +311,7 @@ def test_plain_cpu_buffers_switch_off_extra_buffer_types_for_every_model_load(mo
     assert lib.llama_model_default_params().use_extra_bufts is False
 
 
+@pytest.mark.slow
 def test_a_server_that_died_says_how_and_where_its_log_is(tmp_path):
     """A server killed by a signal (SIGILL, as ggml's AMX matmul did) is named with the signal and the log; one the
     run stopped itself, or one still running, is not reported."""

@@ -112,6 +112,7 @@ _SEARCH_REQUESTS = ("Search my chat history for the half marathon I signed up fo
                     "Look up what I said about my allergy.")
 
 
+@pytest.mark.slow
 @pytest.mark.local_llm
 @pytest.mark.timeout(1800)
 def test_tool_calls_come_back_structured_and_plain_and_json_calls_still_work(server):
@@ -190,6 +191,7 @@ def _summary(name: str, rec, wall_s: float) -> dict:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.local_llm
 @pytest.mark.local_llm_all_systems
 @pytest.mark.timeout(5400)  # A-Mem took 2350 s on a quiet machine with 1024-token memory replies; room for load

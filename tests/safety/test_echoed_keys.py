@@ -5,7 +5,6 @@ Ray session) and the captured stdout/stderr are searched for it."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path

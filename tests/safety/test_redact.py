@@ -41,6 +41,7 @@ def test_redact_by_key_and_by_value_of_named_variables():
     assert cfg["cluster"]["runtime_env"]["env_vars"]["OPENAI_API_KEY"] == "sk-x"  # a copy; the input is untouched
 
 
+@pytest.mark.slow
 def test_redact_overrides_and_argv():
     argv = ["launch.py", "-m", f"+cluster.runtime_env.env_vars.OPENAI_API_KEY={PLANTED}", "llm.api_key=abc",
             "system=a_mem,mem0", f"run.note=uses-{PLANTED}-inline", "llm.api_key_env=OPENAI_API_KEY"]
@@ -89,6 +90,7 @@ def files_holding(root, secret):
     return hits, named
 
 
+@pytest.mark.slow
 def test_dry_run_sweep_leaves_no_planted_key_anywhere(tmp_path):
     """Hydra's files, job directory names and stdout of a real ``launch.py -m dry_run=true`` (wired in conf/config.yaml)."""
     write_small_data(tmp_path / "data")
@@ -103,6 +105,7 @@ def test_dry_run_sweep_leaves_no_planted_key_anywhere(tmp_path):
     assert PLANTED not in p.stdout + p.stderr
 
 
+@pytest.mark.slow
 def test_dry_single_run_leaves_no_planted_key_anywhere(tmp_path):
     write_small_data(tmp_path / "data")
     cmd = launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "dry_run=true",
@@ -113,6 +116,7 @@ def test_dry_single_run_leaves_no_planted_key_anywhere(tmp_path):
     assert files_holding(tmp_path, PLANTED) == ([], []) and PLANTED not in p.stdout + p.stderr
 
 
+@pytest.mark.slow
 def test_full_run_leaves_no_planted_key_anywhere(tmp_path):
     """Every file a real run writes (records, config artifact, MLflow db and artifacts, ledgers, Hydra files)."""
     write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)

@@ -3,6 +3,8 @@ job 0 runs."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.launch_helpers import launch_cmd, run, write_small_data
 
 from inmind_exp.launch.check_sweep import expand_overrides, expand_sweep
@@ -26,6 +28,7 @@ def test_expand_sweep_composes_every_job():
     assert all(c.cluster.workers == 3 and "hydra" not in c for c in cfgs)
 
 
+@pytest.mark.slow
 def test_launch_with_bad_later_job_stops_before_any_job(tmp_path):
     write_small_data(tmp_path / "data")
     cmd = launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "dry_run=true", "injection.user_turn=5,100000",
@@ -65,6 +68,7 @@ def test_under_the_inmind_launcher_each_job_is_composed_once():
     assert calls == [("a=1",), ("a=2",)] and loader.other == "passed through"
 
 
+@pytest.mark.slow
 def test_a_query_string_in_a_base_url_is_refused_before_anything(tmp_path):
     """``llm.base_url=http://host/v1?token=...``: exit 2 naming the key, before any job directory or request, and
     the token nowhere in the output or on disk (it reached MLflow params, config.yaml and an httpx INFO line)."""

@@ -62,6 +62,7 @@ def test_second_driver_is_refused_with_the_holder_named(tmp_path):
         p.wait()
 
 
+@pytest.mark.slow
 def test_two_processes_racing_exactly_one_wins(tmp_path):
     start = time.time() + 1.0
     procs = [subprocess.Popen([sys.executable, "-c", RACE, str(tmp_path), str(start)], cwd=REPO, env=env(),
@@ -70,6 +71,7 @@ def test_two_processes_racing_exactly_one_wins(tmp_path):
     assert sorted(o.split()[0] for o in outs) == ["lost", "lost", "lost", "won"], outs
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_holder_then_takeover_reports_the_dead_driver(tmp_path):
     p = holder_process(tmp_path)
     os.kill(p.pid, signal.SIGKILL)
@@ -112,6 +114,7 @@ def test_wait_mode_times_out_naming_the_holder(tmp_path):
         p.wait()
 
 
+@pytest.mark.slow
 def test_the_holder_record_never_holds_a_secret(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["launch.py", "-m", "+x.OPENAI_API_KEY=sk-secret-in-argv-1"])
     with SweepLock(tmp_path):
@@ -122,6 +125,7 @@ def test_the_holder_record_never_holds_a_secret(tmp_path, monkeypatch):
 LOCK_CB = "hydra.callbacks.sweep_lock._target_=inmind_exp.launch.hold_lock.HoldSweepLock"  # on by default; restated
 
 
+@pytest.mark.slow
 def test_launch_refuses_a_held_sweep_then_takes_over_after_kill_9(tmp_path):
     """Through ``launch.py`` with the callback of WIRING.md: exit 75 naming the holder, nothing written; after the
     holder is killed the same command runs and reports the dead driver."""
@@ -169,6 +173,7 @@ except KeyboardInterrupt:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how, code", [(("exit", "2"), 2), (("exit", "4"), 4), (("raise",), 1),
                                        (("signal", "SIGINT"), 130), (("signal", "SIGTERM"), 143),
                                        (("signal", "SIGHUP"), 129)],
@@ -189,6 +194,7 @@ def test_every_way_out_of_a_launch_releases_the_sweep_lock(tmp_path, how, code):
     again.release()
 
 
+@pytest.mark.slow
 def test_a_sighup_ignored_at_start_stays_ignored():
     """Under ``nohup`` the launch must survive its terminal closing: ``stop.install`` leaves an ignored SIGHUP."""
     code = ("import signal; signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from inmind_exp.tracking.store import ensure_experiment, open_tracking_store, sqlite_path
 from tests.launch_helpers import REPO, env
 
@@ -24,13 +26,14 @@ print("experiment", eid, flush=True)
 """
 
 
+@pytest.mark.slow
 def test_concurrent_first_open_of_a_new_store(tmp_path):
     uri = f"sqlite:///{tmp_path / 'new.db'}"
     start = time.time() + 4.0  # every process has imported mlflow before any touches the store
     procs = [subprocess.Popen([sys.executable, "-c", OPEN, uri, str(start)], cwd=REPO, env=env(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
     results = [p.communicate(timeout=300) for p in procs]
-    for p, (out, err) in zip(procs, results):
+    for p, (_out, err) in zip(procs, results):
         assert p.returncode == 0, err[-2000:]
     assert {out.split()[-1] for out, _ in results} == {"1"}  # one experiment, found by all
     client = open_tracking_store(uri)

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from inmind_exp.memory.answering import Answerer, SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION
+from inmind_exp.memory.answering import Answerer, SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION, SHARED
 from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.llm import LLMCallError
 from inmind_exp.memory import SYSTEMS
@@ -172,7 +172,6 @@ def test_unchanged_neighbour_evolution_adds_no_origin_source(fake, models, encod
         mem, idx = holder["mem"], neighbour_indices(body)
         if not idx:
             return {"should_evolve": False}
-        first = mem.notes[idx[0]]
         changed = "Linda" in _prompt(body).split("nearest neighbors memories:")[0]
         return {"should_evolve": True, "actions": ["update_neighbor"], "suggested_connections": [],
                 "tags_to_update": [], "new_context_neighborhood": [mem.notes[i].context for i in idx],
@@ -355,7 +354,7 @@ TASK = Task(id="amem-t", domain="other", user_message="I keep a logbook of every
             query="Any tips for my tomato plants this week?", explanation="(test task)")
 
 
-def protocol_run(fake, models, encoder, tmp_path, keywords: str, analysis=analysis_reply, answerer=Answerer(),
+def protocol_run(fake, models, encoder, tmp_path, keywords: str, analysis=analysis_reply, answerer=SHARED,
                  **params):
     fake.add_rule(ANALYZE, analysis)
     fake.add_rule(EVOLVE, {"should_evolve": False})

@@ -19,7 +19,7 @@ from inmind_exp.memory import SYSTEMS
 from inmind_exp.protocol.task import run_task
 from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Session, Task, Turn
 from systems.mem0 import ANSWER_PROMPT_VERSION, Mem0
-from systems.prompts.mem0 import CONTEXT_RULE, FACT_RETRIEVAL_PROMPT, USER_MEMORY_EXTRACTION_PROMPT
+from systems.prompts.mem0 import FACT_RETRIEVAL_PROMPT, USER_MEMORY_EXTRACTION_PROMPT
 from tests.conftest import make_trace
 from tests.fake_openai import Fault
 

@@ -482,7 +482,7 @@ def profile_run(fake, models, tmp_path, profile_reply):
                                                     page_similarity_threshold=0.99), models, tmp_path / "run",
                    config_hash="h", system_name="memoryos")
     calls = requests_with(fake, PROFILE)
-    assert rec.error is None and any(FACT in c for c in calls) and not FACT in calls[0]
+    assert rec.error is None and any(FACT in c for c in calls) and FACT not in calls[0]
     assert [it.kind for it in rec.indirect.items if it.kind not in ("short_term", "profile")] == []
     return rec
 
