@@ -233,7 +233,7 @@ def paper_gaps(s: Setting) -> tuple[str, ...]:
 
 
 def fidelity(source: Any, records: Iterable[Any] | None = None) -> Fidelity:
-    """The protocol fidelity of a ``Setting``, a ``Plan``, a composed config (``DictConfig``) or a flattened
+    """The protocol fidelity of a ``Setting``, a ``Plan``, a typed ``Config`` or a flattened
     config (``Mapping[str, str]``); with a run's ``records`` (a plan's), also of what the endpoints served."""
     s = setting_of(source)
     served: dict[str, tuple[str, ...]] = {}
@@ -327,15 +327,15 @@ def setting_of(source: Any) -> Setting:
         return source
     if hasattr(source, "params") and hasattr(source, "endpoints") and hasattr(source, "tasks"):
         return _setting_of_plan(source)
-    from omegaconf import DictConfig
+    from inmind_exp.config.schema import Config
 
-    if isinstance(source, DictConfig):  # before Mapping: a DictConfig is one, but nested
+    if isinstance(source, Config):
         from inmind_exp.config.settings import flatten_params
 
         return setting_of_params(flatten_params(source))
     if isinstance(source, Mapping):
         return setting_of_params(source)
-    raise TypeError(f"fidelity: expected a Setting, Plan, DictConfig or flattened config, got {type(source).__name__}")
+    raise TypeError(f"fidelity: expected a Setting, Plan, Config or flattened config, got {type(source).__name__}")
 
 
 def _get(params: Mapping[str, Any], key: str) -> str | None:

@@ -225,10 +225,7 @@ def _dataset_path(plan: Plan) -> Path:
     """The task file the plan read (the bundled set when ``dataset.path`` is null), for MLflow's dataset input."""
     from inmind_exp.data.tasks import BUNDLED_TASKS
 
-    if plan.tasks_path is not None:
-        return plan.tasks_path
-    path = plan.params.get("dataset.path")
-    return Path(path) if path not in (None, "None", "null", "") else BUNDLED_TASKS
+    return plan.dataset_path or BUNDLED_TASKS
 
 
 def _write_outputs(plan: Plan, records: list[TaskRecord], metrics: RunMetrics, tracker: Any, run_id: str) -> dict[str, float]:
@@ -303,9 +300,8 @@ def _export_submission(plan: Plan, records: list[TaskRecord], fid: Fidelity) -> 
     from inmind_exp.errors import InmindError
     from inmind_exp.official.submission import FILE_NAME, build_submission, submission_config, write_submission
 
-    release_dir = plan.params.get("dataset.release_dir")
     try:
-        release = find_release(None if release_dir in (None, "None", "null", "") else release_dir)
+        release = find_release(plan.release_dir)
         sub = build_submission(records, submission_config(plan.name, plan.config_hash, plan.params, fid))
         path = write_submission(plan.job_dir / FILE_NAME, sub.rows, release.schema())
     except InmindError as e:
