@@ -17,7 +17,7 @@ import os
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from omegaconf import Container
 
@@ -163,12 +163,13 @@ def injection_spec(inj: InjectionConf) -> InjectionSpec:
     return InjectionSpec(name=inj.name, user_turn=inj.user_turn, fraction=inj.fraction)
 
 
-def flatten_params(config: Config) -> dict[str, str]:
-    """The config flattened to ``a.b.c -> str`` for MLflow params; values of secret-looking keys are dropped
-    (``*_env`` keys hold only the *name* of an environment variable and are kept)."""
+def flatten_params(config: Config | Mapping[str, Any]) -> dict[str, str]:
+    """The config (or a plain nested mapping, such as a stored run's) flattened to ``a.b.c -> str`` for MLflow
+    params; values of secret-looking keys are dropped (``*_env`` keys hold only the *name* of an environment
+    variable and are kept)."""
     from inmind_exp.safety.redact import is_secret_key, redact
 
-    tree = redact(as_dict(config))
+    tree = redact(as_dict(config) if isinstance(config, Config) else dict(config))
     out: dict[str, str] = {}
 
     def walk(prefix: str, node: Any) -> None:
