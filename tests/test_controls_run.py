@@ -18,7 +18,7 @@ from inmind_exp.errors import PlanError
 from inmind_exp.protocol.judges import OVER_APPLICATION_JUDGE
 from inmind_exp.protocol.metrics import compute, control_rate
 from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, ControlResult, TaskRecord, Verdict
-from inmind_exp.plan import estimate
+from inmind_exp.plan.estimate import estimate
 from inmind_exp.plan.plan import plan_config
 from inmind_exp.run.driver import run_plan
 from inmind_exp.plan.estimate import price

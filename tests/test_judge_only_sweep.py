@@ -51,7 +51,7 @@ def test_only_the_judges_parts_leave_the_answers_key(tmp_path, monkeypatch):
 
 def test_a_judge_only_variant_of_a_finished_run_is_estimated_and_run_with_judge_calls_only(tmp_path, monkeypatch):
     from inmind_exp.plan.ledger import Ledger
-    from inmind_exp.plan import estimate
+    from inmind_exp.plan.estimate import estimate
     from inmind_exp.run.driver import run_plan
     from inmind_exp.exec.executor import InProcessExecutor
     from inmind_exp.run.resources import Resources

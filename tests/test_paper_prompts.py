@@ -229,7 +229,7 @@ def test_paper_configuration_plans_runs_and_estimates(tmp_path, monkeypatch):
     worker sends the release's prompts, the estimate sizes them; without a release the plan fails."""
     from inmind_exp.config import identity as RI
     from inmind_exp.config.resolve import as_config
-    from inmind_exp.plan import estimate
+    from inmind_exp.plan.estimate import estimate
     from inmind_exp.plan.plan import plan_config
     from inmind_exp.run.driver import run_plan
     from inmind_exp.exec.executor import InProcessExecutor

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from inmind_exp.protocol.judges import JUDGES, applicable
 from inmind_exp.plan.ledger import Ledger
-from inmind_exp.plan import estimate
+from inmind_exp.plan.estimate import estimate
 from inmind_exp.plan.plan import plan_config
 from inmind_exp.run.driver import run_plan
 from inmind_exp.exec.executor import InProcessExecutor

@@ -1,6 +1,8 @@
 """Typed schemas for every config group, registered with Hydra's ConfigStore (values live in ``conf/``). Each
-setting is stated here once: the frozen settings a ``Plan`` holds are generated from these (``run.settings``), and
-the LLM settings an ``Endpoint`` shares take its defaults; resolving a composed config is ``run.plan``'s.
+setting is stated here once: the frozen settings a ``Plan`` holds are generated from these (``config.settings``),
+the LLM settings an ``Endpoint`` shares take its defaults, and a role's overrides are ``Endpoint`` fields made
+nullable, one ``RoleConf`` per role of ``ROLES``. The composed config becomes a ``Config`` once, at the edge
+(``config.resolve.as_config``); planning it is ``plan.plan``'s.
 
 A misspelt key or a wrong type fails at composition, naming the key, before anything runs.
 """
