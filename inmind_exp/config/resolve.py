@@ -20,7 +20,7 @@ def as_config(cfg: Config | Container) -> Config:
     naming its key."""
     if isinstance(cfg, Config):
         return cfg
-    values = {}
+    values: dict[str, Any] = {}
     for f in dataclasses.fields(Config):
         if f.name not in cfg:
             continue

@@ -17,7 +17,7 @@ import os
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from omegaconf import Container
 
@@ -50,10 +50,20 @@ def frozen_settings(schema: type, name: str) -> type:
     return cls
 
 
-#: ``run.*``: where the call cache lives, how often a task is retried, what is kept, the spend cap, the display
-RunSettings = frozen_settings(RunConf, "RunSettings")
-#: ``cluster.*``: join ``address`` or start a local Ray; ``workers`` task actors
-ClusterSettings = frozen_settings(ClusterConf, "ClusterSettings")
+if TYPE_CHECKING:  # a type checker reads the generated classes as their schemas: the same fields and types
+    RunSettings = RunConf
+    ClusterSettings = ClusterConf
+    TrackingSettings = TrackingConf
+    LocalServerSettings = LocalServerConf
+else:
+    #: ``run.*``: where the call cache lives, how often a task is retried, what is kept, the spend cap, the display
+    RunSettings = frozen_settings(RunConf, "RunSettings")
+    #: ``cluster.*``: join ``address`` or start a local Ray; ``workers`` task actors
+    ClusterSettings = frozen_settings(ClusterConf, "ClusterSettings")
+    #: ``tracking.*``: the MLflow store and experiment
+    TrackingSettings = frozen_settings(TrackingConf, "TrackingSettings")
+    #: ``llm.server.*``: the embedded llama.cpp server's own settings
+    LocalServerSettings = frozen_settings(LocalServerConf, "LocalServerSettings")
 
 
 def local_cpu_cap() -> int:
@@ -61,10 +71,6 @@ def local_cpu_cap() -> int:
     waits on endpoints with its threads; ``cluster.workers=1000`` declared 1000 CPUs on 2 cores and started 82
     worker processes for 8 tasks)."""
     return max(2, 2 * (os.cpu_count() or 1))
-#: ``tracking.*``: the MLflow store and experiment
-TrackingSettings = frozen_settings(TrackingConf, "TrackingSettings")
-#: ``llm.server.*``: the embedded llama.cpp server's own settings
-LocalServerSettings = frozen_settings(LocalServerConf, "LocalServerSettings")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,7 +95,7 @@ def settings_of(cls: type, conf: Any, **resolved: Any) -> Any:
 
 # -- run, cluster, tracking, local server ----------------------------------------------------------------------------
 
-def run_settings(config: Config) -> Any:
+def run_settings(config: Config) -> RunSettings:
     """``run.*`` resolved: the cache directory absolute, the cache mode chosen, at least one attempt per task."""
     return settings_of(RunSettings, config.run, cache_dir=str(Path(config.run.cache_dir).expanduser().resolve()),
                        cache=cache_mode(config), max_task_attempts=max(1, config.run.max_task_attempts))
@@ -102,7 +108,7 @@ def cache_mode(config: Config) -> str:
     return mode
 
 
-def cluster_settings(cfg: Config | Container) -> Any:
+def cluster_settings(cfg: Config | Container) -> ClusterSettings:
     """``cluster.*`` frozen, at least one task per worker (a composed config is typed first: ``as_config``)."""
     cluster = as_config(cfg).cluster
     if cluster.tasks_per_worker < 1:
@@ -145,7 +151,7 @@ def embedding_spec(emb: EmbeddingConf, llm: LLMConf) -> EmbeddingSpec:
         endpoint = Endpoint(
             role="embedding",
             base_url=emb.base_url or llm.base_url or "",
-            model=emb.model,  # type: ignore[arg-type]  (an API embedding names its model)
+            model=emb.model,  # type: ignore[arg-type]
             api_key_env=emb.api_key_env,
             timeout_s=emb.timeout_s,
             max_concurrency=emb.max_concurrency,

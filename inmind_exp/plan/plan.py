@@ -158,7 +158,7 @@ class Plan:
             cache_dir=self.run.cache_dir, endpoints=dict(self.endpoints), embedding=self.embedding,
             system=self.system_name, params=dict(self.system_params), answer_mode=self.answer_mode,
             config_hash=self.config_hash, judge_attempts=self.run.judge_attempts, keep_workdirs=self.run.keep_workdirs,
-            cache=self.run.cache, judges=None if self.judges == JUDGES else dict(self.judges),
+            cache=self.run.cache or "local", judges=None if self.judges == JUDGES else dict(self.judges),
             answer_prompt=self.answer_prompt, controls=self.controls,
             system_ref=f"{self.system_cls.__module__}:{self.system_cls.__qualname__}",
         )
@@ -205,10 +205,10 @@ def plan_config(cfg: Config | Container, root: Path, job_dir: Path, label_keys: 
     if local is not None:  # the served roles' identity is the model, not the port the server gets
         endpoints = {r: (replace(e, base_url="", cache_id=local.cache_id) if r in local.roles else e)
                      for r, e in endpoints.items()}
-    for r, e in endpoints.items():
-        if not e.base_url and not (local and r in local.roles):
+    for r, ep in endpoints.items():
+        if not ep.base_url and not (local and r in local.roles):
             raise PlanError(f"llm.base_url (or llm.roles.{r}.base_url) is not set for role '{r}'")
-        if not e.model:
+        if not ep.model:
             raise PlanError(f"llm.model is not set for role '{r}'")
     embedding = embedding_spec(config.embedding, config.llm)
     if embedding.kind == "api" and not (embedding.endpoint and embedding.endpoint.base_url):
