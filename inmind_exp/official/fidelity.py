@@ -29,7 +29,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from inmind_exp.config.schema import Config
 
 #: The release's setting (evaluation/README.md "Answer generation", "Judging"; background/manifest.json).
 RELEASE_MODEL = "gpt-5-mini"
@@ -325,14 +328,12 @@ def top_k_note(params: Mapping[str, Any]) -> str | None:
 def setting_of(source: Any) -> Setting:
     if isinstance(source, Setting):
         return source
-    if hasattr(source, "params") and hasattr(source, "endpoints") and hasattr(source, "tasks"):
+    if hasattr(source, "config") and hasattr(source, "endpoints") and hasattr(source, "tasks"):
         return _setting_of_plan(source)
     from inmind_exp.config.schema import Config
 
     if isinstance(source, Config):
-        from inmind_exp.config.settings import flatten_params
-
-        return setting_of_params(flatten_params(source))
+        return setting_of_config(source)
     if isinstance(source, Mapping):
         return setting_of_params(source)
     raise TypeError(f"fidelity: expected a Setting, Plan, Config or flattened config, got {type(source).__name__}")
@@ -422,13 +423,43 @@ def setting_of_params(params: Mapping[str, Any], n_tasks: int | None = None) -> 
     )
 
 
+def setting_of_config(config: Config, n_tasks: int | None = None) -> Setting:
+    """A setting from a typed config (``setting_of_params`` reads the same from a stored run's flattened one);
+    ``n_tasks`` (e.g. the tasks a plan holds) wins over ``dataset.limit``."""
+    from inmind_exp.config.settings import role_endpoints
+
+    endpoints = role_endpoints(config.llm)
+
+    def role(r: str) -> RoleSetting:
+        e = endpoints[r]
+        return RoleSetting(model=e.model or "?", max_tokens=e.max_tokens, temperature=e.temperature, top_p=e.top_p,
+                           reasoning=bool(e.reasoning), seed=e.seed, host=_host(e.base_url))
+
+    def data(conf: Any) -> str:  # as ``_data_choice``: a path of the user's own under ``bundled`` is ``file``
+        return conf.name if conf.name and conf.name != BUNDLED else BUNDLED if not conf.path else "file"
+
+    system, inj = config.system, config.injection
+    try:
+        gaps = system_gaps(system.name, {k: v for k, v in system.params.items() if v is not None},
+                           config.embedding.name)
+    except (KeyError, LookupError, OSError):
+        gaps = (f"system={system.name} (not one of the paper's rows)",)
+    return Setting(
+        dataset=data(config.dataset), trace=data(config.trace), injection=inj.name or "?", user_turn=inj.user_turn,
+        fraction=inj.fraction, answer=config.answer.mode or "shared", judges=config.judges.prompts or DEFAULT_JUDGES,
+        answerer=role("answerer"), judge=role("judge"),
+        n_tasks=n_tasks if n_tasks is not None else config.dataset.limit,
+        judge_json_mode=bool(config.judges.json_mode), memory=role("memory"), system_gaps=gaps,
+    )
+
+
 def _setting_of_plan(plan: Any) -> Setting:
-    """A plan's setting: its params, the endpoints it resolved, the tasks it holds and its injection session. Data
-    hashed like the release's files (``data.release.PINNED_SHA256``) count as the official ones whatever they are
-    called."""
+    """A plan's setting: its typed config, the endpoints it resolved, the tasks it holds and its injection session.
+    Data hashed like the release's files (``data.release.PINNED_SHA256``) count as the official ones whatever they
+    are called."""
     from inmind_exp.data.release import BACKGROUND, PINNED_SHA256, TASKS
 
-    s = setting_of_params(plan.params, n_tasks=len(plan.tasks))
+    s = setting_of_config(plan.config, n_tasks=len(plan.tasks))
     identity = getattr(plan, "identity", {}) or {}
     trace_id = identity.get("trace")
     if identity.get("dataset") == PINNED_SHA256[TASKS]:

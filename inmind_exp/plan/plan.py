@@ -96,6 +96,8 @@ class Plan:
     #: the resolved config, flattened for MLflow params (secrets dropped) and as YAML for the job directory
     params: Mapping[str, str]
     config_yaml: str
+    #: the typed config the plan was made from (official params applied), for what reads a setting from it (fidelity)
+    config: Config
     done: Mapping[str, TaskRecord] = field(default_factory=dict)
     #: the judge prompt set (``judges.prompts``) and the release's answer prompt when ``answer=paper``
     judges: Mapping[str, Judge] = field(default_factory=lambda: dict(JUDGES))
@@ -250,7 +252,7 @@ def plan_config(cfg: Config | Container, root: Path, job_dir: Path, label_keys: 
         params={**{k: v for k, v in flatten_params(config).items()
                    if controls is not None or not k.startswith("controls.")},
                 **_traits(system_cls, params).params(), T.CONFIG_HASH: config_hash},
-        config_yaml=OmegaConf.to_yaml(OmegaConf.create(redact(as_dict(config)))),
+        config_yaml=OmegaConf.to_yaml(OmegaConf.create(redact(as_dict(config)))), config=config,
         judges=judges, answer_prompt=answer_prompt, controls=controls,
     )
     return replace(plan, done=Ledger(plan.ledger_path).load())
