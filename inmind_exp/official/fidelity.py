@@ -423,15 +423,17 @@ def setting_of_params(params: Mapping[str, Any], n_tasks: int | None = None) -> 
     )
 
 
-def setting_of_config(config: Config, n_tasks: int | None = None) -> Setting:
+def setting_of_config(config: Config, n_tasks: int | None = None, endpoints: Mapping[str, Any] | None = None
+                      ) -> Setting:
     """A setting from a typed config (``setting_of_params`` reads the same from a stored run's flattened one);
-    ``n_tasks`` (e.g. the tasks a plan holds) wins over ``dataset.limit``."""
+    ``n_tasks`` (e.g. the tasks a plan holds) wins over ``dataset.limit``, ``endpoints`` (a plan's, perhaps bound
+    to a started server) over the config's own."""
     from inmind_exp.config.settings import role_endpoints
 
-    endpoints = role_endpoints(config.llm)
+    eps = endpoints if endpoints is not None else role_endpoints(config.llm)
 
     def role(r: str) -> RoleSetting:
-        e = endpoints[r]
+        e = eps[r]
         return RoleSetting(model=e.model or "?", max_tokens=e.max_tokens, temperature=e.temperature, top_p=e.top_p,
                            reasoning=bool(e.reasoning), seed=e.seed, host=_host(e.base_url))
 
@@ -459,25 +461,18 @@ def _setting_of_plan(plan: Any) -> Setting:
     are called."""
     from inmind_exp.data.release import BACKGROUND, PINNED_SHA256, TASKS
 
-    s = setting_of_config(plan.config, n_tasks=len(plan.tasks))
+    s = setting_of_config(plan.config, len(plan.tasks), plan.endpoints)
     identity = getattr(plan, "identity", {}) or {}
     trace_id = identity.get("trace")
     if identity.get("dataset") == PINNED_SHA256[TASKS]:
         s = _replace(s, dataset=OFFICIAL_DATASET)
     if isinstance(trace_id, Mapping) and trace_id.get("digest") == PINNED_SHA256[BACKGROUND]:
         s = _replace(s, trace=OFFICIAL_TRACE)
-
-    def role(r: str) -> RoleSetting:
-        e = plan.endpoints[r]
-        return RoleSetting(model=str(e.model), max_tokens=e.max_tokens, temperature=e.temperature, top_p=e.top_p,
-                           reasoning=bool(e.reasoning), seed=e.seed, host=e.host or None)
-
     emb = getattr(plan, "embedding", None)
     gaps = system_gaps(plan.system_name, dict(plan.system_params), getattr(emb, "name", None),
                        getattr(getattr(emb, "endpoint", None), "host", None), system_cls=plan.system_cls) \
         if plan.system_name in PAPER_SYSTEMS else (f"system={plan.system_name} (not one of the paper's rows)",)
-    return _replace(s, answerer=role("answerer"), judge=role("judge"), memory=role("memory"),
-                    answer=str(plan.answer_mode), session_index=plan.session_index, system_gaps=gaps)
+    return _replace(s, answer=str(plan.answer_mode), session_index=plan.session_index, system_gaps=gaps)
 
 
 def _replace(s: Any, **kw: Any) -> Any:
