@@ -108,7 +108,8 @@ def test_a_role_override_is_each_endpoint_field_made_nullable_once_per_role():
     hints, endpoint = typing.get_type_hints(RoleConf), typing.get_type_hints(Endpoint)
     assert tuple(hints) == ROLE_KEYS
     for key in ROLE_KEYS:  # Optional[X] of Endpoint's X (or X | None)
-        assert set(typing.get_args(hints[key])) == set(typing.get_args(endpoint[key]) or (endpoint[key],)) | {type(None)}
+        own = set(typing.get_args(endpoint[key]) or (endpoint[key],))
+        assert set(typing.get_args(hints[key])) == own | {type(None)}
     assert tuple(f.name for f in dataclasses.fields(RolesConf)) == ROLES
 
 

@@ -140,7 +140,8 @@ def role_endpoints(llm: LLMConf) -> dict[str, Endpoint]:
     for role in ROLES:
         r = getattr(llm.roles, role)
         own = {k: (getattr(llm, k) if getattr(r, k) is None else getattr(r, k)) for k in ROLE_KEYS}
-        out[role] = Endpoint(role=role, **{k: getattr(llm, k) for k in LLM_KEYS}, **own | {"base_url": own["base_url"] or ""})
+        shared = {k: getattr(llm, k) for k in LLM_KEYS}
+        out[role] = Endpoint(role=role, **shared, **own | {"base_url": own["base_url"] or ""})
     return out
 
 
