@@ -9,6 +9,7 @@ found again by config hash, never by label.
 
 from __future__ import annotations
 
+from dataclasses import is_dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -106,19 +107,17 @@ def varying_keys(jobs: Sequence[Sequence[str]]) -> list[str]:
     return [k for k in order if len(values[k]) > 1 and not labelled_elsewhere(k)]
 
 
-def swept_values(cfg: Any, keys: Iterable[str], overrides: Iterable[str] = ()) -> dict[str, Any]:
-    """Each swept key's value in this job: the composed config's value when the key names a leaf, else the job's
-    override (a config group choice such as ``trace=smoke``)."""
-    from omegaconf import Container, OmegaConf
-
+def swept_values(config: Any, keys: Iterable[str], overrides: Iterable[str] = ()) -> dict[str, Any]:
+    """Each swept key's value in this job: the typed config's value when the key names a leaf, else the job's
+    override (a config group choice such as ``trace=smoke``, a key that is no config path)."""
     given = dict(split_override(o) for o in overrides)
     out: dict[str, Any] = {}
     for k in keys:
-        try:
-            v = OmegaConf.select(cfg, k, default=None)
-        except Exception:  # noqa: BLE001  (a key that is no config path, e.g. a group with a package)
-            v = None
-        out[k] = given.get(k) if v is None or isinstance(v, Container) else v
+        node = config
+        for part in k.split("."):
+            node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
+        leaf = node is not None and not isinstance(node, (dict, list)) and not is_dataclass(node)
+        out[k] = node if leaf else given.get(k)
     return out
 
 

@@ -9,25 +9,27 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import Container
 
-from inmind_exp.config.schema import RunConf
+from inmind_exp.config.resolve import as_config, select
+from inmind_exp.config.schema import Config, RunConf
 from inmind_exp.errors import PlanError
+from inmind_exp.llm.endpoint import ROLES
 from inmind_exp.memory import MemorySystem
 
 
-def check_base_urls(cfg: DictConfig) -> None:
+def check_base_urls(cfg: Config | Container) -> None:
     """Each configured base URL (``llm``, each role's, ``embedding``'s) without a query string or fragment: a token
     there (``http://host/v1?token=...``) would reach MLflow params, the saved config and the request log, and the
-    client joins each request's path after it. One ``PlanError`` naming the keys; the value is not repeated."""
+    client joins each request's path after it. One ``PlanError`` naming the keys; the value is not repeated (a
+    composed config is typed first: ``as_config``)."""
     from urllib.parse import urlsplit
 
-    from inmind_exp.llm import ROLES
-
+    config = as_config(cfg)
     keys = ["llm.base_url", *(f"llm.roles.{r}.base_url" for r in ROLES), "embedding.base_url"]
     bad = []
     for key in keys:
-        url = OmegaConf.select(cfg, key, default=None)
+        url = select(config, key)
         if isinstance(url, str) and ("?" in url or "#" in url):
             parts = urlsplit(url)
             host = parts.hostname or ""
@@ -71,21 +73,12 @@ def check_tracking_uri(uri: str) -> None:
         check_writable(f"tracking.uri={uri}", path)
 
 
-def check_ranges(cfg: DictConfig, system_cls: type[MemorySystem], params: dict[str, Any]) -> None:
+def check_ranges(config: Config, system_cls: type[MemorySystem], params: dict[str, Any]) -> None:
     """Every numeric setting and system parameter in its range (``inmind_exp.memory.ranges``), or one ``PlanError``
     listing each key out of range."""
-    from inmind_exp.llm import ROLES
     from inmind_exp.memory.ranges import check_settings
 
-    missing = object()
-
-    def get(key: str) -> Any:
-        value = OmegaConf.select(cfg, key, default=missing)
-        if value is missing:
-            raise KeyError(key)
-        return value
-
-    problems = check_settings(get, ROLES) + system_cls.check_params(params)
+    problems = check_settings(lambda key: select(config, key), ROLES) + system_cls.check_params(params)
     if problems:
         raise PlanError("; ".join(problems))
 
@@ -105,21 +98,17 @@ def check_params(system_cls: type[MemorySystem], name: str, params: dict[str, An
 PROGRESS_MODES = ("auto", "live", "plain", "off")
 
 
-def check_latency(run: Any) -> None:
-    """``run.latency_s`` (the dry run's seconds per call) > 0; a saved config without it has the default."""
-    latency = run.get("latency_s", RunConf.latency_s)
-    if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not latency > 0:
+def check_run(run: RunConf) -> None:
+    """``run.latency_s`` (the dry run's seconds per call) > 0, ``run.max_usd`` > 0, ``run.max_tokens`` >= 1 (each
+    cap or null) and a known ``run.progress``, before anything starts."""
+    latency, usd, tokens, mode = run.latency_s, run.max_usd, run.max_tokens, run.progress
+    if not latency > 0:
         raise PlanError(f"run.latency_s={latency}: must be a number of seconds > 0")
-
-
-def check_run_extras(run: Any) -> None:
-    """``run.max_usd`` > 0, ``run.max_tokens`` >= 1 (or null) and a known ``run.progress``, before anything starts."""
-    usd, tokens, mode = run.get("max_usd"), run.get("max_tokens"), run.get("progress", RunConf.progress)
-    if usd is not None and (isinstance(usd, bool) or not isinstance(usd, (int, float)) or not usd > 0):
+    if usd is not None and not usd > 0:
         raise PlanError(f"run.max_usd={usd}: must be a number of dollars > 0, or null for no cap")
-    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
+    if tokens is not None and tokens < 1:
         raise PlanError(f"run.max_tokens={tokens}: must be a whole number of tokens >= 1, or null for no cap")
-    if str(mode) not in PROGRESS_MODES:
+    if mode not in PROGRESS_MODES:
         raise PlanError(f"run.progress={mode}: expected one of {', '.join(PROGRESS_MODES)}")
 
 
@@ -134,7 +123,7 @@ def check_prices(prices: Any) -> dict[str, tuple[float, float, float]]:
     each entry a mapping with both prices (numbers >= 0), optionally ``cached_prompt_per_1m`` and a ``model`` naming
     the model priced when its name cannot be a key (a dot in it); anything else is a ``PlanError`` naming the
     entry."""
-    node = OmegaConf.to_container(prices, resolve=True) if isinstance(prices, DictConfig) else prices
+    node = prices
     if node is None:
         return {}
     if not isinstance(node, dict):

@@ -4,15 +4,14 @@ keys ledgers, prefix snapshots and MLflow runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
-from inmind_exp.errors import PlanError
-from inmind_exp.llm import Endpoint
+from inmind_exp.config.schema import Config
+from inmind_exp.llm.endpoint import Endpoint
 
 
 def file_digest(path: Path) -> str:
@@ -23,7 +22,7 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_digest: str, trace_digest: str,
+def result_identity(config: Config, endpoints: dict[str, Endpoint], dataset_digest: str, trace_digest: str,
                     uses_embedding: bool = True, judges: Any = None, answer_prompt: Any = None,
                     system_cls: type | None = None) -> dict[str, Any]:
     """Everything that changes a task's result, and nothing else (not the limit, tracking, cluster or paths; not the
@@ -44,27 +43,21 @@ def result_identity(cfg: DictConfig, endpoints: dict[str, Endpoint], dataset_dig
                 "top_p": e.top_p, "max_tokens": e.max_tokens, "max_tokens_param": e.max_tokens_param, "seed": e.seed,
                 **({"reasoning": True} if e.reasoning else {})}
 
-    emb = OmegaConf.to_container(cfg.embedding, resolve=True)
-    if not isinstance(emb, dict):
-        raise PlanError(f"embedding: expected a mapping, got {type(emb).__name__}")
+    emb = config.embedding
     return {
-        "system": OmegaConf.to_container(cfg.system, resolve=True),
-        "embedding": {k: emb[k] for k in ("name", "kind", "model", "dim")} if uses_embedding else "unused",
-        "injection": {"user_turn": cfg.injection.user_turn, "fraction": cfg.injection.fraction},
+        "system": dataclasses.asdict(config.system),
+        "embedding": {k: getattr(emb, k) for k in ("name", "kind", "model", "dim")} if uses_embedding else "unused",
+        "injection": {"user_turn": config.injection.user_turn, "fraction": config.injection.fraction},
         "roles": {r: ep(e) for r, e in sorted(endpoints.items())},
-        "answer": answer_prompt.identity() if answer_prompt is not None else cfg.answer.mode,
+        "answer": answer_prompt.identity() if answer_prompt is not None else config.answer.mode,
         "judges": {k: v.version for k, v in sorted(judges.items())},
         "dataset": dataset_digest,
-        "trace": {"digest": trace_digest, "index": cfg.trace.index},
-        "code": code_identity(system_cls or SYSTEMS.get(cfg.system.name)),
-        "settings": result_settings(cfg),
+        "trace": {"digest": trace_digest, "index": config.trace.index},
+        "code": code_identity(system_cls or SYSTEMS.get(config.system.name)),
+        # run settings that change a task's result: the judges' JSON re-asks (a verdict that parses on the third
+        # try is an error with one)
+        "settings": {"judge_attempts": config.run.judge_attempts},
     }
-
-
-def result_settings(cfg: DictConfig) -> dict[str, Any]:
-    """Run settings that change a task's result (the judges' JSON re-asks: a verdict that parses on the third try
-    is an error with one)."""
-    return {"judge_attempts": int(cfg.run.judge_attempts)}
 
 
 def identity_hash(identity: dict[str, Any]) -> str:

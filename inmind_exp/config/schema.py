@@ -1,19 +1,23 @@
 """Typed schemas for every config group, registered with Hydra's ConfigStore (values live in ``conf/``). Each
-setting is stated here once: the frozen settings a ``Plan`` holds are generated from these (``run.settings``), and
-the LLM settings an ``Endpoint`` shares take its defaults; resolving a composed config is ``run.plan``'s.
+setting is stated here once: the frozen settings a ``Plan`` holds are generated from these (``config.settings``),
+the LLM settings an ``Endpoint`` shares take its defaults, and a role's overrides are ``Endpoint`` fields made
+nullable, one ``RoleConf`` per role of ``ROLES``. The composed config becomes a ``Config`` once, at the edge
+(``config.resolve.as_config``); planning it is ``plan.plan``'s.
 
 A misspelt key or a wrong type fails at composition, naming the key, before anything runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from inmind_exp.llm.endpoint import Endpoint
+from inmind_exp.llm.endpoint import ROLES, Endpoint
 from inmind_exp.llm.local_server import DEFAULT_CHAT_FORMAT, DEFAULT_N_CTX
 
 
@@ -43,27 +47,33 @@ class InjectionConf:
     fraction: Optional[float] = None
 
 
-@dataclass
-class RoleConf:
-    """Per-role overrides; null means "as ``llm``". Each is an ``LLMConf`` and an ``Endpoint`` field
-    (``run.settings.role_endpoints``)."""
-
-    base_url: Optional[str] = None
-    model: Optional[str] = None
-    api_key_env: Optional[str] = None
-    temperature: Optional[float] = None
-    max_tokens: Optional[int] = None
-    top_p: Optional[float] = None
-    timeout_s: Optional[float] = None
-    max_concurrency: Optional[int] = None
-    reasoning: Optional[bool] = None
+#: the settings a role may override (``llm.roles.<role>.*``; null: as ``llm``), each an ``Endpoint`` field
+ROLE_KEYS: tuple[str, ...] = ("base_url", "model", "api_key_env", "temperature", "max_tokens", "top_p", "timeout_s",
+                              "max_concurrency", "reasoning")
 
 
-@dataclass
-class RolesConf:
-    answerer: RoleConf = field(default_factory=RoleConf)
-    judge: RoleConf = field(default_factory=RoleConf)
-    memory: RoleConf = field(default_factory=RoleConf)
+def _nullable(hint: Any) -> Any:
+    """``Optional[X]`` of an ``Endpoint`` field's type (``X | None`` or ``X``): OmegaConf reads ``typing.Optional``."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return Optional[args[0] if args else hint]
+
+
+def _schema(name: str, fields: list[tuple[str, Any, Any]], doc: str) -> type:
+    """A schema dataclass made from another statement (a module-level name here, so Hydra's store and pickle find
+    it)."""
+    cls = dataclasses.make_dataclass(name, fields)
+    cls.__module__, cls.__doc__ = __name__, doc
+    return cls
+
+
+#: ``llm.roles.<role>``: per-role overrides, each field the ``Endpoint`` field of that name made nullable (null: as
+#: ``llm``; ``config.settings.role_endpoints``)
+RoleConf = _schema("RoleConf", [(k, _nullable(typing.get_type_hints(Endpoint)[k]), field(default=None))
+                                for k in ROLE_KEYS],
+                   'Per-role overrides of ``Endpoint`` fields (``ROLE_KEYS``); null means "as ``llm``".')
+#: ``llm.roles``: one ``RoleConf`` per role of ``ROLES``
+RolesConf = _schema("RolesConf", [(r, RoleConf, field(default_factory=RoleConf)) for r in ROLES],
+                    "``llm.roles``: one ``RoleConf`` per role (``inmind_exp.llm.endpoint.ROLES``).")
 
 
 @dataclass
@@ -107,7 +117,7 @@ class LLMConf:
     max_attempts: int = Endpoint.max_attempts
     backoff_initial_s: float = Endpoint.backoff_initial_s
     backoff_max_s: float = Endpoint.backoff_max_s
-    roles: RolesConf = field(default_factory=RolesConf)
+    roles: RolesConf = field(default_factory=RolesConf)  # type: ignore[valid-type]
     #: model -> {prompt_per_1m, completion_per_1m} in USD per million tokens, for any model (an entry's optional
     #: ``model`` names a model whose name cannot be a key, e.g. one with a dot); checked at planning
     #: (``run.plan_checks.check_prices``). Untyped and null by default so that both ``llm.prices={M: {...}}`` and

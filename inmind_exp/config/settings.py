@@ -1,6 +1,7 @@
-"""Everything ``run.plan`` resolves from a composed config besides the experiment itself: the frozen run, cluster,
+"""Everything ``plan.plan`` resolves from the typed ``Config`` besides the experiment itself: the frozen run, cluster,
 tracking and local-server settings, each role's ``Endpoint``, the embedding and injection specs, and the config
-flattened for MLflow. ``plan_config`` calls these; they never call back.
+flattened for MLflow. ``plan_config`` calls these; they never call back. The three a launch calls before planning
+(``cluster_settings``, ``local_server``, ``local_cpu_problems``) also take the composed config and type it first.
 
 Each setting is stated once, in its Hydra schema (``inmind_exp.config.schema``): the frozen settings here are generated
 from it (``frozen_settings``). The schema itself cannot be frozen: OmegaConf makes a frozen dataclass read-only, so
@@ -14,16 +15,18 @@ import dataclasses
 import json
 import os
 import typing
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import Container
 
-from inmind_exp.config.schema import ClusterConf, LLMConf, LocalServerConf, RoleConf, RunConf, TrackingConf
-from inmind_exp.llm.embed import EmbeddingSpec
+from inmind_exp.config.resolve import as_config, as_dict
+from inmind_exp.config.schema import (ROLE_KEYS, ClusterConf, Config, EmbeddingConf, InjectionConf, LLMConf,
+                                      LocalServerConf, RunConf, TrackingConf)
 from inmind_exp.errors import PlanError
-from inmind_exp.llm import ROLES, Endpoint
+from inmind_exp.llm.embed import EmbeddingSpec
+from inmind_exp.llm.endpoint import ROLES, Endpoint
 from inmind_exp.llm.local_server import model_cache_id
 from inmind_exp.records import InjectionSpec
 
@@ -47,10 +50,20 @@ def frozen_settings(schema: type, name: str) -> type:
     return cls
 
 
-#: ``run.*``: where the call cache lives, how often a task is retried, what is kept, the spend cap, the display
-RunSettings = frozen_settings(RunConf, "RunSettings")
-#: ``cluster.*``: join ``address`` or start a local Ray; ``workers`` task actors
-ClusterSettings = frozen_settings(ClusterConf, "ClusterSettings")
+if TYPE_CHECKING:  # a type checker reads the generated classes as their schemas: the same fields and types
+    RunSettings = RunConf
+    ClusterSettings = ClusterConf
+    TrackingSettings = TrackingConf
+    LocalServerSettings = LocalServerConf
+else:
+    #: ``run.*``: where the call cache lives, how often a task is retried, what is kept, the spend cap, the display
+    RunSettings = frozen_settings(RunConf, "RunSettings")
+    #: ``cluster.*``: join ``address`` or start a local Ray; ``workers`` task actors
+    ClusterSettings = frozen_settings(ClusterConf, "ClusterSettings")
+    #: ``tracking.*``: the MLflow store and experiment
+    TrackingSettings = frozen_settings(TrackingConf, "TrackingSettings")
+    #: ``llm.server.*``: the embedded llama.cpp server's own settings
+    LocalServerSettings = frozen_settings(LocalServerConf, "LocalServerSettings")
 
 
 def local_cpu_cap() -> int:
@@ -58,14 +71,10 @@ def local_cpu_cap() -> int:
     waits on endpoints with its threads; ``cluster.workers=1000`` declared 1000 CPUs on 2 cores and started 82
     worker processes for 8 tasks)."""
     return max(2, 2 * (os.cpu_count() or 1))
-#: ``tracking.*``: the MLflow store and experiment
-TrackingSettings = frozen_settings(TrackingConf, "TrackingSettings")
-#: ``llm.server.*``: the embedded llama.cpp server's own settings
-LocalServerSettings = frozen_settings(LocalServerConf, "LocalServerSettings")
 
 
 @dataclass(frozen=True, kw_only=True)
-class LocalServerSpec(LocalServerSettings):  # type: ignore[misc, valid-type]
+class LocalServerSpec(LocalServerSettings):  # type: ignore[misc]
     """``llm=local``: the embedded llama.cpp server to start (``llm.server.*``, the model) and the roles it serves
     (those without a base URL)."""
 
@@ -79,129 +88,95 @@ class LocalServerSpec(LocalServerSettings):  # type: ignore[misc, valid-type]
         return model_cache_id(self.model_path, self.n_ctx, self.chat_format)
 
 
-def container(node: Any, key: str) -> dict[str, Any]:
-    value = OmegaConf.to_container(node, resolve=True) if node is not None else {}
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise PlanError(f"{key}: expected a mapping, got {type(value).__name__}")
-    return value
-
-
-def settings_of(cls: type, node: Any, key: str, **resolved: Any) -> Any:
-    """``cls`` (a frozen settings class) from the config node at ``key``: each field's value there (its default
-    where an older saved config lacks the key; a whole number given a float field as a float), then ``resolved``."""
-    values = container(node, key)
-    hints = typing.get_type_hints(cls)
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.name in resolved or f.name not in values:
-            continue
-        v = values[f.name]
-        if hints[f.name] in (float, float | None) and isinstance(v, int) and not isinstance(v, bool):
-            v = float(v)
-        out[f.name] = v
-    return cls(**out, **resolved)
+def settings_of(cls: type, conf: Any, **resolved: Any) -> Any:
+    """``cls`` (a frozen settings class) from the typed ``conf`` it freezes, each field by name, then ``resolved``."""
+    return cls(**{f.name: getattr(conf, f.name) for f in dataclasses.fields(cls) if f.name not in resolved}, **resolved)
 
 
 # -- run, cluster, tracking, local server ----------------------------------------------------------------------------
 
-def run_settings(cfg: DictConfig) -> Any:
+def run_settings(config: Config) -> RunSettings:
     """``run.*`` resolved: the cache directory absolute, the cache mode chosen, at least one attempt per task."""
-    run = settings_of(RunSettings, cfg.run, "run")
-    return replace(run, cache_dir=str(Path(run.cache_dir).expanduser().resolve()), cache=cache_mode(cfg),
-                   max_task_attempts=max(1, int(run.max_task_attempts)))
+    return settings_of(RunSettings, config.run, cache_dir=str(Path(config.run.cache_dir).expanduser().resolve()),
+                       cache=cache_mode(config), max_task_attempts=max(1, config.run.max_task_attempts))
 
 
-def cache_mode(cfg: DictConfig) -> str:
-    mode = cfg.run.get("cache") or ("cluster" if cfg.cluster.address else "local")
+def cache_mode(config: Config) -> str:
+    mode = config.run.cache or ("cluster" if config.cluster.address else "local")
     if mode not in ("local", "cluster"):
         raise PlanError(f"run.cache={mode}: expected local or cluster")
     return mode
 
 
-def cluster_settings(cfg: DictConfig) -> Any:
-    return settings_of(ClusterSettings, cfg.cluster, "cluster",
-                       runtime_env=container(cfg.cluster.runtime_env, "cluster.runtime_env"),
-                       tasks_per_worker=_tasks_per_worker(cfg))
+def cluster_settings(cfg: Config | Container) -> ClusterSettings:
+    """``cluster.*`` frozen, at least one task per worker (a composed config is typed first: ``as_config``)."""
+    cluster = as_config(cfg).cluster
+    if cluster.tasks_per_worker < 1:
+        raise PlanError(f"cluster.tasks_per_worker={cluster.tasks_per_worker!r}: expected a whole number of at least 1")
+    return settings_of(ClusterSettings, cluster, runtime_env=dict(cluster.runtime_env))
 
 
-def _tasks_per_worker(cfg: DictConfig) -> int:
-    n = cfg.cluster.get("tasks_per_worker", ClusterConf.tasks_per_worker)
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise PlanError(f"cluster.tasks_per_worker={n!r}: expected a whole number of at least 1")
-    return n
-
-
-def tracking_settings(tracking: Any) -> Any:
-    return settings_of(TrackingSettings, tracking, "tracking")
-
-
-def local_server(cfg: DictConfig) -> LocalServerSpec | None:
-    llm = cfg.llm
+def local_server(cfg: Config | Container) -> LocalServerSpec | None:
+    """``llm=local``: the embedded server to start and the roles it serves (a composed config is typed first)."""
+    llm = as_config(cfg).llm
     if llm.provider == "openai":
         return None
     if llm.provider != "local":
         raise PlanError(f"llm.provider={llm.provider!r}: expected 'openai' or 'local'")
-    return settings_of(LocalServerSpec, llm.server, "llm.server", model=str(llm.model), model_path=llm.model_path,
-                       roles=tuple(r for r in llm.roles if not llm.roles[r].base_url))
+    return settings_of(LocalServerSpec, llm.server, model=llm.model, model_path=llm.model_path,
+                       roles=tuple(r for r in ROLES if not getattr(llm.roles, r).base_url))
 
 
 # -- endpoints, embedding, injection ---------------------------------------------------------------------------------
 
-#: the settings a role may override (``llm.roles.<role>.*``; null: as ``llm``), each an ``Endpoint`` field
-ROLE_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RoleConf))
 #: the ``Endpoint`` fields that only ``llm.*`` sets, for every role: the rest it shares with ``LLMConf``
 LLM_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Endpoint) if f.name not in ROLE_KEYS
                                   and f.name in {g.name for g in dataclasses.fields(LLMConf)})
 
 
-def role_endpoints(llm: DictConfig | Any) -> dict[str, Endpoint]:
+def role_endpoints(llm: LLMConf) -> dict[str, Endpoint]:
     """One ``Endpoint`` per role: the role's overrides on top of ``llm``'s values."""
     out = {}
     for role in ROLES:
-        r = llm.roles[role]
-        v = {k: (llm[k] if r.get(k) is None else r.get(k)) for k in ROLE_KEYS} | {k: llm[k] for k in LLM_KEYS}
-        out[role] = Endpoint(
-            role=role, **{**v, "base_url": v["base_url"] or "", "timeout_s": float(v["timeout_s"]),
-                          "max_concurrency": int(v["max_concurrency"]), "max_attempts": int(v["max_attempts"]),
-                          "backoff_initial_s": float(v["backoff_initial_s"]),
-                          "backoff_max_s": float(v["backoff_max_s"]), "reasoning": bool(v["reasoning"]),
-                          "deadline_s": None if v["deadline_s"] is None else float(v["deadline_s"]),
-                          "max_response_bytes": int(v["max_response_bytes"])})
+        r = getattr(llm.roles, role)
+        own = {k: (getattr(llm, k) if getattr(r, k) is None else getattr(r, k)) for k in ROLE_KEYS}
+        shared = {k: getattr(llm, k) for k in LLM_KEYS}
+        out[role] = Endpoint(role=role, **shared, **own | {"base_url": own["base_url"] or ""})
     return out
 
 
-def embedding_spec(emb: DictConfig | Any, llm: DictConfig | Any) -> EmbeddingSpec:
+def embedding_spec(emb: EmbeddingConf, llm: LLMConf) -> EmbeddingSpec:
+    """``embedding.*``; an embeddings API takes ``llm``'s retry policy and base URL unless it names its own."""
     endpoint = None
     if emb.kind == "api":
         endpoint = Endpoint(
             role="embedding",
             base_url=emb.base_url or llm.base_url or "",
-            model=emb.model,
+            model=emb.model,  # type: ignore[arg-type]
             api_key_env=emb.api_key_env,
-            timeout_s=float(emb.timeout_s),
-            max_concurrency=int(emb.max_concurrency),
-            max_attempts=int(llm.max_attempts),
-            backoff_initial_s=float(llm.backoff_initial_s),
-            backoff_max_s=float(llm.backoff_max_s),
-            deadline_s=None if llm.deadline_s is None else max(float(llm.deadline_s), float(emb.timeout_s)),
-            max_response_bytes=max(int(llm.max_response_bytes), 64 * 1024 * 1024),  # a batch of vectors is large
+            timeout_s=emb.timeout_s,
+            max_concurrency=emb.max_concurrency,
+            max_attempts=llm.max_attempts,
+            backoff_initial_s=llm.backoff_initial_s,
+            backoff_max_s=llm.backoff_max_s,
+            deadline_s=None if llm.deadline_s is None else max(llm.deadline_s, emb.timeout_s),
+            max_response_bytes=max(llm.max_response_bytes, 64 * 1024 * 1024),  # a batch of vectors is large
         )
-    return EmbeddingSpec(name=emb.name, kind=emb.kind, model=emb.model, dim=emb.dim, batch_size=int(emb.batch_size),
+    return EmbeddingSpec(name=emb.name, kind=emb.kind, model=emb.model, dim=emb.dim, batch_size=emb.batch_size,
                          endpoint=endpoint)
 
 
-def injection_spec(inj: DictConfig | Any) -> InjectionSpec:
-    return InjectionSpec(name=str(inj.name), user_turn=inj.user_turn, fraction=inj.fraction)
+def injection_spec(inj: InjectionConf) -> InjectionSpec:
+    return InjectionSpec(name=inj.name, user_turn=inj.user_turn, fraction=inj.fraction)
 
 
-def flatten_params(cfg: DictConfig) -> dict[str, str]:
-    """The resolved config flattened to ``a.b.c -> str`` for MLflow params; values of secret-looking keys are dropped
-    (``*_env`` keys hold only the *name* of an environment variable and are kept)."""
+def flatten_params(config: Config | Mapping[str, Any]) -> dict[str, str]:
+    """The config (or a plain nested mapping, such as a stored run's) flattened to ``a.b.c -> str`` for MLflow
+    params; values of secret-looking keys are dropped (``*_env`` keys hold only the *name* of an environment
+    variable and are kept)."""
     from inmind_exp.safety.redact import is_secret_key, redact
 
-    tree = redact(OmegaConf.to_container(cfg, resolve=True))
+    tree = redact(as_dict(config) if isinstance(config, Config) else dict(config))
     out: dict[str, str] = {}
 
     def walk(prefix: str, node: Any) -> None:
@@ -218,14 +193,13 @@ def flatten_params(cfg: DictConfig) -> dict[str, str]:
     return out
 
 
-def local_cpu_problems(cfg: DictConfig) -> list[str]:
-    """A local cluster (no ``cluster.address``) asking for more workers or CPUs than ``local_cpu_cap``."""
-    if OmegaConf.select(cfg, "cluster.address"):
+def local_cpu_problems(cfg: Config | Container) -> list[str]:
+    """A local cluster (no ``cluster.address``) asking for more workers or CPUs than ``local_cpu_cap`` (a composed
+    config is typed first: ``as_config``)."""
+    cluster = as_config(cfg).cluster
+    if cluster.address:
         return []
-    cap, out = local_cpu_cap(), []
-    for key in ("cluster.workers", "cluster.num_cpus"):
-        n = OmegaConf.select(cfg, key)
-        if isinstance(n, int) and not isinstance(n, bool) and n > cap:
-            out.append(f"{key}={n}: a local cluster runs at most {cap} on this machine (twice its "
-                       f"{os.cpu_count()} CPUs); join a larger cluster with cluster.address")
-    return out
+    cap = local_cpu_cap()
+    return [f"cluster.{key}={n}: a local cluster runs at most {cap} on this machine (twice its {os.cpu_count()} "
+            f"CPUs); join a larger cluster with cluster.address"
+            for key, n in (("workers", cluster.workers), ("num_cpus", cluster.num_cpus)) if n is not None and n > cap]

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inmind_exp.data.errors import DataError, Problem
 from inmind_exp.data.release import BACKGROUND, TASKS, find_release, sha256_file
 from inmind_exp.data.tasks import BUNDLED_TASKS, load_tasks, sample_tasks
 from inmind_exp.data.trace import BUNDLED_TRACE, load_trace
 from inmind_exp.records import Task, Trace
+
+if TYPE_CHECKING:  # data sits below config: the schemas are only named here
+    from inmind_exp.config.schema import DatasetConf, TraceConf
 
 OFFICIAL = "official"
 
@@ -35,46 +38,40 @@ class Background:
     digest: str
 
 
-def needs_release(cfg: Any) -> bool:
-    """Whether a composed config reads the official release (``dataset=official`` or ``trace=official``)."""
-    return OFFICIAL in (cfg.dataset.get("name"), cfg.trace.get("name"))
-
-
-def _official_only(conf: Any, group: str, keys: tuple[str, ...]) -> None:
+def _official_only(conf: DatasetConf | TraceConf, group: str, keys: tuple[str, ...]) -> None:
     for key in keys:
-        if conf.get(key):
+        if getattr(conf, key):
             raise DataError([Problem("config", None, f"{group}.{key}", f"{group}={OFFICIAL} reads the release's file; "
                                      f"{group}.{key} is for a {group} file of your own (drop {group}={OFFICIAL})")])
 
 
-def load_dataset(dataset: Any) -> Tasks:
-    """The tasks of ``cfg.dataset`` and the file they came from: ``dataset.sample`` tasks drawn with
+def load_dataset(dataset: DatasetConf) -> Tasks:
+    """The tasks of ``dataset.*`` and the file they came from: ``dataset.sample`` tasks drawn with
     ``dataset.sample_seed`` (stratified by domain, ``tasks.sample_tasks``) when set, which replaces the limit, else
     the first ``dataset.limit``."""
-    sample = dataset.get("sample")
-    limit = None if sample is not None else dataset.limit
-    if dataset.get("name") == OFFICIAL:
+    limit = None if dataset.sample is not None else dataset.limit
+    if dataset.name == OFFICIAL:
         from inmind_exp.data.official import load_official_tasks
 
         _official_only(dataset, "dataset", ("path",))
-        release = find_release(dataset.get("release_dir"), where="dataset=official")
+        release = find_release(dataset.release_dir, where="dataset=official")
         tasks = load_official_tasks(release, limit=limit)
         path = release.path(TASKS)
     else:
         tasks = load_tasks(dataset.path, limit=limit)
         path = Path(dataset.path) if dataset.path else BUNDLED_TASKS
-    if sample is not None:
-        tasks = sample_tasks(tasks, sample, dataset.get("sample_seed") or 0, path)
+    if dataset.sample is not None:
+        tasks = sample_tasks(tasks, dataset.sample, dataset.sample_seed or 0, path)
     return Tasks(tuple(tasks), path, sha256_file(path))
 
 
-def load_background(trace: Any) -> Background:
-    """The trace of ``cfg.trace`` and the file it came from."""
-    if trace.get("name") == OFFICIAL:
+def load_background(trace: TraceConf) -> Background:
+    """The trace of ``trace.*`` and the file it came from."""
+    if trace.name == OFFICIAL:
         from inmind_exp.data.official import load_official_trace
 
         _official_only(trace, "trace", ("path", "index"))
-        release = find_release(trace.get("release_dir"), where="trace=official")
+        release = find_release(trace.release_dir, where="trace=official")
         path = release.path(BACKGROUND)
         return Background(load_official_trace(release), path, sha256_file(path))
     path = Path(trace.path) if trace.path else BUNDLED_TRACE

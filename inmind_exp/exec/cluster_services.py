@@ -19,6 +19,7 @@ from typing import Any
 import ray
 
 from inmind_exp.exec.services import CacheActor, LimiterActor
+from inmind_exp.llm.limits import LimitRequest
 from inmind_exp.records import Usage
 from inmind_exp.display.phases import PhaseBoard
 
@@ -39,9 +40,8 @@ class ClusterServices:
     # -- the limiter: an asyncio condition, on its group's event loop ------------------------------------------
 
     @ray.method(concurrency_group="limiter")
-    async def acquire(self, key: str, tokens: int, max_concurrency: int, rpm: float | None, tpm: float | None,
-                      lease_ttl_s: float) -> str:
-        return await self._limiter.acquire(key, tokens, max_concurrency, rpm, tpm, lease_ttl_s)
+    async def acquire(self, request: LimitRequest, lease_ttl_s: float) -> str:
+        return await self._limiter.acquire(request, lease_ttl_s)
 
     @ray.method(concurrency_group="limiter")
     async def release(self, lease: str) -> None:

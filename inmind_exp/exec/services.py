@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from inmind_exp.llm.inflight import SingleFlight
+from inmind_exp.llm.limits import LimitRequest
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +32,12 @@ class LimiterActor:
         self._cond = asyncio.Condition()
         self._book = LeaseBook()
 
-    async def acquire(self, key: str, tokens: int, max_concurrency: int, rpm: float | None, tpm: float | None,
-                      lease_ttl_s: float) -> str:
+    async def acquire(self, request: LimitRequest, lease_ttl_s: float) -> str:
         import asyncio
 
         async with self._cond:
             while True:
-                lease, wait = self._book.try_acquire(key, tokens, max_concurrency, rpm, tpm, time.monotonic(), lease_ttl_s)
+                lease, wait = self._book.try_acquire(request, time.monotonic(), lease_ttl_s)
                 if lease is not None:
                     return lease
                 try:
@@ -76,16 +76,16 @@ class RayLimiterClient:
             self._local = LocalLimiter()
         return self._local
 
-    def acquire(self, key: str, tokens: int, max_concurrency: int, rpm: float | None, tpm: float | None) -> str:
+    def acquire(self, request: LimitRequest) -> str:
         import ray
         from ray.exceptions import RayActorError
 
         if self._local is None:
             try:
-                return ray.get(self.actor.acquire.remote(key, tokens, max_concurrency, rpm, tpm, self.lease_ttl_s))
+                return ray.get(self.actor.acquire.remote(request, self.lease_ttl_s))
             except RayActorError as e:
                 self._fallback(e)
-        lease = self._local.acquire(key, tokens, max_concurrency, rpm, tpm)
+        lease = self._local.acquire(request)
         self._local_leases.add(lease)
         return lease
 

@@ -10,23 +10,36 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Iterator, Protocol
 
 
+@dataclass(frozen=True)
+class LimitRequest:
+    """One request's claim on its endpoint's limits: the endpoint's ``key`` (``Endpoint.limit_key``), the tokens
+    the request is estimated to use, and the limits it is held to (``rpm``/``tpm`` None: no rate limit)."""
+
+    key: str
+    tokens: int
+    max_concurrency: int
+    rpm: float | None = None
+    tpm: float | None = None
+
+
 class Limiter(Protocol):
-    def acquire(self, key: str, tokens: int, max_concurrency: int, rpm: float | None, tpm: float | None) -> str:
-        """Block until a request of ``tokens`` may start; return a lease id."""
+    def acquire(self, request: LimitRequest) -> str:
+        """Block until ``request`` may start; return a lease id."""
 
     def release(self, lease: str) -> None:
         """Free the lease's concurrency slot."""
 
 
 @contextmanager
-def limited(limiter: Limiter | None, key: str, tokens: int, max_concurrency: int, rpm: float | None, tpm: float | None) -> Iterator[None]:
+def limited(limiter: Limiter | None, request: LimitRequest) -> Iterator[None]:
     if limiter is None:
         yield
         return
-    lease = limiter.acquire(key, tokens, max_concurrency, rpm, tpm)
+    lease = limiter.acquire(request)
     try:
         yield
     finally:
@@ -69,15 +82,15 @@ class LeaseBook:
         self.leases: dict[str, tuple[str, float]] = {}
         self.n = 0
 
-    def try_acquire(self, key: str, tokens: int, max_concurrency: int, rpm: float | None, tpm: float | None,
-                    now: float, ttl_s: float = float("inf")) -> tuple[str | None, float]:
+    def try_acquire(self, request: LimitRequest, now: float, ttl_s: float = float("inf")) -> tuple[str | None, float]:
         """(lease, 0) when the request may start now, else (None, seconds worth waiting before trying again)."""
         self.expire(now)
+        key = request.key
         window = self.windows.setdefault(key, RateWindow())
-        wait = window.wait_time(now, tokens, rpm, tpm)
-        if self.active.get(key, 0) < max_concurrency and wait <= 0:
+        wait = window.wait_time(now, request.tokens, request.rpm, request.tpm)
+        if self.active.get(key, 0) < request.max_concurrency and wait <= 0:
             self.active[key] = self.active.get(key, 0) + 1
-            window.record(now, tokens)
+            window.record(now, request.tokens)
             self.n += 1
             lease = f"{key}#{self.n}"
             self.leases[lease] = (key, now + ttl_s)
@@ -106,10 +119,10 @@ class LocalLimiter:
         self._cond = threading.Condition()
         self._book = LeaseBook()
 
-    def acquire(self, key: str, tokens: int, max_concurrency: int, rpm: float | None, tpm: float | None) -> str:
+    def acquire(self, request: LimitRequest) -> str:
         with self._cond:
             while True:
-                lease, wait = self._book.try_acquire(key, tokens, max_concurrency, rpm, tpm, time.monotonic())
+                lease, wait = self._book.try_acquire(request, time.monotonic())
                 if lease is not None:
                     return lease
                 self._cond.wait(timeout=wait)

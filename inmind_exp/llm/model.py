@@ -17,7 +17,7 @@ import tenacity
 from inmind_exp.errors import JSONReplyError, LLMCallError
 from inmind_exp.llm.cache import CallCache, cache_key, is_count
 from inmind_exp.llm.endpoint import Endpoint
-from inmind_exp.llm.limits import Limiter, limited
+from inmind_exp.llm.limits import Limiter, LimitRequest, limited
 from inmind_exp.llm.provider import Completion, OpenAIProvider
 from inmind_exp.llm.retry import backoff_seconds
 from inmind_exp.llm.usage import UsageMeter
@@ -243,7 +243,7 @@ class Model:
             if p.limit_key is None:
                 self.http_calls += 1
                 return fn()
-            with limited(self.limiter, p.limit_key, est_tokens, p.max_concurrency, p.rpm, p.tpm):
+            with limited(self.limiter, LimitRequest(p.limit_key, est_tokens, p.max_concurrency, p.rpm, p.tpm)):
                 self.http_calls += 1
                 return fn()
 

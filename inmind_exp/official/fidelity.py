@@ -29,7 +29,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from inmind_exp.config.schema import Config
 
 #: The release's setting (evaluation/README.md "Answer generation", "Judging"; background/manifest.json).
 RELEASE_MODEL = "gpt-5-mini"
@@ -233,7 +236,7 @@ def paper_gaps(s: Setting) -> tuple[str, ...]:
 
 
 def fidelity(source: Any, records: Iterable[Any] | None = None) -> Fidelity:
-    """The protocol fidelity of a ``Setting``, a ``Plan``, a composed config (``DictConfig``) or a flattened
+    """The protocol fidelity of a ``Setting``, a ``Plan``, a typed ``Config`` or a flattened
     config (``Mapping[str, str]``); with a run's ``records`` (a plan's), also of what the endpoints served."""
     s = setting_of(source)
     served: dict[str, tuple[str, ...]] = {}
@@ -329,17 +332,15 @@ def top_k_note(params: Mapping[str, Any]) -> str | None:
 def setting_of(source: Any) -> Setting:
     if isinstance(source, Setting):
         return source
-    if hasattr(source, "params") and hasattr(source, "endpoints") and hasattr(source, "tasks"):
+    if hasattr(source, "config") and hasattr(source, "endpoints") and hasattr(source, "tasks"):
         return _setting_of_plan(source)
-    from omegaconf import DictConfig
+    from inmind_exp.config.schema import Config
 
-    if isinstance(source, DictConfig):  # before Mapping: a DictConfig is one, but nested
-        from inmind_exp.config.settings import flatten_params
-
-        return setting_of_params(flatten_params(source))
+    if isinstance(source, Config):
+        return setting_of_config(source)
     if isinstance(source, Mapping):
         return setting_of_params(source)
-    raise TypeError(f"fidelity: expected a Setting, Plan, DictConfig or flattened config, got {type(source).__name__}")
+    raise TypeError(f"fidelity: expected a Setting, Plan, Config or flattened config, got {type(source).__name__}")
 
 
 def _get(params: Mapping[str, Any], key: str) -> str | None:
@@ -426,31 +427,56 @@ def setting_of_params(params: Mapping[str, Any], n_tasks: int | None = None) -> 
     )
 
 
+def setting_of_config(config: Config, n_tasks: int | None = None, endpoints: Mapping[str, Any] | None = None
+                      ) -> Setting:
+    """A setting from a typed config (``setting_of_params`` reads the same from a stored run's flattened one);
+    ``n_tasks`` (e.g. the tasks a plan holds) wins over ``dataset.limit``, ``endpoints`` (a plan's, perhaps bound
+    to a started server) over the config's own."""
+    from inmind_exp.config.settings import role_endpoints
+
+    eps = endpoints if endpoints is not None else role_endpoints(config.llm)
+
+    def role(r: str) -> RoleSetting:
+        e = eps[r]
+        return RoleSetting(model=e.model or "?", max_tokens=e.max_tokens, temperature=e.temperature, top_p=e.top_p,
+                           reasoning=bool(e.reasoning), seed=e.seed, host=_host(e.base_url))
+
+    def data(conf: Any) -> str:  # as ``_data_choice``: a path of the user's own under ``bundled`` is ``file``
+        return conf.name if conf.name and conf.name != BUNDLED else BUNDLED if not conf.path else "file"
+
+    system, inj = config.system, config.injection
+    try:
+        gaps = system_gaps(system.name, {k: v for k, v in system.params.items() if v is not None},
+                           config.embedding.name)
+    except (KeyError, LookupError, OSError):
+        gaps = (f"system={system.name} (not one of the paper's rows)",)
+    return Setting(
+        dataset=data(config.dataset), trace=data(config.trace), injection=inj.name or "?", user_turn=inj.user_turn,
+        fraction=inj.fraction, answer=config.answer.mode or "shared", judges=config.judges.prompts or DEFAULT_JUDGES,
+        answerer=role("answerer"), judge=role("judge"),
+        n_tasks=n_tasks if n_tasks is not None else config.dataset.limit,
+        judge_json_mode=bool(config.judges.json_mode), memory=role("memory"), system_gaps=gaps,
+    )
+
+
 def _setting_of_plan(plan: Any) -> Setting:
-    """A plan's setting: its params, the endpoints it resolved, the tasks it holds and its injection session. Data
-    hashed like the release's files (``data.release.PINNED_SHA256``) count as the official ones whatever they are
-    called."""
+    """A plan's setting: its typed config, the endpoints it resolved, the tasks it holds and its injection session.
+    Data hashed like the release's files (``data.release.PINNED_SHA256``) count as the official ones whatever they
+    are called."""
     from inmind_exp.data.release import BACKGROUND, PINNED_SHA256, TASKS
 
-    s = setting_of_params(plan.params, n_tasks=len(plan.tasks))
+    s = setting_of_config(plan.config, len(plan.tasks), plan.endpoints)
     identity = getattr(plan, "identity", {}) or {}
     trace_id = identity.get("trace")
     if identity.get("dataset") == PINNED_SHA256[TASKS]:
         s = _replace(s, dataset=OFFICIAL_DATASET)
     if isinstance(trace_id, Mapping) and trace_id.get("digest") == PINNED_SHA256[BACKGROUND]:
         s = _replace(s, trace=OFFICIAL_TRACE)
-
-    def role(r: str) -> RoleSetting:
-        e = plan.endpoints[r]
-        return RoleSetting(model=str(e.model), max_tokens=e.max_tokens, temperature=e.temperature, top_p=e.top_p,
-                           reasoning=bool(e.reasoning), seed=e.seed, host=e.host or None)
-
     emb = getattr(plan, "embedding", None)
     gaps = system_gaps(plan.system_name, dict(plan.system_params), getattr(emb, "name", None),
                        getattr(getattr(emb, "endpoint", None), "host", None), system_cls=plan.system_cls) \
         if plan.system_name in PAPER_SYSTEMS else (f"system={plan.system_name} (not one of the paper's rows)",)
-    return _replace(s, answerer=role("answerer"), judge=role("judge"), memory=role("memory"),
-                    answer=str(plan.answer_mode), session_index=plan.session_index, system_gaps=gaps)
+    return _replace(s, answer=str(plan.answer_mode), session_index=plan.session_index, system_gaps=gaps)
 
 
 def _replace(s: Any, **kw: Any) -> Any:

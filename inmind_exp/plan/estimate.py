@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, Sequence
 
+from inmind_exp.llm.endpoint import ROLES
 from inmind_exp.records import Session
 
 if TYPE_CHECKING:  # the package's __init__ imports this module: it stays light (the plan and judges import openai)
@@ -16,9 +17,6 @@ if TYPE_CHECKING:  # the package's __init__ imports this module: it stays light 
 
 def _user_turns(sessions: Sequence[Session]) -> int:
     return sum(1 for s in sessions for t in s.turns if t.role == "user")
-
-
-ROLES = ("memory", "answerer", "judge")
 
 
 def _answer_prompt_delta(plan: Plan) -> int:

@@ -1,8 +1,9 @@
-"""Turn one composed Hydra config into a frozen, fully resolved ``Plan``: the system class and its parameters, the
+"""Turn one configuration into a frozen, fully resolved ``Plan``: the system class and its parameters, the
 endpoints, the embedding, the tasks and trace, the injection session, the result identity and every run setting.
-Nothing downstream reads the raw config; every problem is raised here, naming its key, before any work starts.
-``plan_config`` reads top to bottom: values from ``run.settings``, checks from ``run.plan_checks``, the hash from
-``result_identity``; none of them calls back (the schemas are ``inmind_exp.config.schema``'s).
+The composed Hydra config is typed once, at the top of ``plan_config`` (``config.resolve.as_config``); nothing after
+reads a ``DictConfig``, and every problem is raised here, naming its key, before any work starts. ``plan_config``
+reads top to bottom: values from ``config.settings``, checks from ``config.checks``, the hash from
+``config.identity``; none of them calls back (the schemas are ``inmind_exp.config.schema``'s).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import Container, OmegaConf
 
 from inmind_exp import tags as T
 from inmind_exp.data import DataError
@@ -31,11 +32,13 @@ from inmind_exp.records import Task, TaskRecord, Trace
 from inmind_exp.config.identity import identity_hash, result_identity
 from inmind_exp.labels import injection_label, label_suffix, run_label, swept_values
 from inmind_exp.plan.ledger import Ledger
-from inmind_exp.config.checks import (check_base_urls, check_latency, check_params, check_prices, check_ranges,
-                                        check_run_extras, check_tracking_uri, check_writable)
+from inmind_exp.config.checks import (check_base_urls, check_params, check_prices, check_ranges, check_run,
+                                      check_tracking_uri, check_writable)
+from inmind_exp.config.resolve import as_config, as_dict
+from inmind_exp.config.schema import Config, ControlsConf
 from inmind_exp.config.settings import (ClusterSettings, LocalServerSpec, RunSettings, TrackingSettings,
-                                     cluster_settings, container, embedding_spec, flatten_params, injection_spec,
-                                     local_server, role_endpoints, run_settings, tracking_settings)
+                                        cluster_settings, embedding_spec, flatten_params, injection_spec,
+                                        local_server, role_endpoints, run_settings, settings_of)
 from inmind_exp.safety.redact import redact
 from inmind_exp.memory.traits import Traits
 
@@ -94,6 +97,8 @@ class Plan:
     #: the resolved config, flattened for MLflow params (secrets dropped) and as YAML for the job directory
     params: Mapping[str, str]
     config_yaml: str
+    #: the typed config the plan was made from (official params applied), for what reads a setting from it (fidelity)
+    config: Config
     done: Mapping[str, TaskRecord] = field(default_factory=dict)
     #: the judge prompt set (``judges.prompts``) and the release's answer prompt when ``answer=paper``
     judges: Mapping[str, Judge] = field(default_factory=lambda: dict(JUDGES))
@@ -106,8 +111,8 @@ class Plan:
         """Whether this configuration is asked the naive query (``MemorySystem.asks_naive``)."""
         return self.system_cls.asks_naive(dict(self.system_params))
     #: the task file the tasks were read from (the bundled set, a user's file or the release's), for MLflow
-    tasks_path: Path | None = None
-    #: ``dataset.release_dir`` (None: ``$INMIND_RELEASE`` or the newest fetch), where the submission's schema is read
+    dataset_path: Path | None = None
+    #: ``dataset.release_dir`` as configured (None: ``$INMIND_RELEASE``, else the newest fetched copy)
     release_dir: Path | None = None
 
     @property
@@ -156,7 +161,7 @@ class Plan:
             cache_dir=self.run.cache_dir, endpoints=dict(self.endpoints), embedding=self.embedding,
             system=self.system_name, params=dict(self.system_params), answer_mode=self.answer_mode,
             config_hash=self.config_hash, judge_attempts=self.run.judge_attempts, keep_workdirs=self.run.keep_workdirs,
-            cache=self.run.cache, judges=None if self.judges == JUDGES else dict(self.judges),
+            cache=self.run.cache or "local", judges=None if self.judges == JUDGES else dict(self.judges),
             answer_prompt=self.answer_prompt, controls=self.controls,
             system_ref=f"{self.system_cls.__module__}:{self.system_cls.__qualname__}",
         )
@@ -170,85 +175,85 @@ class Plan:
                        traits=Traits.of(self.system_cls, self.system_params).to_dict())
 
 
-def plan_config(cfg: DictConfig, root: Path, job_dir: Path, label_keys: Sequence[str] = (),
+def plan_config(cfg: Config | Container, root: Path, job_dir: Path, label_keys: Sequence[str] = (),
                 overrides: Sequence[str] = ()) -> Plan:
-    """Validate and resolve a composed config; every problem names its key and is raised before work starts.
-    ``label_keys`` are the other keys the sweep varies (shown in the plan's name, ``inmind_exp.labels``), with
-    this job's ``overrides`` for the values that are no config leaf."""
+    """Validate and resolve a config (the composed one is typed first, here: ``as_config``); every problem names its
+    key and is raised before work starts. ``label_keys`` are the other keys the sweep varies (shown in the plan's
+    name, ``inmind_exp.labels``), with this job's ``overrides`` for the values that are no config leaf."""
+    config = as_config(cfg)
     try:
-        system_cls = SYSTEMS.get(cfg.system.name)
+        system_cls = SYSTEMS.get(config.system.name)
     except KeyError as e:
-        raise PlanError(f"system={cfg.system.name}: {e.args[0]}") from None
-    if cfg.embedding.name not in system_cls.embeddings:
+        raise PlanError(f"system={config.system.name}: {e.args[0]}") from None
+    if config.embedding.name not in system_cls.embeddings:
         raise PlanError(
-            f"embedding={cfg.embedding.name} is not supported by system={cfg.system.name} "
+            f"embedding={config.embedding.name} is not supported by system={config.system.name} "
             f"(supported: {', '.join(system_cls.embeddings)})"
         )
     try:
-        dataset = load_dataset(cfg.dataset)
-        background = load_background(cfg.trace)
+        dataset = load_dataset(config.dataset)
+        background = load_background(config.trace)
     except DataError as e:
         raise PlanError(str(e)) from e
     except ReleaseError as e:  # no release, or a file that fails its hash: exit 2 naming the fetch command
         raise PlanError(str(e)) from None
     tasks, trace = dataset.tasks, background.trace
     try:
-        session_index = injection_session_index(trace, injection_spec(cfg.injection))
+        session_index = injection_session_index(trace, injection_spec(config.injection))
     except ValueError as e:
         raise PlanError(str(e)) from None
-    check_base_urls(cfg)
-    local = local_server(cfg)
-    endpoints = role_endpoints(cfg.llm)
+    check_base_urls(config)
+    local = local_server(config)
+    endpoints = role_endpoints(config.llm)
     if local is not None:  # the served roles' identity is the model, not the port the server gets
         endpoints = {r: (replace(e, base_url="", cache_id=local.cache_id) if r in local.roles else e)
                      for r, e in endpoints.items()}
-    for r, e in endpoints.items():
-        if not e.base_url and not (local and r in local.roles):
+    for r, ep in endpoints.items():
+        if not ep.base_url and not (local and r in local.roles):
             raise PlanError(f"llm.base_url (or llm.roles.{r}.base_url) is not set for role '{r}'")
-        if not e.model:
+        if not ep.model:
             raise PlanError(f"llm.model is not set for role '{r}'")
-    embedding = embedding_spec(cfg.embedding, cfg.llm)
+    embedding = embedding_spec(config.embedding, config.llm)
     if embedding.kind == "api" and not (embedding.endpoint and embedding.endpoint.base_url):
-        raise PlanError(f"embedding={cfg.embedding.name}: set embedding.base_url (or llm.base_url) for the embeddings API")
-    if cfg.dataset.get("name") == OFFICIAL and system_cls.official_params:
-        _apply_official_params(cfg, system_cls.official_params)
-    params = container(cfg.system.params, "system.params")
-    if cfg.answer.mode not in ANSWER_MODES:
-        raise PlanError(f"answer={cfg.answer.mode}: expected one of {', '.join(ANSWER_MODES)}")
-    check_params(system_cls, cfg.system.name, params)
-    check_latency(cfg.run)
-    check_ranges(cfg, system_cls, params)
-    check_run_extras(cfg.run)
-    prices = check_prices(cfg.llm.get("prices"))
-    check_tracking_uri(str(cfg.tracking.uri))
-    for key, where in ((f"run.cache_dir={cfg.run.cache_dir}", Path(str(cfg.run.cache_dir))),
+        raise PlanError(f"embedding={config.embedding.name}: set embedding.base_url (or llm.base_url) for the "
+                        f"embeddings API")
+    if config.dataset.name == OFFICIAL:
+        config = _with_official_params(config, system_cls.official_params)
+    params = dict(config.system.params)
+    if config.answer.mode not in ANSWER_MODES:
+        raise PlanError(f"answer={config.answer.mode}: expected one of {', '.join(ANSWER_MODES)}")
+    check_params(system_cls, config.system.name, params)
+    check_run(config.run)
+    check_ranges(config, system_cls, params)
+    prices = check_prices(config.llm.prices)
+    check_tracking_uri(config.tracking.uri)
+    for key, where in ((f"run.cache_dir={config.run.cache_dir}", Path(config.run.cache_dir)),
                        (f"hydra.sweep.dir / hydra.run.dir ({root})", root), (f"the job directory {job_dir}", job_dir)):
         check_writable(key, where)  # every output path, before anything is paid
-    judges, answer_prompt = _release_prompts(cfg)
-    identity = result_identity(cfg, endpoints, dataset.digest, background.digest, system_cls.uses_embedding,
+    judges, answer_prompt = _release_prompts(config)
+    identity = result_identity(config, endpoints, dataset.digest, background.digest, system_cls.uses_embedding,
                                judges=judges, answer_prompt=answer_prompt, system_cls=system_cls)
-    controls = _controls(cfg, tasks)
+    controls = _controls(config.controls, tasks)
     if controls is not None:  # only then: a run without controls keeps its identity
         identity["controls"] = controls.identity(judges)
     config_hash = identity_hash(identity)
+    inj = config.injection
     plan = Plan(
-        name=run_label(cfg.system.name, cfg.embedding.name,
-                       injection_label(cfg.injection.name, cfg.injection.user_turn, cfg.injection.fraction),
-                       cfg.llm.name, cfg.answer.mode,
-                       label_suffix(label_keys, swept_values(cfg, label_keys, overrides))),
-        config_hash=config_hash, identity=identity, system_name=cfg.system.name, system_cls=system_cls,
-        system_params=params, answer_mode=cfg.answer.mode, endpoints=endpoints, embedding=embedding,
+        name=run_label(config.system.name, config.embedding.name,
+                       injection_label(inj.name, inj.user_turn, inj.fraction), config.llm.name, config.answer.mode,
+                       label_suffix(label_keys, swept_values(config, label_keys, overrides))),
+        config_hash=config_hash, identity=identity, system_name=config.system.name, system_cls=system_cls,
+        system_params=params, answer_mode=config.answer.mode, endpoints=endpoints, embedding=embedding,
         tasks=tuple(tasks), trace=trace, session_index=session_index, root=root, job_dir=job_dir,
-        tasks_path=dataset.path,
-        release_dir=Path(str(d)) if (d := OmegaConf.select(cfg, "dataset.release_dir", default=None)) else None,
-        run=run_settings(cfg), cluster=cluster_settings(cfg), tracking=tracking_settings(cfg.tracking),
-        local=local,
-        prices=prices,
+        dataset_path=dataset.path,
+        release_dir=Path(config.dataset.release_dir) if config.dataset.release_dir else None,
+        run=run_settings(config), cluster=cluster_settings(config),
+        tracking=settings_of(TrackingSettings, config.tracking), local=local, prices=prices,
         # controls.* only when the run has controls: a run without them keeps its MLflow params
-        params={**{k: v for k, v in flatten_params(cfg).items()
+        params={**{k: v for k, v in flatten_params(config).items()
                    if controls is not None or not k.startswith("controls.")},
                 **_traits(system_cls, params).params(), T.CONFIG_HASH: config_hash},
-        config_yaml=OmegaConf.to_yaml(OmegaConf.create(redact(OmegaConf.to_container(cfg, resolve=True)))),
+        config_yaml=OmegaConf.to_yaml(OmegaConf.create(redact(as_dict(config)))), config=config,
         judges=judges, answer_prompt=answer_prompt, controls=controls,
     )
     return replace(plan, done=Ledger(plan.ledger_path).load())
@@ -261,61 +266,40 @@ def _traits(system_cls: type[MemorySystem], params: Mapping[str, Any]) -> Traits
         raise PlanError(str(e)) from None
 
 
-def _controls(cfg: DictConfig, tasks: Sequence[Task]) -> ControlSpec | None:
+def _controls(controls: ControlsConf, tasks: Sequence[Task]) -> ControlSpec | None:
     """``controls.*``: the run's negative controls and, for ``mismatched``, the pairing over its tasks."""
-    node = OmegaConf.select(cfg, "controls", default=None)
-    if node is None:
-        return None
-    names = node.get("names") or []
-    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
-        raise PlanError(f"controls.names={names!r}: expected a list of control names")
-    seed, pool = node.get("seed", 0), node.get("pool", 5)
-    for key, value in (("seed", seed), ("pool", pool)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise PlanError(f"controls.{key}={value!r}: expected a whole number")
     try:
-        return control_spec(list(names), tasks, seed=seed, pool=pool)
+        return control_spec(list(controls.names), tasks, seed=controls.seed, pool=controls.pool)
     except ValueError as e:
-        raise PlanError(f"controls={','.join(names)}: {e}") from None
+        raise PlanError(f"controls={','.join(controls.names)}: {e}") from None
 
 
-def _apply_official_params(cfg: DictConfig, defaults: Mapping[str, Any]) -> None:
+def _with_official_params(config: Config, defaults: Mapping[str, Any]) -> Config:
     """On the official tasks, a system's ``official_params`` (the release's protocol for it: the backbone also
-    answers the naive query, naive_rag is the single-shot control) unless the user set them; written into the
-    config, so they are in the result identity, the MLflow params and ``config.yaml``."""
-    from omegaconf import open_dict
-
-    with open_dict(cfg):
-        if cfg.system.get("params") is None:
-            cfg.system.params = {}
-        with open_dict(cfg.system.params):
-            for key, value in defaults.items():
-                if key not in cfg.system.params:
-                    cfg.system.params[key] = value
+    answers the naive query, naive_rag is the single-shot control) unless the user set them; a new config, so
+    they are in the result identity, the MLflow params and ``config.yaml``."""
+    params = {**config.system.params, **{k: v for k, v in defaults.items() if k not in config.system.params}}
+    return replace(config, system=replace(config.system, params=params))
 
 
-def _release_prompts(cfg: DictConfig) -> tuple[dict[str, Judge], PaperPrompt | None]:
+def _release_prompts(config: Config) -> tuple[dict[str, Judge], PaperPrompt | None]:
     """The judge set and (``answer=paper``) the answer prompt, the paper ones read from the release now, so a
     missing or changed release is a ``PlanError`` before any work."""
     from inmind_exp.data.release import ReleaseError, find_release
 
-    prompts = str(OmegaConf.select(cfg, "judges.prompts", default="strict"))
-    wants = [k for k, on in (("answer=paper", cfg.answer.mode == "paper"), ("judges=paper", prompts == "paper")) if on]
+    prompts, paper_answer = config.judges.prompts, config.answer.mode == "paper"
+    wants = [k for k, on in (("answer=paper", paper_answer), ("judges=paper", prompts == "paper")) if on]
     try:
-        release = find_release(OmegaConf.select(cfg, "dataset.release_dir", default=None),
-                               where=" and ".join(wants)) if wants else None
-        json_mode = OmegaConf.select(cfg, "judges.json_mode", default=None)
-        judges = judge_set(prompts, release, None if json_mode is None else bool(json_mode))
-        return judges, (load_paper_prompt(release) if release is not None and cfg.answer.mode == "paper" else None)
+        release = find_release(config.dataset.release_dir, where=" and ".join(wants)) if wants else None
+        judges = judge_set(prompts, release, config.judges.json_mode)
+        return judges, (load_paper_prompt(release) if release is not None and paper_answer else None)
     except (ReleaseError, ValueError) as e:
         raise PlanError(str(e)) from None
 
 
-def check_config(cfg: DictConfig) -> None:
+def check_config(cfg: Config | Container) -> None:
     """Everything ``plan_config`` checks, without a sweep directory: used to validate every job of a sweep before
     the first one runs (``inmind_exp.launch.check_sweep.CheckSweep``). Endpoint keys and reachability are checked by the
     driver before its first MLflow run."""
     with tempfile.TemporaryDirectory(prefix="inmind-check-") as d:
         plan_config(cfg, Path(d), Path(d))
-
-

@@ -144,7 +144,7 @@ class MLflowRun(Recorder):
         # a configuration run per sweep identity: another sweep in the same directory holding it has its own child
         key = identity_hash({"root": str(plan.root.resolve()), "config": plan.config_hash,
                              **({"sweep": self.parent_key} if self.parent_key else {})})
-        return tracker, parent_id, tracker.open_config_run(plan, dict(plan.params), key, parent_id, plan.tasks_path)
+        return tracker, parent_id, tracker.open_config_run(plan, dict(plan.params), key, parent_id, plan.dataset_path)
 
     def finish(self, run: Finished) -> None:
         if not self.started:  # a recorder's start failed before this one's: open now, to end the run FAILED

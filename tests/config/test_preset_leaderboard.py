@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from inmind_exp.config import schema as C
+from inmind_exp.config.resolve import as_config
 from inmind_exp.official.fidelity import fidelity
 from inmind_exp.labels import CONF_DIR
 from inmind_exp.config.settings import role_endpoints
@@ -32,7 +33,7 @@ def missing() -> list[tuple[str, str]]:
 
 
 def compose(tmp_path: Path, *overrides: str):
-    """The config with the preset, its defaults cut to the options that exist on this checkout."""
+    """The typed config with the preset, its defaults cut to the options that exist on this checkout."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
@@ -43,8 +44,8 @@ def compose(tmp_path: Path, *overrides: str):
     (tmp_path / "preset" / "leaderboard_here.yaml").write_text("# @package _global_\n" + yaml.safe_dump(doc))
     C.register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        return hydra_compose(config_name="config", overrides=[f"hydra.searchpath=[file://{tmp_path}]",
-                                                             "+preset=leaderboard_here", *overrides])
+        return as_config(hydra_compose(config_name="config", overrides=[
+            f"hydra.searchpath=[file://{tmp_path}]", "+preset=leaderboard_here", *overrides]))
 
 
 def test_the_preset_sets_the_release_models_caps_and_reasoning_profile(tmp_path):

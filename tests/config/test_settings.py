@@ -100,3 +100,42 @@ def test_every_run_cluster_and_tracking_override_reaches_the_plan(tmp_path):
     assert {e.rpm for e in eps.values()} == {30.0}
     with pytest.raises(dataclasses.FrozenInstanceError):
         run.max_usd = 9  # type: ignore[misc]
+
+
+def test_a_role_override_is_each_endpoint_field_made_nullable_once_per_role():
+    from inmind_exp.config.schema import ROLE_KEYS, RolesConf
+    from inmind_exp.llm.endpoint import ROLES
+
+    hints, endpoint = typing.get_type_hints(RoleConf), typing.get_type_hints(Endpoint)
+    assert tuple(hints) == ROLE_KEYS
+    for key in ROLE_KEYS:  # Optional[X] of Endpoint's X (or X | None)
+        own = set(typing.get_args(endpoint[key]) or (endpoint[key],))
+        assert set(typing.get_args(hints[key])) == own | {type(None)}
+    assert tuple(f.name for f in dataclasses.fields(RolesConf)) == ROLES
+
+
+def test_the_composed_config_is_typed_once_and_never_written(release, tmp_path):
+    from inmind_exp.config.resolve import as_config, select
+    from inmind_exp.config.schema import Config
+    from inmind_exp.data.release import TASKS
+    from inmind_exp.errors import PlanError
+
+    cfg = compose(tmp_path, "http://127.0.0.1:9/v1", "system=backbone", "embedding=bm25", "dataset=official",
+                  "trace=official", "dataset.path=null", "trace.path=null", "dataset.limit=2",
+                  f"dataset.release_dir={release.root}")
+    before = OmegaConf.to_container(cfg, resolve=True)
+    config = as_config(cfg)
+    assert isinstance(config, Config) and as_config(config) is config
+    assert isinstance(config.llm.roles.judge, RoleConf) and select(config, "llm.roles.judge.model") is None
+    assert config.trace.release_dir == str(release.root)  # trace=official takes dataset.release_dir
+    with pytest.raises(KeyError):
+        select(config, "llm.roles.nobody")
+    plan = plan_config(cfg, tmp_path / "root", tmp_path / "job")
+    assert plan.system_params["answer_naive"] is True  # the backbone's official_params, in a derived config ...
+    assert plan.params["system.params.answer_naive"] == "True"
+    assert OmegaConf.to_container(cfg, resolve=True) == before  # ... never written into the caller's
+    assert plan.release_dir == release.root and plan.dataset_path == release.path(TASKS)
+    unset = compose(tmp_path, "http://127.0.0.1:9/v1", "llm=openai")
+    OmegaConf.update(unset, "llm.model", "???")
+    with pytest.raises(PlanError, match="llm.model"):
+        as_config(unset)

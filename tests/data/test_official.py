@@ -153,7 +153,7 @@ def test_result_identity_names_the_release_files(release, tmp_path):
     official = plan_for(tmp_path / "a", "dataset=official", "trace=official")
     assert official.identity["dataset"] == PINNED_SHA256[TASKS]
     assert official.identity["trace"]["digest"] == PINNED_SHA256[BACKGROUND]
-    assert official.tasks_path == release.path(TASKS)
+    assert official.dataset_path == release.path(TASKS)
     bundled = plan_for(tmp_path / "b")
     mixed = plan_for(tmp_path / "c", "trace=official")
     assert len({official.config_hash, bundled.config_hash, mixed.config_hash}) == 3

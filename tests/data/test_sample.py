@@ -10,6 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from inmind_exp.data import DataError, load_tasks
+from inmind_exp.config.schema import DatasetConf
 from inmind_exp.data.sources import load_dataset
 from inmind_exp.data.tasks import BUNDLED_TASKS, sample_tasks
 from tests.launch_helpers import REPO
@@ -34,13 +35,11 @@ def test_a_sample_is_stratified_by_domain_seeded_and_in_file_order():
 
 
 def test_the_sample_replaces_the_limit_where_the_dataset_is_loaded():
-    head = load_dataset(OmegaConf.create({"name": "bundled", "path": None, "limit": 10})).tasks
-    sampled = load_dataset(OmegaConf.create({"name": "bundled", "path": None, "limit": 2, "sample": 10,
-                                             "sample_seed": 7})).tasks
+    head = load_dataset(DatasetConf(limit=10)).tasks
+    sampled = load_dataset(DatasetConf(limit=2, sample=10, sample_seed=7)).tasks
     assert len(head) == 10 and len({t.domain for t in head}) == 1  # the head of the file: one domain
     assert len(sampled) == 10 and len({t.domain for t in sampled}) >= 5  # the limit is ignored under a sample
-    assert sampled == load_dataset(OmegaConf.create({"name": "bundled", "path": None, "limit": None,
-                                                     "sample": 10, "sample_seed": 7})).tasks
+    assert sampled == load_dataset(DatasetConf(sample=10, sample_seed=7)).tasks
 
 
 def test_a_run_plans_the_sampled_tasks_and_logs_the_sample(tmp_path: Path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from inmind_exp.llm.limits import LocalLimiter, RateWindow, limited
+from inmind_exp.llm.limits import LimitRequest, LocalLimiter, RateWindow, limited
 
 
 def test_concurrency_cap_holds():
@@ -14,7 +14,7 @@ def test_concurrency_cap_holds():
     lock = threading.Lock()
 
     def work():
-        with limited(lim, "ep", 10, 2, None, None):
+        with limited(lim, LimitRequest("ep", 10, 2)):
             with lock:
                 active[0] += 1
                 peak[0] = max(peak[0], active[0])
@@ -51,9 +51,9 @@ def test_expired_lease_frees_its_slot():
     from inmind_exp.llm.limits import LeaseBook
 
     book = LeaseBook()
-    lease, _ = book.try_acquire("ep", 1, 1, None, None, now=0.0, ttl_s=10.0)
+    lease, _ = book.try_acquire(LimitRequest("ep", 1, 1), now=0.0, ttl_s=10.0)
     assert lease is not None
-    blocked, wait = book.try_acquire("ep", 1, 1, None, None, now=5.0, ttl_s=10.0)
+    blocked, wait = book.try_acquire(LimitRequest("ep", 1, 1), now=5.0, ttl_s=10.0)
     assert blocked is None and wait > 0
-    again, _ = book.try_acquire("ep", 1, 1, None, None, now=11.0, ttl_s=10.0)  # the first holder died
+    again, _ = book.try_acquire(LimitRequest("ep", 1, 1), now=11.0, ttl_s=10.0)  # the first holder died
     assert again is not None and not book.release(lease) and book.release(again)

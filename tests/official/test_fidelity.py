@@ -157,6 +157,7 @@ def test_a_plan_of_the_default_config_is_demo_tasks(tmp_path):
 
     from inmind_exp.config.schema import register_configs
     from inmind_exp.labels import CONF_DIR
+    from inmind_exp.config.resolve import as_config
     from inmind_exp.plan.plan import plan_config
 
     register_configs()
@@ -170,7 +171,7 @@ def test_a_plan_of_the_default_config_is_demo_tasks(tmp_path):
     assert f.deviations[2:4] == ("answer=shared", "judges=strict")
     assert "answerer model=m" in f.deviations and "judge model=m" in f.deviations  # not the OpenAI API: no successor
     assert "answerer host=127.0.0.1:9 (release: api.openai.com)" in f.deviations
-    assert fidelity(cfg).deviations[:2] == f.deviations[:2]
+    assert fidelity(as_config(cfg)).deviations[:2] == f.deviations[:2]
 
 
 def test_records_that_do_not_say_what_served_them_are_a_deviation():

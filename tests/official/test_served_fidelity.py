@@ -64,12 +64,13 @@ def test_the_host_never_holds_credentials():
 def compose_preset(*overrides: str):
     from hydra import compose, initialize_config_dir
 
+    from inmind_exp.config.resolve import as_config
     from inmind_exp.config.schema import register_configs
     from inmind_exp.labels import CONF_DIR
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        return compose(config_name="config", overrides=["+preset=leaderboard", *overrides])
+        return as_config(compose(config_name="config", overrides=["+preset=leaderboard", *overrides]))
 
 
 def test_a_leaderboard_run_against_a_local_endpoint_is_labelled_by_what_ran(release, tmp_path, monkeypatch):
@@ -146,15 +147,16 @@ def test_paper_rows_sweeps_the_papers_nine_systems_under_its_embeddings_in_the_l
     assert tuple(sweep["system"].split(",")) == PAPER_SYSTEMS and tuple(sweep["embedding"].split(",")) == PAPER_EMBEDDINGS
     from hydra import compose, initialize_config_dir
 
+    from inmind_exp.config.resolve import as_config
     from inmind_exp.config.schema import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         cfg = compose(config_name="config", overrides=["+preset=paper_rows", "system=mem0", "embedding=emb3"])
-    assert fidelity(cfg).level == "paper"
+    assert fidelity(as_config(cfg)).level == "paper"
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         cfg = compose(config_name="config", overrides=["+preset=paper_rows", "llm.model=gpt-6-mini"])
-    assert fidelity(cfg).tag == SUCCESSOR.format(model="gpt-6-mini")
+    assert fidelity(as_config(cfg)).tag == SUCCESSOR.format(model="gpt-6-mini")
 
 
 @pytest.mark.slow

@@ -228,6 +228,7 @@ def test_paper_configuration_plans_runs_and_estimates(tmp_path, monkeypatch):
     """Composed from conf/: the identity carries the prompts' versions and hashes (strict's is unchanged), the
     worker sends the release's prompts, the estimate sizes them; without a release the plan fails."""
     from inmind_exp.config import identity as RI
+    from inmind_exp.config.resolve import as_config
     from inmind_exp.plan.estimate import estimate
     from inmind_exp.plan.plan import plan_config
     from inmind_exp.run.driver import run_plan
@@ -241,7 +242,7 @@ def test_paper_configuration_plans_runs_and_estimates(tmp_path, monkeypatch):
     with FakeOpenAI(rules=[("", replies)]) as fake:
         strict_cfg = compose(tmp_path / "s", fake.base_url, "system=backbone", "embedding=bm25")
         strict = plan_config(strict_cfg, tmp_path / "s" / "root", tmp_path / "s" / "job")
-        old = RI.result_identity(strict_cfg, dict(strict.endpoints), strict.identity["dataset"],
+        old = RI.result_identity(as_config(strict_cfg), dict(strict.endpoints), strict.identity["dataset"],
                                 strict.identity["trace"]["digest"], False)
         assert strict.config_hash == RI.identity_hash(old) and strict.identity["answer"] == "shared"
         cfg = compose(tmp_path / "p", fake.base_url, "system=backbone", "embedding=bm25", "answer=paper",

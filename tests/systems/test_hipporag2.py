@@ -642,6 +642,7 @@ def test_hipporag_is_an_alias_with_the_same_config_and_result_identity(repo_root
 
     from inmind_exp.config.schema import register_configs
     from inmind_exp.config.identity import identity_hash, result_identity
+    from inmind_exp.config.resolve import as_config
 
     register_configs()
     with initialize_config_dir(config_dir=str(repo_root / "conf"), version_base="1.3"):
@@ -650,7 +651,7 @@ def test_hipporag_is_an_alias_with_the_same_config_and_result_identity(repo_root
         other = compose("config", overrides=["system=naive_rag"])
     assert OmegaConf.to_container(alias, resolve=True) == OmegaConf.to_container(canonical, resolve=True)
     assert alias.system.name == "hipporag2" and SYSTEMS.get(alias.system.name) is HippoRAG2
-    ids = [identity_hash(result_identity(c, {}, "dataset", "trace")) for c in (alias, canonical, other)]
+    ids = [identity_hash(result_identity(as_config(c), {}, "dataset", "trace")) for c in (alias, canonical, other)]
     assert ids[0] == ids[1] != ids[2]
 
 

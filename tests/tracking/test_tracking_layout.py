@@ -9,7 +9,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from omegaconf import OmegaConf
 
 from inmind_exp import tracking as T
 from inmind_exp.config.settings import flatten_params
@@ -25,7 +24,7 @@ def _record(task_id: str, app: int) -> TaskRecord:
 
 
 def _plan(tmp: Path, judge: str, name: str = "naive_rag/minilm/middle/openai") -> SimpleNamespace:
-    cfg = OmegaConf.create({
+    cfg = {  # a stored run's config, as plain data
         "system": {"name": "naive_rag", "params": {"top_k": 5}},
         "embedding": {"name": "minilm", "kind": "local", "model": "all-MiniLM-L6-v2", "dim": 384, "batch_size": 64},
         "injection": {"name": "middle", "user_turn": 40, "fraction": None},
@@ -34,7 +33,7 @@ def _plan(tmp: Path, judge: str, name: str = "naive_rag/minilm/middle/openai") -
         "answer": {"mode": "shared"}, "cluster": {"workers": 2}, "tracking": {"uri": "x"},
         "run": {"judge_attempts": 3, "cache_dir": ".c"}, "dataset": {"path": "t.jsonl", "limit": None},
         "trace": {"path": None, "index": 0},
-    })
+    }
     eps = {r: SimpleNamespace(model=judge if r == "judge" else "gpt-5-mini") for r in ("answerer", "judge", "memory")}
     tasks = [Task("t1", "legal", "u", "a", "nq", "q", "e"), Task("t2", "legal", "u2", "a2", "nq2", "q2", "e2")]
     return SimpleNamespace(cfg=cfg, name=name, config_hash=f"hash-{judge}", system_name="naive_rag",
