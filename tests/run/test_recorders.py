@@ -12,7 +12,7 @@ from inmind_exp.run.recorders import Finished, Recorder
 from inmind_exp.run.resources import Resources
 from inmind_exp.tracking import MlflowClient
 from tests.fake_openai import FakeOpenAI
-from tests.test_runner_ray import compose
+from tests.exec.test_runner_ray import compose
 
 
 class Tally(Recorder):
