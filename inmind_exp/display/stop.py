@@ -16,8 +16,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
-EXIT_INTERRUPTED = 130
-EXIT_TERMINATED = 143
+from inmind_exp.errors import Exit
 
 _received: list[int] = []
 
@@ -72,7 +71,7 @@ def terminated() -> bool:
 
 def exit_code() -> int:
     """128 + the signal after SIGTERM (143) or SIGHUP (129), else 130 (an interrupt)."""
-    return 128 + _received[0] if _received else EXIT_INTERRUPTED
+    return 128 + _received[0] if _received else int(Exit.INTERRUPTED)
 
 
 def resume_command(change: Mapping[str, str] | None = None) -> str:

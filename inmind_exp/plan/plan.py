@@ -7,7 +7,6 @@ Nothing downstream reads the raw config; every problem is raised here, naming it
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -305,13 +304,4 @@ def _release_prompts(cfg: DictConfig) -> tuple[dict[str, Judge], PaperPrompt | N
         return judges, (load_paper_prompt(release) if release is not None and cfg.answer.mode == "paper" else None)
     except (ReleaseError, ValueError) as e:
         raise PlanError(str(e)) from None
-
-
-def check_config(cfg: DictConfig) -> None:
-    """Everything ``plan_config`` checks, without a sweep directory: used to validate every job of a sweep before
-    the first one runs (``inmind_exp.launch.check_sweep.CheckSweep``). Endpoint keys and reachability are checked by the
-    driver before its first MLflow run."""
-    with tempfile.TemporaryDirectory(prefix="inmind-check-") as d:
-        plan_config(cfg, Path(d), Path(d))
-
 

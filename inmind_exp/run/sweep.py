@@ -8,6 +8,7 @@ schedule, so prefixes are built as soon as a worker is free and no worker idles 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import threading
@@ -159,8 +160,11 @@ def job_logs(plans: list[Plan]) -> Iterator[None]:
     ours = logging.getLogger("inmind_exp")
     template = next((h.formatter for h in ours.handlers if isinstance(h, logging.FileHandler)), None)
     handlers = []
+    written = {h.baseFilename for h in ours.handlers if isinstance(h, logging.FileHandler)}
     for p in plans:
         p.job_dir.mkdir(parents=True, exist_ok=True)
+        if os.path.abspath(p.job_dir / "launch.log") in written:  # a single run's: it has every line already
+            continue
         h = logging.FileHandler(p.job_dir / "launch.log")
         h.setFormatter(template or logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
         h.addFilter(_ConfigurationFilter(p.name))
@@ -247,7 +251,7 @@ def _drive_all(plans: list[Plan], threads: list[threading.Thread], ray_executor:
             end()
         raise
     end()
-    if progress.plans:  # a sweep whose every configuration stopped before its first task never started
+    if len(progress.plans) > 1:  # (a single run's summary is its configuration's)
         log.info(progress.summary())
 
 
