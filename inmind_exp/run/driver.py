@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
@@ -57,11 +56,9 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
 
     if remaining:  # the local server, keys and endpoints are checked before any MLflow run is created
         plan = prepare(plan, res)
-    # the MLflow runs open once the tasks are under way (importing MLflow and opening a store take seconds of CPU,
-    # which the pool's start-up is short of); nothing else is logged before the tasks ran
+    # the MLflow runs open once the tasks have run: nothing is logged before
     executor = executor or (res.executor if remaining else None)
-    opening = _Opening(lambda: _open_runs(plan, res, parent_key),
-                       after=getattr(executor, "working", None) if remaining else None)
+    log_runs = True
     status = "FINISHED"
     records: dict[str, TaskRecord] = {t.id: plan.done[t.id] for t in plan.tasks if t.id in plan.done}
     progress = PlanProgress(plan, records)
@@ -72,7 +69,7 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
             with live.display(plan.run.progress) if sweep is None else nullcontext():  # a sweep has its own
                 _execute(plan, remaining, records, progress, executor)
     except ClusterStartError:
-        opening.cancel()  # Ray never started, no task ran: no MLflow run is opened just to be marked FAILED
+        log_runs = False  # Ray never started, no task ran: no MLflow run is opened just to be marked FAILED
         raise
     except KeyboardInterrupt:
         status = "KILLED"
@@ -94,8 +91,8 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
             progress.incomplete = incomplete
             run_id, open_error = None, None
             try:
-                if not opening.cancelled:
-                    tracker, parent_id, run_id = opening.result()  # (waiting no longer for the first task)
+                if log_runs:
+                    tracker, parent_id, run_id = _open_runs(plan, res, parent_key)
                     try:
                         shown = _write_outputs(plan, ordered, metrics, tracker, run_id)
                     except OSError as e:  # a full disk must not hide why the run stopped, nor leave it RUNNING
@@ -142,47 +139,6 @@ def _open_runs(plan: Plan, res: Resources, parent_key: str | None) -> tuple[Any,
     run_key = identity_hash({"root": str(plan.root.resolve()), "config": plan.config_hash,
                              **({"sweep": parent_key} if parent_key else {})})
     return tracker, parent_id, tracker.open_config_run(plan, dict(plan.params), run_key, parent_id, _dataset_path(plan))
-
-
-class _Opening:
-    """``fn`` run in a background thread once ``after`` is set (at once without one); ``result`` stops waiting for
-    ``after``, then waits for ``fn``'s value or raises its error."""
-
-    def __init__(self, fn: Any, after: threading.Event | None = None) -> None:
-        self.cancelled = False
-        self._started = False
-        self._lock = threading.Lock()
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._go = threading.Event()
-        self._after = after
-        self._thread = threading.Thread(target=self._run, args=(fn,), name="inmind-mlflow-open", daemon=True)
-        self._thread.start()
-
-    def _run(self, fn: Any) -> None:
-        while self._after is not None and not self._after.is_set() and not self._go.wait(0.05):
-            pass
-        with self._lock:
-            if self.cancelled:
-                return
-            self._started = True
-        try:
-            self._value = fn()
-        except BaseException as e:  # noqa: BLE001 - raised again by result()
-            self._error = e
-
-    def cancel(self) -> None:
-        """Never run ``fn`` unless it has started already (then ``cancelled`` stays False: ``result`` as usual)."""
-        with self._lock:
-            self.cancelled = not self._started
-        self._go.set()
-
-    def result(self) -> Any:
-        self._go.set()
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 def prepare(plan: Plan, res: Resources) -> Plan:

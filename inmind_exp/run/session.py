@@ -129,8 +129,9 @@ class Session:
         return plans
 
     def run(self, plans: list[Plan], sweep: Sweep | None) -> list[Any]:
-        """Check every endpoint the plans call (keys, servers, the systems' own needs) before Ray starts, then run
-        them over one pool (``sweep.run_plans``); each plan's ``RunResult`` or the exception that ended it."""
+        """Check every endpoint the plans call (keys, servers, the systems' own needs) before Ray starts, start it
+        (a start that fails twice exits 75), then run the plans over one pool (``sweep.run_plans``); each plan's
+        ``RunResult`` or the exception that ended it."""
         from inmind_exp.display import stop
         from inmind_exp.run.sweep import preflight, run_plans
 
@@ -141,6 +142,8 @@ class Session:
         if sweep is not None and sweep.reporter is not None:
             sweep.reporter.prepare(getattr(self.resources.executor, "working", None))
         try:
+            if any(p.remaining() for p in plans):  # Ray and the pool's workers, before any driver starts
+                self.resources.executor.start(plans[0].cluster)
             return run_plans(plans, parent_key=sweep.parent_key if sweep else None,
                              parent_name=f"sweep {sweep.root.name}" if sweep else "sweep", resources=self.resources)
         except KeyboardInterrupt:
