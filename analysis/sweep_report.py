@@ -34,7 +34,7 @@ def report_sweep(tracking_uri: str, experiment: str, root: Path, parent_key: str
     ``python -m analysis report``, its figures drawn in ``formats``."""
     from analysis.load import load_experiment
     from analysis.report import build, publish
-    from inmind_exp.tracking import Tracker
+    from inmind_exp.tracking.writer import Tracker
 
     tracker = Tracker(tracking_uri, experiment)
     parent = tracker.find_run(parent_key or f"sweep:{root}")

@@ -84,7 +84,7 @@ class Resources:
             return self.local_server.died() if self.local_server is not None else None
 
     def tracker(self, tracking: TrackingSettings) -> Any:
-        from inmind_exp.tracking import Tracker
+        from inmind_exp.tracking.writer import Tracker
 
         key = (tracking.uri, tracking.experiment)
         with self._tracker_lock:
