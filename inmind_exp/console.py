@@ -43,11 +43,15 @@ def route_project_logs(*file_handlers: logging.Handler) -> None:
         ours.addHandler(h)
 
 
-def fail(code: Exit, *messages: str) -> NoReturn:
-    """Print each message as ``error: <message>`` on stderr (secrets redacted, control characters escaped) and exit
-    with ``code``: the one way a launch ends on an error it names."""
+def error(*messages: str) -> None:
+    """Print each message as ``error: <message>`` on stderr, secrets redacted and control characters escaped."""
     for message in messages:
         print(f"error: {printable(message)}", file=sys.stderr, flush=True)
+
+
+def fail(code: Exit, *messages: str) -> NoReturn:
+    """``error(*messages)``, then exit with ``code``: the one way a launch ends on an error it names."""
+    error(*messages)
     raise SystemExit(int(code))
 
 

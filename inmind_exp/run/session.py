@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence, TextIO
 
-from inmind_exp.console import INPUT_ERRORS, error_line, fail, permanent_errors, retry_later, retry_summary
+from inmind_exp.console import (INPUT_ERRORS, error, error_line, fail, permanent_errors, retry_later,
+                                retry_summary)
 from inmind_exp.errors import ClusterStartError, Exit, InmindError
 from inmind_exp.plan.dedupe import same_results_key, skip_message, split_duplicates
 from inmind_exp.plan.estimate import SweepTotal, print_estimate, print_sweep_total
@@ -184,7 +185,7 @@ class Session:
         if sweep is not None and sweep.reporter is not None:
             sweep.reporter.report()
         for name, e in failures:
-            print(f"error: {name}: {error_line(e)}", file=sys.stderr, flush=True)
+            error(f"{name}: {error_line(e)}")
             self.fail(name, error_line(e))
         return self.exit_code()
 
