@@ -59,7 +59,7 @@ def load_experiment(experiment: str, tracking_uri: str, parent_run_id: str | Non
     """Every config run of an MLflow experiment (of one sweep: ``parent_run_id``) with its ``records.jsonl``
     artifact and flattened-config params. The store must exist (``check_store``); nothing is created."""
     check_store(tracking_uri)
-    from inmind_exp import tracking
+    from inmind_exp.tracking import writer as tracking
 
     client = tracking.MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(experiment)
@@ -129,7 +129,7 @@ def list_runs(tracking_uri: str, experiment: str | None = None) -> tuple[list[st
     planned, the status (why it is incomplete, from ``inmind.incomplete``, else MLflow's), the fidelity tag and
     the sweep it belongs to. Reads tags and metrics only (no artifact), so it is quick on a large store."""
     check_store(tracking_uri)
-    from inmind_exp import tracking
+    from inmind_exp.tracking import writer as tracking
 
     client = tracking.MlflowClient(tracking_uri=tracking_uri)
     exps = client.search_experiments()

@@ -21,7 +21,7 @@ def log_to_parents(runset: RunSet, path: Path, tag: str, tagged: str) -> list[st
     and tag each with ``tag`` = ``analysis/<tagged>``; the run ids written to."""
     if not runset.tracking_uri or not runset.parent_run_ids:
         return []
-    from inmind_exp import tracking
+    from inmind_exp.tracking import writer as tracking
 
     client = tracking.MlflowClient(tracking_uri=runset.tracking_uri)
     log = client.log_artifacts if path.is_dir() else client.log_artifact

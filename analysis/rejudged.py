@@ -64,7 +64,7 @@ def write_mlflow(results: Sequence[Rejudged], tracking_uri: str, experiment: str
     ``rejudge.sample<s>.json``, its metrics at step ``s``, and the setting's mean ± SD, flip rate and κ over the
     samples. A rerun of the same setting reopens the same run (found by its key), more samples adding steps.
     Returns the run ids."""
-    from inmind_exp import tracking
+    from inmind_exp.tracking import writer as tracking
     from inmind_exp.config.identity import identity_hash
 
     tracker = tracking.Tracker(tracking_uri, experiment)
@@ -129,7 +129,7 @@ def load_rejudged(runset: RunSet) -> tuple[Run, ...]:
     runs = list(runset.runs)
     out: list[Run] = []
     if runset.tracking_uri and runset.experiment:
-        from inmind_exp import tracking
+        from inmind_exp.tracking import writer as tracking
 
         client = tracking.MlflowClient(tracking_uri=runset.tracking_uri)
         exp = client.get_experiment_by_name(runset.experiment)

@@ -1,11 +1,10 @@
 """The analysis report of a sweep, written when the sweep ends and logged to its MLflow parent run, so the parent
 shows the tables, plots and ``report.html`` of ``python -m analysis report`` without running it by hand.
 
-On by default; ``tracking.report_at_end=false`` turns it off. The inmind launcher calls ``report_at_end`` itself
-before it exits (an exit code other than 0 skips Hydra's end callbacks); under Hydra's basic launcher the
-``ReportAtEnd`` callback writes it in ``on_multirun_end``, so a sweep is reported once either way. A report that
-fails is a warning: it never changes the sweep's exit code. It reads only this sweep's configuration runs (children
-of its parent run). It lives in ``analysis/`` (the core never imports analysis); the launcher and Hydra call it.
+On by default; ``tracking.report_at_end=false`` turns it off. The inmind launcher calls ``report_at_end`` before it
+exits (an exit code other than 0 skips Hydra's end callbacks). A report that fails is a warning: it never changes
+the sweep's exit code. It reads only this sweep's configuration runs (children
+of its parent run). It lives in ``analysis/`` (the core never imports analysis); the launcher calls it.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
-from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 #: an inmind_exp logger, so its lines reach the console and launch.log (``inmind_exp.console.route_project_logs``)
@@ -26,7 +24,6 @@ REPORT_DIR = "analysis"
 #: The figures of the end-of-sweep report: PNG only (report.html embeds it, MLflow shows it). Drawing SVG too took a
 #: fifth of the report's time at the end of every sweep; ``python -m analysis report`` writes both.
 SWEEP_FORMATS: tuple[str, ...] = ("png",)
-INMIND_LAUNCHER = "hydra_plugins.inmind_launcher.launcher.InmindLauncher"
 
 
 def report_sweep(tracking_uri: str, experiment: str, root: Path, parent_key: str | None = None,
@@ -38,7 +35,7 @@ def report_sweep(tracking_uri: str, experiment: str, root: Path, parent_key: str
     from analysis.mlflow_runs import load_experiment
     from analysis.publish import publish
     from analysis.report import build
-    from inmind_exp.tracking import Tracker
+    from inmind_exp.tracking.writer import Tracker
 
     tracker = Tracker(tracking_uri, experiment)
     parent = tracker.find_run(parent_key or f"sweep:{root}")
@@ -127,12 +124,3 @@ def report_at_end(config: DictConfig) -> None:
         if (viewer := html.with_name("viewer.html")).is_file():
             log.info(f"[inmind] per-task viewer: {viewer}")
 
-
-class ReportAtEnd(Callback):
-    """Hydra callback: ``report_at_end`` when a ``-m`` sweep under Hydra's basic launcher ends (the inmind
-    launcher reports its sweep itself)."""
-
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        if OmegaConf.select(config, "hydra.launcher._target_") == INMIND_LAUNCHER:
-            return
-        report_at_end(config)

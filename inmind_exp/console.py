@@ -1,18 +1,15 @@
-"""What a launch shows at its edges, stated once for ``launch.py`` and the sweep launcher: where the project's log
-messages go, the one-line form of an error that ended a configuration, and the closing line when tasks errored."""
+"""What a launch shows at its edges, stated once: where the project's log messages go, an error printed before its
+exit (``fail``), the one-line form of an error that ended a configuration, and the closing line when tasks errored."""
 
 from __future__ import annotations
 
 import logging
 import shlex
 import sys
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NoReturn, Sequence
 
+from inmind_exp.errors import Exit
 from inmind_exp.safety.redact import redact_overrides, scrub, visible
-
-EXIT_TASK_ERRORS = 3
-#: nothing ran for a reason that passes (sysexits' EX_TEMPFAIL): another driver holds the sweep, Ray did not start
-EXIT_RETRY_LATER = 75
 
 
 def _input_errors() -> tuple[type[BaseException], ...]:
@@ -47,11 +44,23 @@ def route_project_logs(*file_handlers: logging.Handler) -> None:
         ours.addHandler(h)
 
 
-def retry_later(e: BaseException) -> int:
-    """Print a ``ClusterStartError`` (or another transient start failure) with the command to rerun; its code."""
-    print(f"error: {printable(str(e))}; nothing ran, and a rerun may pass (a loaded host often starts Ray on a "
-          f"later try):\n  {resume_command()}", file=sys.stderr, flush=True)
-    return EXIT_RETRY_LATER
+def error(*messages: str) -> None:
+    """Print each message as ``error: <message>`` on stderr, secrets redacted and control characters escaped."""
+    for message in messages:
+        print(f"error: {printable(message)}", file=sys.stderr, flush=True)
+
+
+def fail(code: Exit, *messages: str) -> NoReturn:
+    """``error(*messages)``, then exit with ``code``: the one way a launch ends on an error it names."""
+    error(*messages)
+    raise SystemExit(int(code))
+
+
+def retry_later(e: BaseException) -> NoReturn:
+    """Exit ``Exit.RETRY_LATER`` on a ``ClusterStartError`` (or another start failure that can pass), with the
+    command to rerun."""
+    fail(Exit.RETRY_LATER, f"{e}; nothing ran, and a rerun may pass (a loaded host often starts Ray on a later "
+                           f"try):\n  {resume_command()}")
 
 
 def printable(text: str) -> str:

@@ -6,6 +6,22 @@ reaches the entry point as a ``PlanError`` carrying the same text (see ``run.pla
 
 from __future__ import annotations
 
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    """Every exit code of a launch, stated once (the README's "Exit codes" table says the same)."""
+
+    OK = 0  #: every task finished without error
+    CRASH = 1  #: a bug: the traceback is printed
+    BAD_INPUT = 2  #: a config, override, data, key or endpoint problem, found before anything ran or was logged
+    TASK_ERRORS = 3  #: some task ended in error, or a configuration failed while the others ran: rerun to retry
+    SPEND_CAP = 4  #: stopped at run.max_usd / run.max_tokens: the closing lines print the command that finishes
+    RETRY_LATER = 75  #: nothing ran but a rerun may pass (EX_TEMPFAIL): the sweep is locked, Ray did not start
+    HANGUP = 129  #: SIGHUP; finished work is kept (the resume command is printed)
+    INTERRUPTED = 130  #: Ctrl-C
+    TERMINATED = 143  #: SIGTERM
+
 
 class InmindError(Exception):
     """Base of the project's expected errors: bad input, bad configuration, an unreachable endpoint, a failed call."""
@@ -25,7 +41,7 @@ class LocalModelError(InmindError, RuntimeError):
 
 class ClusterStartError(InmindError, RuntimeError):
     """A local Ray that did not start, twice (a loaded host: "node timed out during startup"): nothing ran, and a
-    rerun may pass (``console.EXIT_RETRY_LATER``)."""
+    rerun may pass (``Exit.RETRY_LATER``)."""
 
 
 class TrackingError(InmindError, RuntimeError):

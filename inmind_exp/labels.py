@@ -14,7 +14,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+#: the config groups (values only): ``conf/`` of a checkout, reached through the ``inmind_exp/conf`` link, which an
+#: installed package holds as package data
+CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 #: Config groups (and their keys) the label already spells out: not repeated in the suffix.
 LABEL_GROUPS = ("system", "embedding", "injection", "llm", "answer")

@@ -74,3 +74,30 @@ def mlflow_runs(tmp: Path, experiment: str = "test") -> list:
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}")
     exp = client.get_experiment_by_name(experiment)
     return client.search_runs([exp.experiment_id]) if exp else []
+
+
+def expand_overrides(overrides: list[str], params: dict | None = None) -> list[list[str]]:
+    """The override list of every job of a sweep, in Hydra's launch order (its basic sweeper's expansion: sweeper
+    ``params`` first, then the command line; a later override of a key replaces an earlier one in place)."""
+    import itertools
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    lines = [f"{k}={v}" for k, v in (params or {}).items()] + list(overrides)
+    by_key: dict[str, list[str]] = {}
+    for o in OverridesParser.create().parse_overrides(lines):
+        key = o.get_key_element()
+        by_key[key] = ([f"{key}={v}" for v in o.sweep_string_iterator()] if o.is_sweep_override()
+                       else [f"{key}={o.get_value_element_as_str()}"])
+    return [list(job) for job in itertools.product(*by_key.values())]
+
+
+def expand_sweep(overrides: list[str], params: dict | None = None) -> list:
+    """Each job's composed config (without the ``hydra`` node), in launch order."""
+    from hydra import compose, initialize_config_dir
+
+    from inmind_exp.config.schema import register_configs
+
+    register_configs()
+    with initialize_config_dir(str(REPO / "conf"), version_base="1.3"):
+        return [compose("config", overrides=job) for job in expand_overrides(overrides, params)]

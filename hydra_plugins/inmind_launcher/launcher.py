@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig
 
 from inmind_exp.launch import launcher as _launcher
 
@@ -20,12 +19,12 @@ ConfigStore.instance().store(group="hydra/launcher", name="inmind", node=InmindL
 
 
 class InmindLauncher(_launcher.InmindLauncher):
-    def prepare_report(self, config: DictConfig, after: Any = None) -> None:
+    def prepare(self, after: Any = None) -> None:
         from analysis.sweep_report import prefetch
 
-        prefetch(config, after)
+        prefetch(self.config, after)
 
-    def report_at_end(self, config: DictConfig) -> None:
+    def report(self) -> None:
         from analysis.sweep_report import report_at_end
 
-        report_at_end(config)
+        report_at_end(self.config)

@@ -6,13 +6,14 @@ and the display mode are valid."""
 from __future__ import annotations
 
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from omegaconf import Container
+from omegaconf import Container, DictConfig, OmegaConf
 
 from inmind_exp.config.resolve import as_config, select
-from inmind_exp.config.schema import Config, RunConf
+from inmind_exp.config.schema import Config, DatasetConf, RunConf, TraceConf
 from inmind_exp.errors import PlanError
 from inmind_exp.llm.endpoint import ROLES
 from inmind_exp.memory import MemorySystem
@@ -166,3 +167,52 @@ def price_override(model: str, prompt: str = "P", completion: str = "C") -> str:
     key = key if re.match(r"[A-Za-z_]", key) else f"_{key}"
     named = "" if key == model else f"model: '{model}', "
     return f"\"+llm.prices.{key}={{{named}prompt_per_1m: {prompt}, completion_per_1m: {completion}}}\""
+
+
+@lru_cache(maxsize=16)
+def _tasks(name: str | None, path: str | None, limit: int | None, sample: int | None, sample_seed: int | None,
+           release_dir: str | None) -> int:
+    from inmind_exp.data.sources import load_dataset
+
+    return len(load_dataset(DatasetConf(name=name or "bundled", path=path, limit=limit, sample=sample,
+                                        sample_seed=sample_seed or 0, release_dir=release_dir)).tasks)
+
+
+@lru_cache(maxsize=16)
+def _trace(name: str | None, path: str | None, index: int, release_dir: str | None) -> Any:
+    from inmind_exp.data.sources import load_background
+
+    return load_background(TraceConf(name=name or "bundled", path=path, index=index, release_dir=release_dir)).trace
+
+
+def check_job(cfg: DictConfig) -> list[str]:
+    """Problems of one composed job that need no endpoint: base URLs, worker count, data files, injection point
+    (every job of a launch is checked before any job directory exists: a bad job 7 stops job 0 from starting)."""
+    from inmind_exp.config.settings import injection_spec, local_cpu_problems
+    from inmind_exp.data import DataError
+    from inmind_exp.data.release import ReleaseError
+    from inmind_exp.protocol.task import injection_session_index
+
+    problems = []
+    try:
+        check_base_urls(cfg)
+    except PlanError as e:
+        problems.append(str(e))
+    workers = OmegaConf.select(cfg, "cluster.workers")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        problems.append(f"cluster.workers={workers!r}: must be an integer >= 1")
+    else:
+        problems += local_cpu_problems(cfg)
+    try:
+        d, t = cfg.dataset, cfg.trace
+        _tasks(d.get("name"), d.path, d.limit, d.get("sample"), d.get("sample_seed"), d.get("release_dir"))
+        trace = _trace(t.get("name"), t.path, t.index, t.get("release_dir"))
+    except DataError as e:
+        return problems + [str(p) for p in e.problems]
+    except ReleaseError as e:
+        return problems + [str(e)]
+    try:
+        injection_session_index(trace, injection_spec(cfg.injection))
+    except ValueError as e:
+        problems.append(str(e))
+    return problems

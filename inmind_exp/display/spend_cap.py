@@ -2,7 +2,7 @@
 dispatch of new tasks once the paid spend of this launch so far (every configuration of a sweep together, as the
 progress lines count it) plus the estimate of the tasks in flight and of the next one would pass the cap. Tasks in
 flight finish and are recorded; the tasks not started stay out of the ledger, so rerunning with a higher cap resumes
-them and pays nothing for what finished (cache hits cost nothing). The launch then exits ``EXIT_SPEND_CAP`` (4).
+them and pays nothing for what finished (cache hits cost nothing). The launch then exits ``Exit.SPEND_CAP`` (4).
 
 The estimate of one task is the largest paid cost of one task of that configuration seen so far (this run's and
 the ledger's, cache hits excluded), and before any task of it was paid, the dry run's upper bound (``run.estimate``)
@@ -25,7 +25,6 @@ from inmind_exp.plan.plan import Plan
 log = logging.getLogger(__name__)
 
 #: the exit code of a launch that stopped at its spend cap before every task ran (launch.py, the sweep launcher)
-EXIT_SPEND_CAP = 4
 
 
 class CapRecord:
@@ -57,7 +56,7 @@ class CapRecord:
                 in stopped.items()}
 
     def closing_line(self) -> str | None:
-        """The launch's closing lines when a cap stopped it (exit ``EXIT_SPEND_CAP``), else None: which
+        """The launch's closing lines when a cap stopped it (exit ``Exit.SPEND_CAP``), else None: which
         configurations stopped with the tasks they left, what those should cost, and the command that finishes."""
         names = sorted(self.reached())
         if not names:

@@ -17,8 +17,7 @@ from typing import Any, Iterator
 
 from inmind_exp.console import resume_command
 
-EXIT_INTERRUPTED = 130
-EXIT_TERMINATED = 143
+from inmind_exp.errors import Exit
 
 _received: list[int] = []
 
@@ -73,7 +72,7 @@ def terminated() -> bool:
 
 def exit_code() -> int:
     """128 + the signal after SIGTERM (143) or SIGHUP (129), else 130 (an interrupt)."""
-    return 128 + _received[0] if _received else EXIT_INTERRUPTED
+    return 128 + _received[0] if _received else int(Exit.INTERRUPTED)
 
 
 def stopped() -> None:

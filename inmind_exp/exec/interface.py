@@ -114,7 +114,7 @@ class Pool(Protocol):
     said_capacity: int | None  # the capacity last logged as below cluster.workers
     spend_cap: Any  # the plans stopped at their spend cap (``spend_cap.CapRecord``)
     #: set once a schedule's tasks are under way (a call has completed, or a task has finished) or it ends
-    #: (``Schedule._watch_work``): ``run.driver``'s MLflow opening and the report's imports wait for it, so they
+    #: (``Schedule._watch_work``): the end-of-sweep report's imports wait for it, so they
     #: use the CPU the tasks leave idle while they wait on their endpoints, not the pool's start-up
     working: threading.Event
 

@@ -267,9 +267,9 @@ class Schedule:
 
     def _watch_work(self) -> None:
         """Set ``ex.working`` once the tasks are under way: the board has seen a call complete (or a task has
-        finished, or the schedule ended). The driver's background work waits for it (opening MLflow runs, the
-        report's imports: ~4 s of CPU), so it runs while the tasks wait on their endpoints, not while the workers
-        start their first tasks (imports, clients, connections), which it slowed by seconds on a 2-core machine."""
+        finished, or the schedule ended). The end-of-sweep report's background imports wait for it, so it runs
+        while the tasks wait on their endpoints, not while the workers start their first tasks (imports, clients,
+        connections), which it slowed by seconds on a 2-core machine."""
         ex = self.ex
         if ex.working.is_set() or not self.dispatched:
             return

@@ -4,7 +4,7 @@ end of the run, and through ``atexit`` any exit Hydra's end callbacks never see 
 cap's 4, Ctrl-C's 130, SIGTERM's 143 and SIGHUP's 129, which ``run.stop`` turns into an interrupt); only a killed or
 crashed driver leaves its record behind.
 
-A Hydra callback's exception is only a warning, so a held lock ends the launch with ``SystemExit(EXIT_LOCKED)``.
+A Hydra callback's exception is only a warning, so a held lock ends the launch with ``Exit.RETRY_LATER``.
 ``run.wait_for_lock`` (wait instead) and ``run.lock_timeout_s`` are read when present in the config.
 """
 
@@ -18,11 +18,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from inmind_exp.console import EXIT_RETRY_LATER, printable
+from inmind_exp.console import fail
+from inmind_exp.errors import Exit
 from inmind_exp.safety.sweep_lock import SweepLock, SweepLockedError
-
-#: Exit code of a launch refused because another driver holds the sweep (sysexits' EX_TEMPFAIL: retry later).
-EXIT_LOCKED = EXIT_RETRY_LATER
 
 
 class HoldSweepLock(Callback):
@@ -39,8 +37,7 @@ class HoldSweepLock(Callback):
         try:
             self.lock = SweepLock(directory).acquire(wait=wait, timeout_s=timeout, poll_s=self.poll_s)
         except SweepLockedError as e:
-            print(f"error: {printable(str(e))}", file=sys.stderr, flush=True)  # the holder's command, as it wrote it
-            raise SystemExit(EXIT_LOCKED) from None
+            fail(Exit.RETRY_LATER, str(e))  # the holder's command, as it wrote it
         atexit.register(self.lock.release)  # (release is idempotent: the end callbacks may have run it)
         if self.lock.stale is not None:  # every exit releases it: only a killed or crashed driver leaves a record
             print(f"[inmind] the last driver of this sweep ({self.lock.stale.short()}) was killed or crashed; taking "

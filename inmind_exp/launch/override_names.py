@@ -63,5 +63,7 @@ def check_argv(conf_dir: Path) -> None:
     sys.argv[1:] = quiet_argv(sys.argv[1:])
     problem = check_overrides(sys.argv[1:], conf_dir)
     if problem:
-        print(f"error: {problem}", file=sys.stderr, flush=True)
-        sys.exit(2)
+        from inmind_exp.console import fail
+        from inmind_exp.errors import Exit
+
+        fail(Exit.BAD_INPUT, problem)

@@ -8,7 +8,6 @@ reads top to bottom: values from ``config.settings``, checks from ``config.check
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -296,10 +295,3 @@ def _release_prompts(config: Config) -> tuple[dict[str, Judge], PaperPrompt | No
     except (ReleaseError, ValueError) as e:
         raise PlanError(str(e)) from None
 
-
-def check_config(cfg: Config | Container) -> None:
-    """Everything ``plan_config`` checks, without a sweep directory: used to validate every job of a sweep before
-    the first one runs (``inmind_exp.launch.check_sweep.CheckSweep``). Endpoint keys and reachability are checked by the
-    driver before its first MLflow run."""
-    with tempfile.TemporaryDirectory(prefix="inmind-check-") as d:
-        plan_config(cfg, Path(d), Path(d))

@@ -54,7 +54,7 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
     if remaining:  # the local server, keys and endpoints are checked before any MLflow run is created
         plan = prepare(plan, res)
     executor = executor or (res.executor if remaining else None)
-    sinks = recorders(res, parent_key, getattr(executor, "working", None) if remaining else None, extra)
+    sinks = recorders(res, parent_key, extra)
     status = "FINISHED"
     records: dict[str, TaskRecord] = {t.id: plan.done[t.id] for t in plan.tasks if t.id in plan.done}
     progress = PlanProgress(plan, records)

@@ -6,12 +6,9 @@ the run FAILED while the others still finish; any other error is raised once all
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import threading
 from collections.abc import Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,26 +114,12 @@ class OfficialOutputs(Recorder):
 
 
 class MLflowRun(Recorder):
-    """The configuration's MLflow run (and its sweep's parent), opened in the background once ``after`` is set (the
-    tasks are under way: importing MLflow and opening a store take seconds of CPU the pool's start-up is short of);
-    at the end, the metrics, tags, per-task table and files the recorders before it left, and its status."""
+    """The configuration's MLflow run (and its sweep's parent), opened once the tasks have run (nothing is logged
+    before, and a sweep that never started opens none): the metrics, tags, per-task table and files the recorders
+    before it left, and its status."""
 
-    def __init__(self, res: Resources, parent_key: str | None, after: threading.Event | None) -> None:
-        self.res, self.parent_key, self.after = res, parent_key, after
-        self.started, self.go, self.opened = False, threading.Event(), Future[tuple[Any, str | None, str]]()
-
-    def start(self, plan: Plan) -> None:
-        self.started = True
-        threading.Thread(target=self._opening, args=(plan,), name="inmind-mlflow-open", daemon=True).start()
-
-    def _opening(self, plan: Plan) -> None:
-        while self.after is not None and not self.after.is_set() and not self.go.wait(0.05):
-            pass
-        if self.opened.set_running_or_notify_cancel():  # not once cancelled
-            try:
-                self.opened.set_result(self._open(plan))
-            except BaseException as e:  # noqa: BLE001 - raised again by finish
-                self.opened.set_exception(e)
+    def __init__(self, res: Resources, parent_key: str | None) -> None:
+        self.res, self.parent_key = res, parent_key
 
     def _open(self, plan: Plan) -> tuple[Any, str | None, str]:
         tracker = self.res.tracker(plan.tracking)
@@ -147,11 +130,8 @@ class MLflowRun(Recorder):
         return tracker, parent_id, tracker.open_config_run(plan, dict(plan.params), key, parent_id, plan.dataset_path)
 
     def finish(self, run: Finished) -> None:
-        if not self.started:  # a recorder's start failed before this one's: open now, to end the run FAILED
-            self.start(run.plan)
         try:
-            self.go.set()  # waiting no longer for the first task
-            tracker, parent_id, run.run_id = self.opened.result()
+            tracker, parent_id, run.run_id = self._open(run.plan)
             shown: dict[str, float] = {}
             if run.written:
                 cost = cost_usd(run.summary.usage, dict(run.plan.prices),
@@ -172,16 +152,8 @@ class MLflowRun(Recorder):
                                 f"({type(e).__name__}: {why}); the ledger {run.plan.ledger_path} holds the finished "
                                 f"results: a rerun logs them, paying for no call") from None
 
-    def cancel(self) -> None:
-        if not self.opened.cancel():  # no MLflow run is opened just to be marked FAILED, nor one opened left RUNNING
-            with contextlib.suppress(Exception):
-                tracker, _, run_id = self.opened.result()
-                tracker.finish(run_id, "FAILED")
-        self.go.set()
 
-
-def recorders(res: Resources, parent_key: str | None, after: threading.Event | None,
-              extra: Sequence[Recorder] = ()) -> list[Recorder]:
+def recorders(res: Resources, parent_key: str | None, extra: Sequence[Recorder] = ()) -> list[Recorder]:
     """The recorders of one configuration, built once per plan: ``OfficialOutputs`` first (``JobDirectory`` writes
     its lines under the results table); ``extra`` ones go before MLflow, so what they leave is logged too."""
-    return [OfficialOutputs(), JobDirectory(), *extra, MLflowRun(res, parent_key, after)]
+    return [OfficialOutputs(), JobDirectory(), *extra, MLflowRun(res, parent_key)]

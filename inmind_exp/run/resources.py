@@ -27,8 +27,8 @@ class Resources:
         self.trackers: dict[tuple[str, str], Any] = {}
         self.checked: set[tuple[str, str]] = set()
         self.systems_checked: set[tuple[str, ...]] = set()
-        #: failed checks, raised again when asked again: a launch checks its first job early (before Ray starts)
-        #: and every job later, and a dead endpoint or a failing probe is not waited for, or paid, twice
+        #: failed checks, raised again when asked again: the plans of a sweep share endpoints, and a dead endpoint
+        #: or a failing probe is not waited for, or paid, once per plan
         self.failed: dict[frozenset[tuple[str, str]], BaseException] = {}
         self.systems_failed: dict[tuple[str, ...], BaseException] = {}
         self._executor: Any = None
@@ -84,7 +84,7 @@ class Resources:
             return self.local_server.died() if self.local_server is not None else None
 
     def tracker(self, tracking: TrackingSettings) -> Any:
-        from inmind_exp.tracking import Tracker
+        from inmind_exp.tracking.writer import Tracker
 
         key = (tracking.uri, tracking.experiment)
         with self._tracker_lock:

@@ -1,15 +1,15 @@
-"""The whole sweep as one schedule. The launcher (hydra_plugins/inmind_launcher) first plans every job of a ``-m``
-sweep (each once), so every configuration is validated before anything runs, and checks every endpoint the plans
-call (``preflight``) before Ray starts; then ``run_plans`` runs all plans together: each plan's
-driver (MLflow run, ledger, outputs) runs in its own thread and gives its tasks to one shared ``RayExecutor``
-schedule, so prefixes are built as soon as a worker is free and no worker idles while any task of the sweep waits.
+"""Every launch as one schedule. The session (``run.session``) first plans every job (each once), so every
+configuration is validated before anything runs, and checks every endpoint the plans call (``preflight``) before
+Ray starts; then ``run_plans`` runs all plans together: each plan's driver (MLflow run, ledger, outputs) runs in its
+own thread and gives its tasks to one shared ``RayExecutor`` schedule, so prefixes are built as soon as a worker is
+free and no worker idles while any task of the sweep waits. Ray starts when the schedule first needs it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
-import sys
 import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
@@ -45,101 +45,6 @@ class SharedExecutor:
             raise job.error
 
 
-def start_cluster(cfg: Any, res: Resources) -> BaseException | None:
-    """Start (or join) Ray for the sweep of base config ``cfg``, in the calling thread: it must be a thread that
-    lives as long as Ray (Ray's local daemons die with the thread that started them). Returns the error, if any."""
-    from inmind_exp.config.settings import cluster_settings
-
-    if cfg.dry_run:
-        return None
-    try:
-        res.executor.start(cluster_settings(cfg))
-    except Exception as e:  # noqa: BLE001 - reported after the plans, if they are all valid
-        return e
-    return None
-
-
-class ClusterStart:
-    """Ray (and the pool's workers) started in a background thread while the sweep is planned and its endpoints are
-    checked, so that ``ray.init`` (5-20 s on a busy machine) is off the critical path. Nothing about it is said
-    until ``result`` (the checks passed): ``cancel`` (a check failed, Ctrl-C) shuts the Ray it started down unseen,
-    so a launch that stops at a check still reads as one that never started Ray. The thread lives as long as Ray:
-    Ray's local daemons die with the thread that started them (``PR_SET_PDEATHSIG``).
-
-    The constructor imports Ray (~0.4-1 s of CPU) before it returns: ``ray.init`` then waits on Ray's processes
-    while the caller plans. Imported in the thread, in parallel with the planning, the import shared the driver's
-    one interpreter lock with it and ``ray.init`` began ~2 s later on two cores, while Ray's start, not the
-    planning, is the longer path of a sweep's start."""
-
-    def __init__(self, cfg: Any, res: Resources) -> None:
-        self.cfg, self.res = cfg, res
-        self.error: BaseException | None = None
-        self.started = threading.Event()
-        self._quit = threading.Event()
-        self._held: list[logging.LogRecord] = []
-        try:
-            import ray  # noqa: F401  (before the caller plans: see above)
-        except Exception:  # noqa: BLE001 - start_cluster imports it again and returns the error
-            pass
-        self._ray_log = logging.getLogger("ray._private.worker")  # "Started a local Ray instance." and the like
-        self._thread = threading.Thread(target=self._run, name="inmind-ray-start", daemon=True)
-        self._ray_log.addFilter(self._hold)
-        self._thread.start()
-
-    def _hold(self, record: logging.LogRecord) -> bool:
-        if record.thread == self._thread.ident:
-            self._held.append(record)
-            return False
-        return True
-
-    def _run(self) -> None:
-        try:
-            self.error = start_cluster(self.cfg, self.res)
-        finally:
-            self.started.set()
-        self._quit.wait()
-        self._end()
-
-    def _end(self) -> None:
-        """End the pool's actors and the cluster services quietly (``RayExecutor.end``), then this process's Ray."""
-        try:
-            if self.res.executor.ray is not None:
-                self.res.executor.end()
-            ray = sys.modules.get("ray")
-            if ray is not None and ray.is_initialized():
-                ray.shutdown()
-        except Exception as e:  # noqa: BLE001 - the process is exiting anyway
-            log.debug(f"ending Ray: {type(e).__name__}: {e}")
-
-    def end(self) -> threading.Thread:
-        """Every task has run: tear Ray down in its own thread (returned, to join before the process exits) while
-        the end-of-sweep report is written."""
-        self._quit.set()
-        return self._thread
-
-    def result(self, timeout_s: float | None = None) -> BaseException | None:
-        """Wait for the start; Ray's own start-up lines are logged now. The start's error, if any."""
-        from inmind_exp.display import stop
-
-        if not self.started.wait(timeout_s):
-            return TimeoutError(f"Ray did not start within {timeout_s:.0f}s")
-        self._ray_log.removeFilter(self._hold)
-        for record in self._held:
-            if "SIGTERM handler is not set" not in record.getMessage():  # ours is (run.stop), in the main thread
-                self._ray_log.handle(record)
-        self._held.clear()
-        stop.install()
-        return self.error
-
-    def cancel(self, timeout_s: float = 120.0) -> None:
-        """Nothing will run: wait for a start under way, then end what it started (the actors, the local Ray)."""
-        self.started.wait(timeout_s)
-        self._ray_log.removeFilter(self._hold)
-        self._held.clear()
-        self._quit.set()
-        self._thread.join(timeout_s)
-
-
 class _ConfigurationFilter(logging.Filter):
     """Passes the messages about one configuration: those naming it (``[inmind] <name>: ...``, ``[progress] <name>:
     ...``, ``[inmind] <name> finished ...``)."""
@@ -159,8 +64,11 @@ def job_logs(plans: list[Plan]) -> Iterator[None]:
     ours = logging.getLogger("inmind_exp")
     template = next((h.formatter for h in ours.handlers if isinstance(h, logging.FileHandler)), None)
     handlers = []
+    written = {h.baseFilename for h in ours.handlers if isinstance(h, logging.FileHandler)}
     for p in plans:
         p.job_dir.mkdir(parents=True, exist_ok=True)
+        if os.path.abspath(p.job_dir / "launch.log") in written:  # a single run's: it has every line already
+            continue
         h = logging.FileHandler(p.job_dir / "launch.log")
         h.setFormatter(template or logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
         h.addFilter(_ConfigurationFilter(p.name))
@@ -247,7 +155,7 @@ def _drive_all(plans: list[Plan], threads: list[threading.Thread], ray_executor:
             end()
         raise
     end()
-    if progress.plans:  # a sweep whose every configuration stopped before its first task never started
+    if len(progress.plans) > 1:  # (a single run's summary is its configuration's)
         log.info(progress.summary())
 
 

@@ -4,13 +4,13 @@ again by tags on resume so a rerun never duplicates a run. This package is the o
 
 ``writer`` (the ``Tracker``), ``store`` (opening a store safely when several processes may create it), ``params``
 (what a configuration run shows: params, tags, provenance), ``naming`` (a sweep parent's name and key), ``view``
-(the MLflow UI's saved view) and ``records_table`` (rounded metrics, the per-task table); every name is re-exported
-here (``writer``'s on first use: only it and ``store`` import mlflow).
+(the MLflow UI's saved view) and ``records_table`` (rounded metrics, the per-task table). Their names are
+re-exported here but for ``writer``'s (``Tracker``, ``MlflowClient``, ``artifact_location``): only it and ``store``
+import mlflow (seconds), so naming a sweep's parent run or reading a view's state imports ``inmind_exp.tracking``
+alone and the writer is imported from its module where it is used.
 """
 
 from __future__ import annotations
-
-from inmind_exp.lazy import lazy_names
 
 from inmind_exp.tracking.naming import SWEEP_KEY_SKIP, SWEEP_NAME_SKIP, sweep_name, sweep_overrides, sweep_run_key
 from inmind_exp.tracking.params import (
@@ -35,17 +35,12 @@ from inmind_exp.tracking.view import (
     runs_view_state,
     runs_view_url,
 )
-#: the names from ``writer``, which imports mlflow (seconds): imported on first use (PEP 562), so that naming a
-#: sweep's parent run or reading a view's state does not import MLflow while a launch starts
-_FROM_WRITER = ("MlflowClient", "Tracker", "artifact_location")
-__getattr__ = lazy_names(globals(), dict.fromkeys(_FROM_WRITER, "inmind_exp.tracking.writer"))
-
 
 __all__ = [
     "COST_DECIMALS", "EXPERIMENT_KIND", "EXPERIMENT_KIND_TAG", "METRIC_DECIMALS", "REPO_ROOT", "RESULT_PARAM_KEYS",
     "RESULT_PARAM_PREFIXES", "RESULT_ROLE_FIELDS", "SWEEP_KEY_SKIP", "SWEEP_NAME_SKIP", "TASKS_VIEW_KEY", "VIEW_CHARTS",
     "VIEW_KEY",
-    "VIEW_METRICS", "VIEW_TAG_PREFIX", "VIEW_TAGS", "MlflowClient", "Tracker", "artifact_location", "config_tags",
+    "VIEW_METRICS", "VIEW_TAG_PREFIX", "VIEW_TAGS", "config_tags",
     "display_metrics", "provenance_tags", "records_table", "result_params", "runs_view_state", "runs_view_url",
     "sweep_name", "sweep_overrides", "sweep_run_key",
 ]

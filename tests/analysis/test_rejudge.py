@@ -64,7 +64,7 @@ def test_rejudge_with_the_original_judge_reproduces_every_verdict_from_the_cache
     assert _scores(rejudged[0].records) == _scores(result.records)
     assert [r.indirect for r in rejudged[0].records] == [r.indirect for r in result.records]  # same answers
 
-    from inmind_exp import tracking
+    from inmind_exp.tracking import writer as tracking
 
     client = tracking.MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("test")
@@ -105,7 +105,7 @@ def test_each_extra_sample_is_a_new_request_and_the_panel_reports_it(finished, c
     rejudged = load_rejudged(runset)
     samples = sorted(int(r.params["rejudge.sample"]) for r in rejudged)
     assert samples == [0, 1, 2] and len({r.run_id for r in rejudged}) == 1  # one MLflow run for the setting
-    from inmind_exp import tracking
+    from inmind_exp.tracking import writer as tracking
 
     client = tracking.MlflowClient(tracking_uri=uri)
     mr = client.get_run(rejudged[0].run_id)

@@ -14,7 +14,8 @@ from inmind_exp.run.driver import run_plan
 from inmind_exp.exec.executor import InProcessExecutor
 from inmind_exp.run.resources import Resources
 from inmind_exp.run.session import Session
-from inmind_exp.display.spend_cap import EXIT_SPEND_CAP, task_estimate
+from inmind_exp.display.spend_cap import task_estimate
+from inmind_exp.errors import Exit
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import launch_cmd, run, write_small_data
 from tests.exec.test_runner_ray import compose
@@ -108,7 +109,7 @@ def test_the_session_exits_4_from_its_executors_cap_record():
     capped.resources._executor = Stopped()
     capped.resources._executor.spend_cap.add("backbone/bm25", "stopped")
     out = io.StringIO()
-    assert capped.exit_code(out) == EXIT_SPEND_CAP
+    assert capped.exit_code(out) == Exit.SPEND_CAP
     assert "stopped at the spend cap" in out.getvalue() and "backbone/bm25" in out.getvalue()
     assert Session().exit_code(io.StringIO()) == 0  # nothing carried over from the other launch
 
@@ -128,7 +129,7 @@ def test_a_capped_sweep_exits_4_and_resumes_with_a_higher_cap(tmp_path):
     with FakeOpenAI() as fake:
         p = run(launch_cmd(tmp_path, fake.base_url, "system=backbone,naive_rag", "embedding=bm25",
                            "run.max_tokens=6000"), timeout=600)
-        assert p.returncode == EXIT_SPEND_CAP, p.stderr[-3000:]
+        assert p.returncode == Exit.SPEND_CAP, p.stderr[-3000:]
         assert "stopped at the spend cap" in p.stderr and "to finish them" in p.stderr
         assert "stopped dispatching at the spend cap" in p.stdout
         # never 'finished' (#44 item 1): the lines say the cap stopped them, the headline's n is done/planned
@@ -279,7 +280,7 @@ def test_a_cap_above_one_bound_runs_every_task_and_a_stopped_one_prints_the_cap_
             return p, result, session.exit_code(out), out.getvalue()
 
         stopped, result, code, said = launch(f"{bound / 2:.6f}")
-        assert code == EXIT_SPEND_CAP and result.records == []
+        assert code == Exit.SPEND_CAP and result.records == []
         assert f"{stopped.name} (4 of 4 tasks left)" in said and "4 tasks left" in said
         assert "at the dry run's upper bound" in said
         finish = re.search(r"run\.max_usd=(\d+\.\d\d)$", said.strip())
@@ -317,7 +318,7 @@ def test_a_capped_run_says_so_in_its_lines_its_headline_and_its_mlflow_run(tmp_p
             return plan, result, session, session.exit_code(out), out.getvalue()
 
         plan, result, session, code, closing = launch(bound / 2)  # not even one task fits
-        assert code == EXIT_SPEND_CAP and result.incomplete == T.CAPPED
+        assert code == Exit.SPEND_CAP and result.incomplete == T.CAPPED
         row = next(line for line in session.table("x").splitlines() if line.startswith(f"| {plan.name}"))
         assert "| 0/8 capped |" in row.replace("  ", " ")
         lines = [r.getMessage() for r in caplog.records]

@@ -232,7 +232,7 @@ def test_shipped_code_is_what_workers_import():
 
 
 def test_background_work_waits_for_the_first_answered_call(ray_session, tmp_path):
-    """``executor.working`` (what the driver's MLflow opening and the report's imports wait for) is set once a task's
+    """``executor.working`` (what the end-of-sweep report's imports wait for) is set once a task's
     call has completed, not when the first task is handed out: the workers' start of their first tasks then has the
     CPU to itself."""
     import threading

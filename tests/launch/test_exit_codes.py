@@ -72,11 +72,13 @@ def test_a_400_with_escapes_in_its_body_is_shown_escaped_asked_once_and_not_call
 
 def test_composition_and_override_errors_exit_2(tmp_path):
     """``system=nonexistent`` or ``dataset.limit=abc`` is bad input (exit 2 with Hydra's one message), not a crash
-    (exit 1, which Hydra's own handler gave)."""
+    (exit 1, which Hydra's own handler gave); so is a sweep under Hydra's basic launcher (the inmind one is the only
+    launcher)."""
     write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)
     for bad, said in (("system=nonexistent", "Could not find 'system/nonexistent'"),
-                      ("dataset.limit=abc", "Error merging override dataset.limit=abc")):
-        for multirun in (False, True):
+                      ("dataset.limit=abc", "Error merging override dataset.limit=abc"),
+                      ("hydra/launcher=basic", "a sweep runs under the inmind launcher only")):
+        for multirun in (False, True) if bad != "hydra/launcher=basic" else (True,):
             p = run(launch_cmd(tmp_path, "http://127.0.0.1:9/v1", bad, multirun=multirun))
             assert p.returncode == 2, (bad, multirun, p.stderr[-2000:])
             assert said in p.stderr and "Traceback" not in p.stderr

@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-from inmind_exp.launch.check_sweep import expand_sweep
-from tests.launch_helpers import REPO, run
+from tests.launch_helpers import REPO, expand_sweep, run
 
 #: every test here runs launch.py in a subprocess
 pytestmark = pytest.mark.slow

@@ -83,7 +83,7 @@ def test_a_leaderboard_run_against_a_local_endpoint_is_labelled_by_what_ran(rele
     from inmind_exp.run.driver import run_plan
     from inmind_exp.exec.executor import InProcessExecutor
     from inmind_exp.run.resources import Resources
-    from inmind_exp.tracking import MlflowClient
+    from inmind_exp.tracking.writer import MlflowClient
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-0000")
     with FakeOpenAI() as fake:

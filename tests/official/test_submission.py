@@ -210,7 +210,7 @@ def test_a_run_of_the_official_tasks_logs_its_submission_and_the_official_aggreg
     from inmind_exp.run.recorders import Finished, JobDirectory, OfficialOutputs
     from inmind_exp.labels import CONF_DIR
     from inmind_exp.plan.plan import plan_config
-    from inmind_exp.tracking import Tracker
+    from inmind_exp.tracking.writer import Tracker
 
     monkeypatch.setenv("INMIND_RELEASE", str(release.root))
     register_configs()

@@ -10,7 +10,7 @@ import pytest
 from inmind_exp.plan.plan import plan_config
 from inmind_exp.plan.dedupe import split_duplicates
 from inmind_exp.labels import injection_label, label_suffix, preset_point, varying_keys
-from inmind_exp.launch.check_sweep import expand_overrides
+from tests.launch_helpers import expand_overrides
 from tests.exec.test_runner_ray import compose
 
 
@@ -81,14 +81,12 @@ def test_embedding_free_systems_share_one_hash_across_embeddings(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("launcher", ["inmind", "basic"])
-def test_sweep_labels_show_every_swept_key_in_both_launchers(tmp_path, launcher):
+def test_sweep_labels_show_every_swept_key(tmp_path):
     from tests.launch_helpers import launch_cmd, run, write_small_data
 
     write_small_data(tmp_path / "data")
     p = run(launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "system=naive_rag", "embedding=bm25",
-                       "system.params.top_k=1,2", "injection.user_turn=3,5", "dry_run=true",
-                       f"hydra/launcher={launcher}"), timeout=300)
+                       "system.params.top_k=1,2", "injection.user_turn=3,5", "dry_run=true"), timeout=300)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     names = sorted(line.split("[dry run] ", 1)[1].split(" (config")[0]
                    for line in p.stdout.splitlines() if "[dry run] " in line)
@@ -108,25 +106,3 @@ def test_dry_run_of_an_embedding_sweep_estimates_an_embedding_free_system_once(t
                  if "[dry run] " in line]
     assert sorted(estimated) == ["backbone/minilm/turn5/vllm", "naive_rag/bm25/turn5/vllm", "naive_rag/minilm/turn5/vllm"]
     assert "backbone/bm25/turn5/vllm: not run, same results as backbone/minilm/turn5/vllm" in p.stdout
-
-
-@pytest.mark.slow
-def test_basic_launcher_runs_an_embedding_free_system_once_and_reports_at_end(tmp_path):
-    """hydra/launcher=basic runs job after job: the repeat is skipped with one line, and the Hydra callback logs the
-    analysis report to the parent run when the sweep ends."""
-    from tests.fake_openai import FakeOpenAI
-    from tests.launch_helpers import launch_cmd, mlflow_runs, run, write_small_data
-
-    write_small_data(tmp_path / "data", n_tasks=2)
-    with FakeOpenAI() as fake:
-        p = run(launch_cmd(tmp_path, fake.base_url, "system=always_in_state", "embedding=minilm,bm25",
-                           "hydra/launcher=basic", "cluster.workers=1"))
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    assert ("always_in_state/bm25/turn5/vllm: not run, same results as always_in_state/minilm/turn5/vllm "
-            "(always_in_state uses no embedding") in p.stdout
-    runs = mlflow_runs(tmp_path)
-    children = [r.info.run_name for r in runs if r.data.tags.get("inmind.kind") == "config"]
-    parents = [r for r in runs if r.data.tags.get("inmind.kind") == "sweep"]
-    assert children == ["always_in_state/minilm/turn5/vllm"] and len(parents) == 1
-    assert parents[0].data.tags.get("inmind.report") == "analysis/report.html"
-    assert (tmp_path / "sweep" / "analysis" / "report.html").is_file()

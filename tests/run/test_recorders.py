@@ -10,7 +10,7 @@ from inmind_exp.records import TaskRecord
 from inmind_exp.run.driver import run_plan
 from inmind_exp.run.recorders import Finished, Recorder
 from inmind_exp.run.resources import Resources
-from inmind_exp.tracking import MlflowClient
+from inmind_exp.tracking.writer import MlflowClient
 from tests.fake_openai import FakeOpenAI
 from tests.exec.test_runner_ray import compose
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.launch_helpers import launch_cmd, run, write_small_data
-
-from inmind_exp.launch.check_sweep import expand_overrides, expand_sweep
+from tests.launch_helpers import expand_overrides, expand_sweep, launch_cmd, run, write_small_data
 
 
 def test_expand_overrides_matches_hydra_order():
@@ -32,7 +30,7 @@ def test_expand_sweep_composes_every_job():
 def test_launch_with_bad_later_job_stops_before_any_job(tmp_path):
     write_small_data(tmp_path / "data")
     cmd = launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "dry_run=true", "injection.user_turn=5,100000",
-                     "cluster.workers=2,0")  # CheckSweep is on by default (conf/config.yaml)
+                     "cluster.workers=2,0")  # every job is checked before any runs (Session.check)
     p = run(cmd)
     assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
     assert "4 job(s) of the sweep; nothing was run" in p.stderr
@@ -41,31 +39,6 @@ def test_launch_with_bad_later_job_stops_before_any_job(tmp_path):
     assert "job #3 (injection.user_turn=100000 cluster.workers=0)" in p.stderr and "job #0" not in p.stderr
     assert "Launching" not in p.stdout + p.stderr  # Hydra never got to launch job 0
     assert not any((tmp_path / "sweep").glob("*/.hydra"))  # and no job directory was made
-
-
-def test_under_the_inmind_launcher_each_job_is_composed_once():
-    """The launcher checks and plans every job from the config Hydra's sweeper composed to validate the batch:
-    one composition per job (it was three: the sweeper, the check callback, the launcher)."""
-    from inmind_exp.launch.launcher import _ComposedOnce
-
-    calls = []
-
-    class Loader:
-        def load_sweep_config(self, master_config, sweep_overrides):
-            from omegaconf import OmegaConf
-
-            calls.append(tuple(sweep_overrides))
-            return OmegaConf.create({"job": list(sweep_overrides)})
-
-        other = "passed through"
-
-    master = object()
-    loader = _ComposedOnce(Loader())
-    first = loader.load_sweep_config(master, ["a=1"])
-    first.job.append("changed")  # a caller's change does not reach the next caller
-    assert list(loader.load_sweep_config(master, ["a=1"]).job) == ["a=1"]
-    loader.load_sweep_config(master, ["a=2"])
-    assert calls == [("a=1",), ("a=2",)] and loader.other == "passed through"
 
 
 @pytest.mark.slow

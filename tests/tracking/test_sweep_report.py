@@ -13,10 +13,9 @@ from analysis import sweep_report
 from tests.analysis.fixtures import log_to_mlflow
 
 
-def _config(tmp_path, uri: str, on: bool = True, experiment: str = "fixture", launcher: str = sweep_report.INMIND_LAUNCHER):
+def _config(tmp_path, uri: str, on: bool = True, experiment: str = "fixture"):
     return OmegaConf.create({"tracking": {"uri": uri, "experiment": experiment, "report_at_end": on},
-                             "dry_run": False, "hydra": {"sweep": {"dir": str(tmp_path / "sweep")},
-                                                         "launcher": {"_target_": launcher}}})
+                             "dry_run": False, "hydra": {"sweep": {"dir": str(tmp_path / "sweep")}}})
 
 
 def test_report_of_one_sweep_is_logged_to_its_parent(tmp_path, caplog):
@@ -67,14 +66,6 @@ def test_report_of_one_sweep_is_logged_to_its_parent(tmp_path, caplog):
         assert g[2:4] == (g[5], g[4])  # the tasks only A applied, then those only B did
     assert caplog.text.index("verdict (application") < caplog.text.index("analysis report:")
 
-    # once per sweep: the inmind launcher reports itself, so Hydra's end callback does not report again; under
-    # Hydra's basic launcher the callback is what reports
-    html.unlink()
-    sweep_report.ReportAtEnd().on_multirun_end(_config(tmp_path, uri))
-    assert not html.exists()
-    basic = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
-    sweep_report.ReportAtEnd().on_multirun_end(_config(tmp_path, uri, launcher=basic))
-    assert html.is_file()
 
 
 def test_report_off_and_failures_never_raise(tmp_path, caplog, monkeypatch):

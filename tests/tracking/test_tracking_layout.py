@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from inmind_exp import tracking as T
+from inmind_exp.tracking.writer import Tracker
 from inmind_exp.config.settings import flatten_params
 from inmind_exp.records import Answer, Message, TaskRecord, Task, Verdict
 
@@ -43,7 +44,7 @@ def _plan(tmp: Path, judge: str, name: str = "naive_rag/minilm/middle/openai") -
 
 @pytest.fixture
 def tracker(tmp_path):
-    return T.Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "exp")
+    return Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "exp")
 
 
 def test_experiment_opens_on_runs_with_the_saved_view(tracker):

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 from inmind_exp import tags as T
-from inmind_exp.tracking import TASKS_VIEW_KEY, VIEW_KEY, VIEW_TAG_PREFIX, Tracker, runs_view_state
+from inmind_exp.tracking import TASKS_VIEW_KEY, VIEW_KEY, VIEW_TAG_PREFIX, runs_view_state
+from inmind_exp.tracking.writer import Tracker
 
 
 def test_the_view_groups_by_sweep_and_puts_the_headline_first():
