@@ -76,7 +76,8 @@ from inmind_exp.ranges import at_least
 from inmind_exp.records import Answer, ContextItem, Message, Session
 from systems.prompts.memgpt import (ARCHIVAL_MEMORY_INSERT, ARCHIVAL_MEMORY_SEARCH, CONVERSATION_SEARCH,
                                     CORE_MEMORY_APPEND, CORE_MEMORY_REPLACE, FUNC_FAILED_HEARTBEAT_MESSAGE, HUMAN,
-                                    HUMAN_BLOCK_DESCRIPTION, MEMORY_BLOCKS_HEADER, PERSONA, PERSONA_BLOCK_DESCRIPTION,
+                                    HUMAN_BLOCK_DESCRIPTION, MEMORY_BLOCKS_HEADER, NON_USER_MSG_PREFIX, PERSONA,
+                                    PERSONA_BLOCK_DESCRIPTION,
                                     PROMPTS_VERSION, REQ_HEARTBEAT_MESSAGE, REQUEST_HEARTBEAT_DESCRIPTION, SEND_MESSAGE,
                                     SYSTEM_PROMPT)
 

@@ -22,7 +22,7 @@ PROFILE_STRING_FIELDS: tuple[tuple[str, str], ...] = (
 PROFILE_LIST_FIELDS: tuple[tuple[str, str], ...] = (
     ("occupation", "The user's work, studies and professional circumstances."),
     ("relationships", "People in the user's life: family, household, friends, colleagues and pets."),
-    ("health", "The user's health, medical conditions, treatments and physical circumstances."),
+    ("health", "Facts about the user's wellbeing that bear on advice."),
     ("constraints", "Anything that limits what the user can do, eat, afford or take part in."),
     ("beliefs_and_practices", "The user's values, beliefs, commitments and regular practices."),
     ("plans", "Ongoing projects, upcoming events and goals of the user."),
