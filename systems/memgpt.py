@@ -62,6 +62,7 @@ Deliberate deviations:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from pathlib import Path
@@ -262,7 +263,8 @@ class MemGPT(MemorySystem):
         sys_msg = Message("system", self.system_message(time))
         for n in range(1, self.max_steps + 1):
             sys_msg = Message("system", self.system_message(time))
-            comp = client.chat((sys_msg, *messages), tools=schemas, tool_choice="auto")
+            with self.writing(list(turns)) if turns else contextlib.nullcontext():  # a write-path call: its turns
+                comp = client.chat((sys_msg, *messages), tools=schemas, tool_choice="auto")
             reply = comp.text or ""
             if not comp.tool_calls:
                 stop = "no_tool_call"
