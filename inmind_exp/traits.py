@@ -87,11 +87,14 @@ class Traits:
                    asks_naive=keys.get("asks_naive", "True") == "True", routing=keys.get("routing", "False") == "True")
 
 
-#: The traits of the built-in controls before runs logged them (their class attributes then): for old runs only.
+#: The traits of the built-in systems whose class attributes differ from a plain memory system's, for runs logged before
+#: the traits were (and, for the routing systems, before the routing trait was): by name, for old runs only.
 LEGACY: dict[str, Traits] = {
     "backbone": Traits(control="in_context", retrieval=False, uses_embedding=False, asks_naive=False),
     "naive_rag": Traits(control="naive_retrieval"),
     "always_in_state": Traits(control="always_in_state", retrieval=False, uses_embedding=False),
+    "memgpt": Traits(routing=True),
+    "langmem": Traits(routing=True),
 }
 
 
