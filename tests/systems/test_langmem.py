@@ -117,3 +117,6 @@ def test_profile_lines_and_traits():
     assert traits.routing and traits.block == "routing"
     assert Traits.of(SYSTEMS.get("naive_rag")).block == "control"
     assert Traits.of(SYSTEMS.get("mem0")).block == "retrieval"
+    # table order: controls, retrieval systems, routing systems, the always-in-state probe
+    order = [Traits.of(SYSTEMS.get(n)).order for n in ("backbone", "naive_rag", "mem0", "langmem", "always_in_state")]
+    assert order == sorted(order) and len(set(order)) == 5
