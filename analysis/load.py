@@ -21,7 +21,7 @@ from inmind_exp.protocol.metrics import RunMetrics, compute
 from inmind_exp.records import TaskRecord
 from inmind_exp.plan import ledger
 from inmind_exp.labels import injection_label, run_label
-from inmind_exp.memory.traits import CONTROL_ORDER, LEGACY, Traits, logged
+from inmind_exp.memory.traits import LEGACY, Traits, logged
 
 EMBEDDING_ORDER: dict[str, int] = {"minilm": 0, "emb3": 1, "bm25": 2}
 #: Systems whose results do not depend on the embedding, for runs logged before the traits were (``traits.LEGACY``);
@@ -93,12 +93,17 @@ class RunConfig:
         return self.system_traits.retrieval
 
     @property
+    def block(self) -> str:
+        """The table block (``Traits.block``): ``control``, ``routing`` or ``retrieval``."""
+        return self.system_traits.block
+
+    @property
     def uses_embedding(self) -> bool:
         """False for systems whose results cannot depend on the embedding (``MemorySystem.uses_embedding``)."""
         return self.system_traits.uses_embedding
 
     def sort_key(self) -> tuple[Any, ...]:
-        return (CONTROL_ORDER.get(self.control, 50), self.system, EMBEDDING_ORDER.get(self.embedding, 9), self.embedding,
+        return (self.system_traits.order, self.system, EMBEDDING_ORDER.get(self.embedding, 9), self.embedding,
                 self.injection, self.llm, self.judge_model)
 
 

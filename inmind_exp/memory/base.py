@@ -84,6 +84,9 @@ class MemorySystem(abc.ABC):
     #: False for the controls that put memory in front of the answerer without retrieving (analysis groups them
     #: apart); unless a class says, a system that runs with ``embedding=none`` (no retriever at all) does not retrieve
     retrieval: ClassVar[bool] = True
+    #: True for systems that route facts at write time into a state always in front of the answerer (MemGPT's core
+    #: block, LangMem's profile) beside what they retrieve: analysis puts them in their own block (``inmind_exp.memory.traits``)
+    routing: ClassVar[bool] = False
     #: False for systems that never call the encoder (backbone, always_in_state): their results are the same for
     #: every embedding, so the embedding is no part of their result identity and a sweep over embeddings runs them once
     uses_embedding: ClassVar[bool] = True

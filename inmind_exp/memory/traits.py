@@ -1,6 +1,7 @@
 """What analysis needs to know about a run's memory system, from the system's class attributes: whether it is a
-control (and which), whether it retrieves at query time, whether it uses the embedding, whether it is asked the naive
-query. Written into every task record and the run's MLflow params, so ``analysis/`` reads them from what a run
+control (and which), whether it retrieves at query time, whether it routes facts at write time into an always-visible
+state (``routing``: MemGPT's core block, LangMem's profile), whether it uses the embedding, whether it is asked the
+naive query. Written into every task record and the run's MLflow params, so ``analysis/`` reads them from what a run
 logged and never from a system's name or class: a plug-in control is grouped like a built-in one, and a run stays
 readable after its system is gone. Runs logged before the traits existed fall back to the built-ins' names
 (``LEGACY``).
@@ -24,6 +25,8 @@ CONTROLS: dict[str, str] = {
 }
 #: Table order: the in-context control, the naive retrieval control, memory systems, then the always-in-state probe.
 CONTROL_ORDER: dict[str, int] = {"in_context": 0, "naive_retrieval": 1, "": 50, "always_in_state": 99}
+#: Where routing systems go in that order: after the retrieval systems, before the always-in-state probe.
+ROUTING_ORDER = 60
 
 #: MLflow param keys (beside ``inmind.config_hash``): not config keys, so no config or result identity changes.
 PARAM_PREFIX = "inmind.traits."
@@ -39,6 +42,14 @@ class Traits:
     retrieval: bool = True
     uses_embedding: bool = True
     asks_naive: bool = True
+    #: write-time routing into an always-visible state (``MemorySystem.routing``): analysis puts retrieval, routing
+    #: and the controls in separate blocks (``block``)
+    routing: bool = False
+
+    @property
+    def block(self) -> str:
+        """The analysis block of a configuration: ``control``, ``routing`` or ``retrieval``."""
+        return "control" if self.control else "routing" if self.routing else "retrieval"
 
     @classmethod
     def of(cls, system_cls: type[MemorySystem], params: Mapping[str, JsonValue] | None = None) -> "Traits":
@@ -48,7 +59,13 @@ class Traits:
             raise ValueError(f"system {system_cls.name!r}: control={control!r} is not one of "
                              f"{', '.join(CONTROLS)} (or '' for a memory system)")
         return cls(control=control, retrieval=bool(system_cls.retrieval),
-                   uses_embedding=bool(system_cls.uses_embedding), asks_naive=bool(system_cls.asks_naive(dict(params or {}))))
+                   uses_embedding=bool(system_cls.uses_embedding), asks_naive=bool(system_cls.asks_naive(dict(params or {}))),
+                   routing=bool(getattr(system_cls, "routing", False)))
+
+    @property
+    def order(self) -> int:
+        """Table order of the block: controls as ``CONTROL_ORDER``, retrieval systems, then routing systems."""
+        return CONTROL_ORDER.get(self.control, 50) if self.control or not self.routing else ROUTING_ORDER
 
     def to_dict(self) -> JsonDict:
         return asdict(self)
@@ -56,7 +73,8 @@ class Traits:
     @classmethod
     def from_dict(cls, d: Mapping[str, JsonValue]) -> "Traits":
         return cls(control=str(d.get("control") or ""), retrieval=bool(d.get("retrieval", True)),
-                   uses_embedding=bool(d.get("uses_embedding", True)), asks_naive=bool(d.get("asks_naive", True)))
+                   uses_embedding=bool(d.get("uses_embedding", True)), asks_naive=bool(d.get("asks_naive", True)),
+                   routing=bool(d.get("routing", False)))
 
     def params(self) -> dict[str, str]:
         """The MLflow params (strings, as MLflow keeps them; a memory system's control is ``NO_CONTROL``, since an
@@ -71,14 +89,17 @@ class Traits:
             return None
         return cls(control="" if keys["control"] == NO_CONTROL else keys["control"], retrieval=keys.get("retrieval", "True") == "True",
                    uses_embedding=keys.get("uses_embedding", "True") == "True",
-                   asks_naive=keys.get("asks_naive", "True") == "True")
+                   asks_naive=keys.get("asks_naive", "True") == "True", routing=keys.get("routing", "False") == "True")
 
 
-#: The traits of the built-in controls before runs logged them (their class attributes then): for old runs only.
+#: The traits of the built-in systems whose class attributes differ from a plain memory system's, for runs logged before
+#: the traits were (and, for the routing systems, before the routing trait was): by name, for old runs only.
 LEGACY: dict[str, Traits] = {
     "backbone": Traits(control="in_context", retrieval=False, uses_embedding=False, asks_naive=False),
     "naive_rag": Traits(control="naive_retrieval"),
     "always_in_state": Traits(control="always_in_state", retrieval=False, uses_embedding=False),
+    "memgpt": Traits(routing=True),
+    "langmem": Traits(routing=True),
 }
 
 
