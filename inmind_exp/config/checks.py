@@ -30,7 +30,10 @@ def check_base_urls(cfg: Config | Container) -> None:
     keys = ["llm.base_url", *(f"llm.roles.{r}.base_url" for r in ROLES), "embedding.base_url"]
     bad = []
     for key in keys:
-        url = select(config, key)
+        try:
+            url = select(config, key)
+        except KeyError:  # a role not set: it takes llm.base_url
+            continue
         if isinstance(url, str) and ("?" in url or "#" in url):
             parts = urlsplit(url)
             host = parts.hostname or ""
