@@ -9,7 +9,9 @@ from typing import Sequence
 
 import pandas as pd
 
-from inmind_exp.official.fidelity import RELEASE_RETRIEVAL_TOP_K, Fidelity, top_k_note
+from inmind_exp.official.fidelity import Fidelity
+
+from inmind_exp.official.setting import RELEASE_RETRIEVAL_TOP_K, top_k_note
 from inmind_exp.display.headline import IN_CONTEXT, IN_CONTEXT_NOTE
 from inmind_exp.official.aggregate import NOTE as OFFICIAL_NOTE
 from inmind_exp.official.aggregate import official_rates

@@ -18,7 +18,7 @@ single-shot``; report it as a single-shot control, not a stateful middle-injecti
 default) makes each injected turn its own chunk too.
 
 ``top_k`` 5 is this project's default; the release's example configuration retrieves 10 (``retrieval_top_k``, its
-``evaluation/README.md``), which the fidelity note states beside every run (``inmind_exp.official.fidelity.top_k_note``).
+``evaluation/README.md``), which the fidelity note states beside every run (``inmind_exp.official.setting.top_k_note``).
 """
 
 from __future__ import annotations

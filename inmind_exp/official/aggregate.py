@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from inmind_exp.official.fidelity import N_TASKS
+from inmind_exp.official.setting import N_TASKS
 from inmind_exp.protocol.judges import JUDGES
 from inmind_exp.records import TaskRecord
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from inmind_exp.errors import InmindError
 from inmind_exp.official.aggregate import official_line
-from inmind_exp.official.fidelity import Fidelity, fidelity, retrieval_note
+from inmind_exp.official.fidelity import Fidelity, fidelity
+from inmind_exp.official.setting import retrieval_note
 from inmind_exp.records import TaskRecord
 
 log = logging.getLogger(__name__)

@@ -303,10 +303,3 @@ def judge_task(client: LLMClient, task: Task, naive: Answer | None, indirect: An
     return out
 
 
-def _norm(text: str) -> str:
-    return re.sub(r"\s+", " ", text.casefold()).strip()
-
-
-def exact_target_recall(task: Task, answer: Answer) -> int:
-    """1 if the injected fact turn's text appears verbatim (case and whitespace folded) in the answerer's context."""
-    return int(_norm(task.user_message) in _norm(answer.context_text()))

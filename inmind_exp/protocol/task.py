@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from inmind_exp.memory.answering import SHARED, Answerer
 from inmind_exp.protocol.budget import context_items, context_tokens, what_ran
-from inmind_exp.protocol.judges import Judge, exact_target_recall, judge_task
+from inmind_exp.protocol.bounds import (exact_target_recall, fact_rank, fact_write_fault, part_recall,
+                                        provenance_recall, provenance_recall_union)
+from inmind_exp.protocol.judges import Judge, judge_task
 from inmind_exp.llm import LLMCallError, Models
 from inmind_exp.llm.endpoint import ROLES
 from inmind_exp.llm.usage import served_of
@@ -194,45 +196,6 @@ def _notes(system: Any, since: dict[str, int] | None = None) -> dict[str, int]:
 
 def _phase(faults: list[Fault], phase: str) -> list[Fault]:
     return [Fault(f.kind, f.where, f.detail, f.turns, phase) for f in faults]
-
-
-def provenance_recall(answer: Answer | None) -> int | None:
-    """1 if some item in the answerer's context derives from the injected fact turn, 0 if none does; None when the
-    system reports no items (then provenance is not measured for it)."""
-    if answer is None or answer.items is None:
-        return None
-    return int(FACT_TURN_ID in answer.sources())
-
-
-def provenance_recall_union(answer: Answer | None) -> int | None:
-    """Like ``provenance_recall`` on the looser union: the fact turn is an origin or an inherited source of some item."""
-    if answer is None or answer.items is None:
-        return None
-    return int(FACT_TURN_ID in answer.union_sources())
-
-
-def part_recall(answer: Answer | None, visible: bool) -> int | None:
-    """1 if the fact turn is the origin of some always-visible (``visible``) / retrieved item of the context."""
-    if answer is None or answer.items is None:
-        return None
-    return int(FACT_TURN_ID in answer.visible_sources(visible))
-
-
-def fact_rank(answer: Answer | None) -> int | None:
-    """The 1-based rank of the first item in the answerer's context that derives from the injected fact turn (for a
-    retrieval system its rank among the retrieved items, in the order the system put them in front of the answerer);
-    None when no item does or the system reports no items (``provenance_recall`` tells the two apart)."""
-    for i, it in enumerate(answer.items or () if answer is not None else (), 1):
-        if FACT_TURN_ID in it.sources:
-            return i
-    return None
-
-
-def fact_write_fault(faults: list[Fault]) -> bool:
-    """A fault while writing the injected exchange: an ingest fault naming the fact turn or its reply (a diagnostic,
-    such as an empty extraction from the acknowledgement, is none)."""
-    return any(f.phase == "ingest" and not f.diagnostic and (FACT_TURN_ID in f.turns or FACT_REPLY_TURN_ID in f.turns)
-               for f in faults)
 
 
 def run_task(

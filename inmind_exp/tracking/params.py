@@ -84,7 +84,8 @@ def config_tags(plan: Any, flat_cfg: Mapping[str, str]) -> dict[str, str]:
     }
     for role, ep in sorted(plan.endpoints.items()):
         tags[f"inmind.{role}_model"] = str(ep.model)
-    from inmind_exp.official.fidelity import fidelity, setting_of_params
+    from inmind_exp.official.fidelity import fidelity
+    from inmind_exp.official.setting import setting_of_params
 
     # a Plan (its endpoints and data hashes), else what the flattened config says
     fid = fidelity(plan) if hasattr(plan, "params") else fidelity(

@@ -8,7 +8,9 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 import pytest
 
-from inmind_exp.official.fidelity import fidelity, setting_of_params
+from inmind_exp.official.fidelity import fidelity
+
+from inmind_exp.official.setting import setting_of_params
 from inmind_exp.records import TaskRecord
 
 from analysis.load import Run, RunConfig, flatten, make_runs

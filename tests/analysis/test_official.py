@@ -10,7 +10,9 @@ import pytest
 
 from inmind_exp.records import Answer, Message, TaskRecord, Verdict
 
-from inmind_exp.official.fidelity import fidelity, setting_of_params
+from inmind_exp.official.fidelity import fidelity
+
+from inmind_exp.official.setting import setting_of_params
 
 from analysis.load import RunConfig, RunSet, flatten, make_runs
 from analysis.official import paper_table, protocol_cell, protocol_table
@@ -192,7 +194,8 @@ def test_the_backbone_naive_cell_is_a_dash_in_every_table():
 
 
 def test_top_k_is_stated_against_the_releases_retrieval_top_k():
-    from inmind_exp.official.fidelity import fidelity, top_k_note
+    from inmind_exp.official.fidelity import fidelity
+    from inmind_exp.official.setting import top_k_note
     from inmind_exp.official.outputs import protocol_lines
 
     params = official_params("naive_rag", **{"system.params.top_k": 5})

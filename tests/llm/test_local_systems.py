@@ -28,7 +28,7 @@ import pytest
 from inmind_exp.memory.answering import Answerer
 from inmind_exp.data.make_smoke_trace import SMOKE_TRACE, render
 from inmind_exp.data.trace import load_trace
-from inmind_exp.protocol.judges import exact_target_recall
+from inmind_exp.protocol.bounds import exact_target_recall
 from inmind_exp.memory import SYSTEMS
 from inmind_exp.protocol.task import inject, injection_session_index
 from inmind_exp.records import FACT_TURN_ID

@@ -7,8 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from inmind_exp.official.fidelity import (DEMO_TASKS, LEADERBOARD, PAPER, Fidelity, RoleSetting, Setting, deviations,
-                                 fidelity, setting_of_params)
+from inmind_exp.official.fidelity import DEMO_TASKS, LEADERBOARD, PAPER, Fidelity, deviations, fidelity
+
+from inmind_exp.official.setting import RoleSetting, Setting, setting_of_params
 from inmind_exp.records import TaskRecord
 
 GPT5 = RoleSetting("gpt-5-mini", 16384, reasoning=True, host="api.openai.com")

@@ -138,7 +138,9 @@ def test_the_preset_follows_llm_model_for_every_role_and_labels_a_successor():
 def test_paper_rows_sweeps_the_papers_nine_systems_under_its_embeddings_in_the_leaderboard_setting():
     import yaml
 
-    from inmind_exp.official.fidelity import PAPER_EMBEDDINGS, PAPER_SYSTEMS, fidelity
+    from inmind_exp.official.fidelity import fidelity
+
+    from inmind_exp.official.setting import PAPER_EMBEDDINGS, PAPER_SYSTEMS
     from inmind_exp.labels import CONF_DIR
 
     doc = yaml.safe_load((CONF_DIR / "preset" / "paper_rows.yaml").read_text())

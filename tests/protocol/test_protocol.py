@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from inmind_exp.llm.embed import MiniLMEncoder
-from inmind_exp.protocol.judges import exact_target_recall
+from inmind_exp.protocol.bounds import exact_target_recall
 from inmind_exp.protocol.task import InjectionSpec, inject, injection_session_index, run_task
 from inmind_exp.records import Answer, Message, Session, Task, Trace, Turn
 from inmind_exp.memory import SYSTEMS
@@ -168,7 +168,7 @@ def test_naive_rag_retrieves_injected_turn_for_direct_query(models, tmp_path):
 
 
 def test_fact_rank_is_the_first_fact_items_place_among_the_items():
-    from inmind_exp.protocol.task import fact_rank
+    from inmind_exp.protocol.bounds import fact_rank
     from inmind_exp.records import FACT_TURN_ID, ContextItem, TaskRecord
 
     items = (ContextItem("chunk", "a", ("s0#1",)), ContextItem("chunk", "b", ("s1#0", FACT_TURN_ID)),

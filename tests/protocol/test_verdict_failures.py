@@ -137,7 +137,8 @@ def test_an_older_record_whose_only_error_was_a_verdict_reads_as_a_verdict_error
 
 
 def test_json_mode_under_the_paper_set_is_a_labelled_deviation():
-    from inmind_exp.official.fidelity import deviations, setting_of_params
+    from inmind_exp.official.fidelity import deviations
+    from inmind_exp.official.setting import setting_of_params
 
     base = {"dataset.name": "official", "trace.name": "official", "injection.name": "middle",
             "injection.user_turn": "40", "answer.mode": "paper", "judges.prompts": "paper", "llm.model": "gpt-5-mini",
