@@ -1,6 +1,7 @@
 """The import graph of ``inmind_exp``, read from the source with ``ast`` (every import: module level, inside
 functions and under ``TYPE_CHECKING``): no circle between two modules, the core never imports ``systems/`` or
-``analysis/``, and mlflow is imported only by the tracking modules. A package's ``__init__`` importing its own
+``analysis/``, mlflow is imported only by the tracking modules and Ray only by ``exec/``, and no arrow between
+packages runs back up. A package's ``__init__`` importing its own
 submodules (and they it) is not counted as a circle: that is how a package re-exports."""
 
 from __future__ import annotations
@@ -125,6 +126,49 @@ def test_only_tracking_imports_mlflow():
     users = sorted(m for m, f in modules().items() if any(n.split(".")[0] == "mlflow" for n in imported_names(m, f)))
     assert users and all(m == "inmind_exp.tracking" or m.startswith("inmind_exp.tracking.")
                          for m in users), users
+
+
+def test_only_exec_imports_ray():
+    """Ray stays in one room: the executor, the schedule, the worker actor and the cluster services."""
+    users = sorted(m for m, f in modules().items() if any(n.split(".")[0] == "ray" for n in imported_names(m, f)))
+    assert users and all(m.startswith("inmind_exp.exec.") for m in users), users
+
+
+#: the config schemas are plain dataclasses every floor reads (``data`` loads a ``DatasetConf``); the rest of
+#: ``config`` (checks, the result identity, its code part) reads memory systems and judges, so sits above them
+FLOOR_OF_ITS_OWN = ("inmind_exp.config.schema",)
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph between the core's packages (a top-level module is a package of its own)."""
+    def pkg(m: str) -> str:
+        return m if m in FLOOR_OF_ITS_OWN else ".".join(m.split(".")[:2])
+
+    out: dict[str, set[str]] = {}
+    for m, targets in graph.items():
+        out.setdefault(pkg(m), set()).update(pkg(t) for t in targets if pkg(t) != pkg(m))
+    return out
+
+
+def test_the_packages_are_floors_with_no_arrow_back_up():
+    """Between packages every import points down: no two packages import each other, directly or round a loop
+    (the arrows that ran back up, ``run -> tracking -> run``, ``console -> run``, were the cost of a helper filed high)."""
+    found = circles(package_graph(import_graph(modules())))
+    assert not found, "packages importing each other: " + "; ".join(" <-> ".join(sorted(c)) for c in found)
+
+
+def test_the_package_check_finds_an_arrow_back_up(tmp_path):
+    pkg = tmp_path / PACKAGE
+    for sub in ("low", "high"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "high" / "a.py").write_text("from inmind_exp.low.b import g\n")
+    (pkg / "low" / "b.py").write_text("def g():\n    from inmind_exp.high.c import h\n")
+    (pkg / "high" / "c.py").write_text("def h(): ...\n")
+    graph = import_graph(modules(tmp_path))
+    assert not circles(graph)  # no circle between modules ...
+    assert circles(package_graph(graph)) == [frozenset({"inmind_exp.high", "inmind_exp.low"})]  # ... but between floors
 
 
 #: the launch's Hydra glue: the ``inmind_exp.launch`` room (callbacks, override names), the launch session and the
