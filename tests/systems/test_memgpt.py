@@ -8,7 +8,8 @@ import json
 import pytest
 
 from inmind_exp.llm.embed import MiniLMEncoder
-from inmind_exp.memory import SYSTEMS
+from inmind_exp.memory import SYSTEMS, Answerer
+from inmind_exp.memory.answering import SHARED
 from inmind_exp.protocol.task import run_task
 from inmind_exp.records import FACT_TURN_ID, Task
 from inmind_exp.memory.traits import Traits
@@ -68,10 +69,10 @@ def read_archival(message: str):
     return [("archival_memory_search", {"query": "medication health", "request_heartbeat": True})]
 
 
-def run(models, encoder, tmp_path, **params):
+def run(models, encoder, tmp_path, answerer=SHARED, **params):
     return run_task(TASK, make_trace(n_sessions=3, user_turns_per_session=2), 1,
                     lambda wd: MemGPT(models, encoder, wd, **params), models, tmp_path / "run", config_hash="h",
-                    system_name="memgpt")
+                    system_name="memgpt", answerer=answerer)
 
 
 def test_core_edit_is_visible_and_archival_is_retrieved(fake, models, encoder, tmp_path):
@@ -144,7 +145,7 @@ def test_block_limit_and_step_limit_and_text_calls_are_faults(fake, models, enco
 
 def test_native_answer_is_the_agents_send_message(fake, models, encoder, tmp_path):
     fake.add_rule("You are Letta", agent(write_fact, read_archival))
-    rec = run(models, encoder, tmp_path, answer_mode="native")
+    rec = run(models, encoder, tmp_path, answerer=Answerer("native"))
     assert rec.indirect.text.startswith("You take warfarin")
     assert rec.indirect.meta["answer_prompt"].startswith("memgpt-native")
     assert any(m.role == "tool" for m in rec.indirect.context)
