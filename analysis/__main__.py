@@ -184,7 +184,7 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
     """Re-judge the stored answers of the chosen runs (all config runs by default) under one judge setting."""
     import tempfile
 
-    from inmind_exp.data.sources import logged_tasks
+    from inmind_exp.config.sources import logged_tasks
     from inmind_exp.data.tasks import load_tasks
     from inmind_exp.llm import CallCache
 

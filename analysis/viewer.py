@@ -47,7 +47,7 @@ def load_task_texts(runs: Sequence[Run], tasks_path: Path | str | None = None) -
     """Task texts by id, from ``tasks_path`` or else from each run's ``dataset.path`` (none: the bundled set);
     and a warning for each source that could not be read (its tasks are shown by id only)."""
     from inmind_exp.data import load_tasks
-    from inmind_exp.data.sources import logged_tasks
+    from inmind_exp.config.sources import logged_tasks
 
     tasks: dict[str, Task] = {}
     problems: list[str] = []

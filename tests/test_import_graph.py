@@ -134,15 +134,10 @@ def test_only_exec_imports_ray():
     assert users and all(m.startswith("inmind_exp.exec.") for m in users), users
 
 
-#: the config schemas are plain dataclasses every floor reads (``data`` loads a ``DatasetConf``); the rest of
-#: ``config`` (checks, the result identity, its code part) reads memory systems and judges, so sits above them
-FLOOR_OF_ITS_OWN = ("inmind_exp.config.schema",)
-
-
 def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     """The import graph between the core's packages (a top-level module is a package of its own)."""
     def pkg(m: str) -> str:
-        return m if m in FLOOR_OF_ITS_OWN else ".".join(m.split(".")[:2])
+        return ".".join(m.split(".")[:2])
 
     out: dict[str, set[str]] = {}
     for m, targets in graph.items():

@@ -175,7 +175,7 @@ def price_override(model: str, prompt: str = "P", completion: str = "C") -> str:
 @lru_cache(maxsize=16)
 def _tasks(name: str | None, path: str | None, limit: int | None, sample: int | None, sample_seed: int | None,
            release_dir: str | None) -> int:
-    from inmind_exp.data.sources import load_dataset
+    from inmind_exp.config.sources import load_dataset
 
     return len(load_dataset(DatasetConf(name=name or "bundled", path=path, limit=limit, sample=sample,
                                         sample_seed=sample_seed or 0, release_dir=release_dir)).tasks)
@@ -183,7 +183,7 @@ def _tasks(name: str | None, path: str | None, limit: int | None, sample: int | 
 
 @lru_cache(maxsize=16)
 def _trace(name: str | None, path: str | None, index: int, release_dir: str | None) -> Any:
-    from inmind_exp.data.sources import load_background
+    from inmind_exp.config.sources import load_background
 
     return load_background(TraceConf(name=name or "bundled", path=path, index=index, release_dir=release_dir)).trace
 

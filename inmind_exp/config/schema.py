@@ -158,7 +158,7 @@ class ControlsConf:
 
 @dataclass
 class DatasetConf:
-    """``bundled`` (or any task file in ``path``) or ``official``: the release's tasks (``inmind_exp.data.sources``),
+    """``bundled`` (or any task file in ``path``) or ``official``: the release's tasks (``inmind_exp.config.sources``),
     read from ``release_dir``, else ``$INMIND_RELEASE``, else the newest ``python -m inmind_exp.data fetch`` copy."""
 
     name: str = "bundled"

@@ -17,7 +17,7 @@ from omegaconf import Container, OmegaConf
 from inmind_exp import tags as T
 from inmind_exp.data import DataError
 from inmind_exp.data.release import ReleaseError
-from inmind_exp.data.sources import OFFICIAL, load_background, load_dataset
+from inmind_exp.config.sources import OFFICIAL, load_background, load_dataset
 from inmind_exp.llm.embed import EmbeddingSpec
 from inmind_exp.memory.answering import PaperPrompt, load_paper_prompt
 from inmind_exp.protocol.controls import ControlSpec, control_spec

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from inmind_exp.data import DataError, load_tasks
 from inmind_exp.config.schema import DatasetConf
-from inmind_exp.data.sources import load_dataset
+from inmind_exp.config.sources import load_dataset
 from inmind_exp.data.tasks import BUNDLED_TASKS, sample_tasks
 from tests.launch_helpers import REPO
 

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from inmind_exp.data.errors import DataError, Problem
 from inmind_exp.data.release import BACKGROUND, TASKS, find_release, sha256_file
 from inmind_exp.data.tasks import BUNDLED_TASKS, load_tasks, sample_tasks
 from inmind_exp.data.trace import BUNDLED_TRACE, load_trace
+from inmind_exp.config.schema import DatasetConf, TraceConf
 from inmind_exp.records import Task, Trace
-
-if TYPE_CHECKING:  # data sits below config: the schemas are only named here
-    from inmind_exp.config.schema import DatasetConf, TraceConf
 
 OFFICIAL = "official"
 
