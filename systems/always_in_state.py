@@ -3,7 +3,9 @@
 One markdown file M is rewritten by the memory LLM after every session (M <- Truncate(Update(M, C_i))), truncated
 to at most 200 lines and 25,000 bytes, and given whole to the answerer in its system prompt: no embeddings, no
 index, no query-time retrieval. The paper's updater and answerer prompts are not reproduced in its text; ours
-follow the described behaviour (keep durable user facts, rewrite the whole file).
+follow the described behaviour (keep durable user facts, rewrite the whole file) and name no kind of fact (no
+category list: the benchmark's domains would be a nudge toward its facts; ``tests/systems/test_prompt_neutrality.py``
+checks the project's own prompts for one).
 
 Answer modes: ``shared`` gives the file to the shared prompt as the memory block, ``paper`` to the release's answer
 prompt as its ``{context}`` (the same block text); ``native`` uses
@@ -27,15 +29,15 @@ from pathlib import Path
 from inmind_exp.memory import (SYSTEMS, Answer, CallProfile, ContextItem, MemorySystem, Message, Recall, Session,
                                at_least, content_words, kept_provenance, read_json, unusable_state, write_json)
 
-PROMPT_VERSION = "always_in_state-v1"
+#: v2: no list of kinds of facts to keep (v1 listed health and medical facts, beliefs and practices, household and
+#: relationships, work: the benchmark's own domains, a nudge no retrieval system gets)
+PROMPT_VERSION = "always_in_state-v2"
 
 UPDATER_SYSTEM_PROMPT = (
     "You maintain a single markdown memory file about one user of an AI assistant. The file is shown to the "
     "assistant in full before every future conversation, so it must hold everything about the user that could "
-    "matter later: identity and circumstances, household and relationships, work, health and medical facts, "
-    "constraints, beliefs and practices, ongoing plans and events, and preferences. Keep it concise and organised "
-    "under headings; never drop a still-valid fact to make room for trivia; update facts that changed. "
-    "Output the complete new file and nothing else."
+    "matter later. Keep it concise and organised under headings; never drop a still-valid fact to make room for "
+    "trivia; update facts that changed. Output the complete new file and nothing else."
 )
 UPDATER_USER_PROMPT = (
     "Current memory file:\n<memory>\n{memory}\n</memory>\n\n"

@@ -299,6 +299,45 @@ def test_no_prompt_is_close_to_an_official_task(module, official_detector):
     assert not stale, f"listed upstream overlaps that no longer occur (remove them): {stale}"
 
 
+#: The project's own prompts (no upstream text to follow): a list of kinds of facts in one of them would point the
+#: system at the benchmark's domains, which the similarity measures above cannot see (a category word is no task's)
+OWN_PROMPTS = ("systems.always_in_state", "systems.backbone", "systems.naive_rag", "inmind_exp.memory.answering")
+#: Word stems naming each of the benchmark's domains (``inmind_exp.records.DOMAINS``)
+DOMAIN_WORDS: dict[str, tuple[str, ...]] = {
+    "health_wellness": ("health", "medical", "medicat", "allerg", "diet", "illness", "wellness"),
+    "professional_career": ("career", "job", "professional", "workplace"),
+    "relationships": ("relationship", "household", "family", "partner", "spouse"),
+    "financial": ("financ", "money", "budget", "debt"),
+    "personal_development": ("hobb", "learning", "goals"),
+    "spirituality": ("belief", "religio", "faith", "spiritual", "practices"),
+    "legal": ("legal", "lawyer", "court"),
+    "consumer": ("purchas", "shopping"),
+    "parenting": ("parent", "children", "child"),
+}
+
+
+def domains_named(text: str) -> list[str]:
+    words = re.findall(r"[a-z]+", text.lower())
+    return sorted(d for d, stems in DOMAIN_WORDS.items() if any(w.startswith(stems) for w in words))
+
+
+def test_the_category_check_flags_a_list_of_domains():
+    from inmind_exp.records import DOMAINS
+
+    assert set(DOMAIN_WORDS) < set(DOMAINS)
+    assert domains_named("everything about the user: household and relationships, work, health and medical facts, "
+                         "constraints, beliefs and practices") == ["health_wellness", "relationships", "spirituality"]
+    assert domains_named("Keep durable facts about the user; update facts that changed.") == []
+
+
+@pytest.mark.parametrize("name", OWN_PROMPTS)
+def test_the_projects_own_prompts_name_no_kind_of_fact(name):
+    import importlib
+
+    named = {const: d for const, text in prompt_texts(importlib.import_module(name)) if (d := domains_named(text))}
+    assert not named, f"{name}: prompts naming the benchmark's domains: {named}"
+
+
 def test_every_upstream_prompt_text_is_imported_by_a_system_module():
     """``systems/prompts/<name>.py`` holds upstream texts; each must be in a checked module's namespace (imported by
     name), or the measures above would never see it."""
