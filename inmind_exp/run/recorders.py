@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,22 +117,30 @@ class OfficialOutputs(Recorder):
 class MLflowRun(Recorder):
     """The configuration's MLflow run (and its sweep's parent), opened once the tasks have run (nothing is logged
     before, and a sweep that never started opens none): the metrics, tags, per-task table and files the recorders
-    before it left, and its status."""
+    before it left, and its status. A new run starts when the configuration started (``start``), so MLflow's
+    duration is the configuration's; ``wall_s`` is this launch's wall time of it."""
 
     def __init__(self, res: Resources, parent_key: str | None) -> None:
         self.res, self.parent_key = res, parent_key
+        self.t0: float | None = None
 
-    def _open(self, plan: Plan) -> tuple[Any, str | None, str]:
+    def start(self, plan: Plan) -> None:
+        self.t0 = time.time()
+
+    def _open(self, plan: Plan, start_ms: int) -> tuple[Any, str | None, str]:
         tracker = self.res.tracker(plan.tracking)
-        parent_id = tracker.open_sweep_run(self.parent_key, plan.root) if self.parent_key else None
+        parent_id = tracker.open_sweep_run(self.parent_key, plan.root, start_ms) if self.parent_key else None
         # a configuration run per sweep identity: another sweep in the same directory holding it has its own child
         key = identity_hash({"root": str(plan.root.resolve()), "config": plan.config_hash,
                              **({"sweep": self.parent_key} if self.parent_key else {})})
-        return tracker, parent_id, tracker.open_config_run(plan, dict(plan.params), key, parent_id, plan.dataset_path)
+        return tracker, parent_id, tracker.open_config_run(plan, dict(plan.params), key, parent_id, plan.dataset_path,
+                                                           start_ms)
 
     def finish(self, run: Finished) -> None:
+        t0 = self.t0 if self.t0 is not None else time.time()  # a recorder before this one failed to start
+        run.metrics["wall_s"] = round(time.time() - t0, 3)
         try:
-            tracker, parent_id, run.run_id = self._open(run.plan)
+            tracker, parent_id, run.run_id = self._open(run.plan, int(t0 * 1000))
             shown: dict[str, float] = {}
             if run.written:
                 cost = cost_usd(run.summary.usage, dict(run.plan.prices),

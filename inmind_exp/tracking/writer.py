@@ -85,8 +85,10 @@ class Tracker:
         )
         return runs[0].info.run_id if runs else None
 
-    def get_or_create_run(self, key: str, name: str, tags: dict[str, str], parent_id: str | None = None) -> tuple[str, bool]:
-        """The run with tag ``tags.KEY == key``, reopened if it exists; else a new one. Returns (run_id, created)."""
+    def get_or_create_run(self, key: str, name: str, tags: dict[str, str], parent_id: str | None = None,
+                          start_time: int | None = None) -> tuple[str, bool]:
+        """The run with tag ``tags.KEY == key``, reopened if it exists (its start time kept); else a new one, started
+        at ``start_time`` (ms since the epoch; None: now). Returns (run_id, created)."""
         run_id = self.find_run(key)
         name = scrub(name)
         all_tags = scrub_obj({T.KEY: key, **provenance_tags(), **tags})
@@ -94,7 +96,7 @@ class Tracker:
             all_tags[T.PARENT_RUN] = parent_id
             all_tags[T.SWEEP_NAME] = self.client.get_run(parent_id).info.run_name  # the saved view groups by it
         if run_id is None:
-            run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
+            run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags, start_time=start_time)
             return run.info.run_id, True
         self.client.update_run(run_id, status="RUNNING", name=name)
         self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in all_tags.items()])
@@ -102,11 +104,13 @@ class Tracker:
 
     # -- the sweep parent -------------------------------------------------------------------------------------------
 
-    def open_sweep_run(self, key: str, root: Path) -> str:
-        """The sweep's parent run, named after its overrides, with the overrides as params."""
+    def open_sweep_run(self, key: str, root: Path, start_time: int | None = None) -> str:
+        """The sweep's parent run, named after its overrides, with the overrides as params; a new one starts at
+        ``start_time`` (ms since the epoch)."""
         overrides = sweep_overrides(root)
         run_id, _ = self.get_or_create_run(key, sweep_name(root, overrides), {T.KIND: T.SWEEP,
-                                                                               "inmind.sweep_dir": str(root)})
+                                                                               "inmind.sweep_dir": str(root)},
+                                           start_time=start_time)
         self.log_params(run_id, {f"sweep.{k}": v for k, v in map(split_override, overrides)
                                  if not k.startswith(("hydra.", "tracking."))})
         self._write_views(self.client.get_experiment(self.experiment_id).tags)
@@ -161,10 +165,12 @@ class Tracker:
     # -- a configuration run ----------------------------------------------------------------------------------------
 
     def open_config_run(self, plan: Any, flat_cfg: Mapping[str, str], key: str, parent_id: str | None,
-                        dataset_path: Path | None = None) -> str:
+                        dataset_path: Path | None = None, start_time: int | None = None) -> str:
         """The configuration's run: named by its label (which shows the keys its sweep varies,
-        ``inmind_exp.labels``), tagged, with result-changing params and the task file as its dataset input."""
-        run_id, created = self.get_or_create_run(key, plan.name, config_tags(plan, flat_cfg), parent_id=parent_id)
+        ``inmind_exp.labels``), tagged, with result-changing params and the task file as its dataset input; a new
+        one starts at ``start_time`` (ms since the epoch: when its tasks started, though it is opened at their end)."""
+        run_id, created = self.get_or_create_run(key, plan.name, config_tags(plan, flat_cfg), parent_id=parent_id,
+                                                 start_time=start_time)
         self.log_params(run_id, result_params(flat_cfg, plan.config_hash))
         if created and dataset_path is not None:
             self.log_dataset(run_id, plan.tasks, dataset_path)

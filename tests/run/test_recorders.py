@@ -4,6 +4,8 @@ tag) reaches the MLflow run beside the built-in outputs."""
 
 from __future__ import annotations
 
+import time
+
 from inmind_exp.exec.executor import InProcessExecutor
 from inmind_exp.plan.plan import Plan, plan_config
 from inmind_exp.records import TaskRecord
@@ -27,6 +29,7 @@ class Tally(Recorder):
 
     def record(self, rec: TaskRecord) -> None:
         self.seen.append(rec.task_id)
+        time.sleep(0.4)  # the configuration takes a measurable time: 4 tasks, >= 1.6 s
 
     def finish(self, run: Finished) -> None:
         self.calls.append(f"finish {run.status} {len(run.records)}")
@@ -48,6 +51,9 @@ def test_an_extra_recorder_is_handed_every_record_and_its_outputs_reach_mlflow(t
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     run = client.get_run(result.run_id)
     assert run.data.metrics["tally"] == 4.0 and run.data.tags["inmind.tally"] == "yes"
+    # the run is opened at the end but starts when the configuration did: MLflow's duration is its wall time
+    wall_ms = run.data.metrics["wall_s"] * 1000
+    assert wall_ms >= 1600 and run.info.end_time - run.info.start_time >= wall_ms  # and the logging after it
     assert {"tally.txt", "records.jsonl", "results.md", "fidelity.json"} <= {
         a.path for a in client.list_artifacts(result.run_id)}
     assert (tmp_path / "job" / "tally.txt").read_text() == "t1 t2 t3 t4\n"
