@@ -104,7 +104,7 @@ class Model:
         if (prompt_tokens, completion_tokens) != (completion.prompt_tokens, completion.completion_tokens):
             completion = replace(completion, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
         self.meter.add(self.role, prompt_tokens, completion_tokens, cached=False,  # paid: counted
-                       provider_cached=completion.provider_cached_tokens)
+                       provider_cached=completion.provider_cached_tokens, reasoning=completion.reasoning_tokens)
         self.meter.finished(self.role, completion.finish_reason, _prompt_text(wire))
         stored = scrub_obj(completion.to_cache())
         self._store("chat", key, stored)

@@ -33,6 +33,8 @@ class Completion:
     completion_tokens: int = 0
     #: of ``prompt_tokens``, those the provider served from its own prompt cache (billed at its cached-input price)
     provider_cached_tokens: int = 0
+    #: of ``completion_tokens``, the hidden reasoning tokens a reasoning model reported (billed as output)
+    reasoning_tokens: int = 0
     model: str = ""
     logprobs: list[dict[str, Any]] | None = None
     cached: bool = False
@@ -44,7 +46,7 @@ class Completion:
         return {
             "text": self.text, "tool_calls": list(self.tool_calls), "finish_reason": self.finish_reason,
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens, "model": self.model,
-            "provider_cached_tokens": self.provider_cached_tokens,
+            "provider_cached_tokens": self.provider_cached_tokens, "reasoning_tokens": self.reasoning_tokens,
             "logprobs": self.logprobs, "latency_s": self.latency_s, "extra": self.extra,
         }
 
@@ -53,7 +55,8 @@ class Completion:
         return cls(
             text=d["text"], tool_calls=tuple(d.get("tool_calls") or ()), finish_reason=d.get("finish_reason"),
             prompt_tokens=d.get("prompt_tokens", 0), completion_tokens=d.get("completion_tokens", 0),
-            provider_cached_tokens=d.get("provider_cached_tokens", 0), model=d.get("model", ""),
+            provider_cached_tokens=d.get("provider_cached_tokens", 0), reasoning_tokens=d.get("reasoning_tokens", 0),
+            model=d.get("model", ""),
             logprobs=d.get("logprobs"), cached=True, latency_s=d.get("latency_s", 0.0),
             key=key, extra=d.get("extra", {}),
         )
@@ -188,6 +191,7 @@ class OpenAIProvider:
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
             provider_cached_tokens=getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", 0) or 0,
+            reasoning_tokens=getattr(getattr(usage, "completion_tokens_details", None), "reasoning_tokens", 0) or 0,
             model=resp.model or self.endpoint.model, logprobs=lp, latency_s=latency,
             extra={"system_fingerprint": getattr(resp, "system_fingerprint", None)},
         )

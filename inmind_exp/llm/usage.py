@@ -28,8 +28,10 @@ class UsageMeter:
         #: called with (role, Usage of one call) after each call is counted: the live spend (``phases.PhaseReporter``)
         self.listener: Callable[[str, Usage], None] | None = None
 
-    def add(self, role: str, prompt_tokens: int, completion_tokens: int, cached: bool, provider_cached: int = 0) -> None:
-        """One call; ``provider_cached`` of a paid call's prompt tokens the provider billed as cached input."""
+    def add(self, role: str, prompt_tokens: int, completion_tokens: int, cached: bool, provider_cached: int = 0,
+            reasoning: int = 0) -> None:
+        """One call; ``provider_cached`` of a paid call's prompt tokens the provider billed as cached input,
+        ``reasoning`` of its completion tokens the hidden reasoning (each kept within its total, never negative)."""
         u = Usage(
             calls=1,
             prompt_tokens=prompt_tokens,
@@ -37,7 +39,8 @@ class UsageMeter:
             cached_calls=int(cached),
             cached_prompt_tokens=prompt_tokens if cached else 0,
             cached_completion_tokens=completion_tokens if cached else 0,
-            provider_cached_prompt_tokens=0 if cached else min(provider_cached, prompt_tokens),
+            provider_cached_prompt_tokens=0 if cached else max(0, min(provider_cached, prompt_tokens)),
+            reasoning_tokens=0 if cached else max(0, min(reasoning, completion_tokens)),
         )
         with self._lock:
             self._by_role[role] = self._by_role.get(role, Usage()) + u

@@ -168,6 +168,10 @@ def judge_audit(records: list[TaskRecord]) -> JudgeAudit:
     return JudgeAudit(tuple(fp), tuple(fn), checked, tuple(app_fp), app_checked)
 
 
+#: usage counts only some providers report (a prompt cache, a reasoning model): logged only when non-zero
+REPORTED_ONLY = ("provider_cached_prompt_tokens", "reasoning_tokens")
+
+
 @dataclass(frozen=True)
 class RunMetrics:
     """Everything a run reports: the five rates, the Δ columns, counts and usage."""
@@ -228,10 +232,10 @@ class RunMetrics:
         for role, u in sorted(self.usage.items()):
             total = total + u
             for k, v in asdict(u).items():
-                if v or k != "provider_cached_prompt_tokens":  # (only a provider with a prompt cache reports it)
+                if v or k not in REPORTED_ONLY:
                     out[f"{role}_{k}"] = v
         for k, v in asdict(total).items():
-            if v or k != "provider_cached_prompt_tokens":
+            if v or k not in REPORTED_ONLY:
                 out[f"total_{k}"] = v
         return {k: float(v) for k, v in out.items() if not (isinstance(v, float) and math.isnan(v))}
 

@@ -47,6 +47,9 @@ class Usage:
     cached_completion_tokens: int = 0
     #: of the paid prompt tokens, those the provider billed at its cached-input price (``cached_prompt_per_1m``)
     provider_cached_prompt_tokens: int = 0
+    #: of the paid completion tokens, the hidden reasoning tokens a reasoning model reported (already in
+    #: ``completion_tokens`` and priced with them; counted apart because no reply shows them)
+    reasoning_tokens: int = 0
 
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(*(a + b for a, b in zip(astuple_usage(self), astuple_usage(other))))
@@ -65,7 +68,7 @@ class Usage:
 
 def astuple_usage(u: Usage) -> tuple[int, ...]:
     return (u.calls, u.prompt_tokens, u.completion_tokens, u.cached_calls, u.cached_prompt_tokens, u.cached_completion_tokens,
-            u.provider_cached_prompt_tokens)
+            u.provider_cached_prompt_tokens, u.reasoning_tokens)
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,8 @@ class FakeOpenAI:
         self.served_model: str | None = None
         #: the share of each prompt the fake reports as the provider's cached input (usage.prompt_tokens_details)
         self.cached_prompt_share = 0.0
+        #: the share of each reply's completion tokens reported as hidden reasoning (completion_tokens_details)
+        self.reasoning_share = 0.0
         #: the ``usage`` every chat reply reports instead of the counted one (an endpoint's odd counts), if set
         self.usage: dict[str, Any] | None = None
         self.in_flight = 0
@@ -282,7 +284,9 @@ class FakeOpenAI:
                 "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
                 **({"prompt_tokens_details": {"cached_tokens": int(prompt_tokens * self.cached_prompt_share)}}
-                   if self.cached_prompt_share else {})},
+                   if self.cached_prompt_share else {}),
+                **({"completion_tokens_details": {"reasoning_tokens": int(completion_tokens * self.reasoning_share)}}
+                   if self.reasoning_share else {})},
         }
 
     def _embeddings(self, body: dict[str, Any]) -> dict[str, Any]:

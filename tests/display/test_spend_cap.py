@@ -4,6 +4,8 @@ tasks not started and pays nothing again (#25 item 5). Against the fake OpenAI-c
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import re
 
 import pytest
@@ -211,6 +213,25 @@ def test_prompt_tokens_the_provider_cached_are_billed_at_the_cached_input_price(
     assert 0 < cached <= prompt / 2
     assert cost_usd(usage, plan.prices, models) == pytest.approx(((prompt - cached) * 2 + cached * 0.5) / 1e6)
     assert cost_usd(usage, {"fake-model": (2.0, 0.0)}, models) == pytest.approx(prompt * 2 / 1e6)  # no cached price
+
+
+def test_reasoning_tokens_are_counted_apart_within_the_completion_tokens(tmp_path):
+    """A reasoning model's hidden tokens (``usage.completion_tokens_details.reasoning_tokens``) are counted per role,
+    within the paid completion tokens and priced with them, and logged only when a provider reports them."""
+    from inmind_exp.protocol.metrics import compute
+
+    with FakeOpenAI() as fake:
+        fake.reasoning_share = 0.5
+        plan = plan_config(compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25"),
+                           tmp_path / "root", tmp_path / "job")
+        records = run_plan(plan, executor=InProcessExecutor(), resources=Resources()).records
+    usage = records[0].usage
+    reasoning = sum(u.reasoning_tokens for u in usage.values())
+    completion = sum(u.paid_completion_tokens for u in usage.values())
+    assert 0 < reasoning <= completion / 2
+    flat = compute(list(records)).flat()
+    assert flat["total_reasoning_tokens"] == sum(r.usage[k].reasoning_tokens for r in records for k in r.usage)
+    assert "total_reasoning_tokens" not in compute([replace(r, usage={}) for r in records]).flat()
 
 
 def test_the_price_hint_names_an_override_that_works(tmp_path):
