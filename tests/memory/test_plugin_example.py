@@ -100,7 +100,7 @@ print(json.dumps({"names": names, "name": cls.name, "module": cls.__module__, "t
     got = json.loads(out.strip().splitlines()[-1])
     assert "profile_rag" in got["names"] and "naive_rag" in got["names"]
     assert got["name"] == "profile_rag" and got["module"] == "profile_memory.hybrid"
-    assert got["traits"] == {"control": "", "retrieval": True, "uses_embedding": True, "asks_naive": True}
+    assert got["traits"] == {"control": "", "retrieval": True, "uses_embedding": True, "asks_naive": True, "routing": False}
     assert got["visible"] == ["Grows tomatoes in week 2", "Stakes the plants"]
     assert got["retrieved"] == 5 and got["sources_ok"]
 
@@ -137,7 +137,7 @@ def test_the_example_runs_in_a_sweep_beside_a_built_in(venv, tmp_path):
     assert [r.config.system for r in loaded.runs] == ["naive_rag", "profile_rag"]  # controls first, by trait
     plugin = by_system["profile_rag"]
     assert len(plugin.records) == 2 and all(r.ok for r in plugin.records), [r.error for r in plugin.records]
-    assert all(r.traits == {"control": "", "retrieval": True, "uses_embedding": True, "asks_naive": True}
+    assert all(r.traits == {"control": "", "retrieval": True, "uses_embedding": True, "asks_naive": True, "routing": False}
                for r in plugin.records)
     visible = [i.text for i in plugin.records[0].indirect.items if i.visible]
     assert visible == ["Has a tree nut allergy", "Adopted a cat named Miso"]
