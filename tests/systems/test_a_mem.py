@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from inmind_exp.memory.answering import Answerer, SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION, SHARED
-from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.llm import LLMCallError
 from inmind_exp.memory import SYSTEMS
 from inmind_exp.protocol.task import run_task
@@ -26,11 +25,6 @@ ANALYZE = "Content for analysis:"
 EVOLVE = "memory evolution agent"
 KEYWORDS = "generate several keywords"
 DATE = "2024/03/05 (Tue) 09:30"
-
-
-@pytest.fixture(scope="module")
-def encoder():
-    return MiniLMEncoder()
 
 
 def _prompt(body) -> str:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from inmind_exp.memory.answering import Answerer
-from inmind_exp.llm.embed import Encoder, MiniLMEncoder
+from inmind_exp.llm.embed import Encoder
 from inmind_exp.records import Session, Turn
 from systems.a_rag import (ARAG, FORCE_ANSWER_PROMPT, PROBE_RESULT, PROBE_TOOL, clear_tool_support_cache,
                            split_sentences)
@@ -23,11 +23,6 @@ NATIVE = Answerer("native")  # the run's answer=native: the system's own answer 
 
 SYSTEM_MARK = "earlier conversations with this user"  # in the agent's system prompt
 DATE = "2024/03/05 (Tue) 09:30"
-
-
-@pytest.fixture(scope="module")
-def encoder():
-    return MiniLMEncoder()
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from inmind_exp.memory.answering import Answerer
-from inmind_exp.llm.embed import Encoder, MiniLMEncoder
+from inmind_exp.llm.embed import Encoder
 from inmind_exp.llm import LLMCallError
 from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, Session, Task, Turn
 from inmind_exp.memory import SYSTEMS
@@ -25,11 +25,6 @@ from tests.fake_openai import Fault
 NATIVE = Answerer("native")  # the run's answer=native: the system's own answer prompt
 
 D1, D2 = "2024/01/01 (Mon) 10:00", "2024/02/03 (Sat) 09:30"
-
-
-@pytest.fixture(scope="module")
-def encoder():
-    return MiniLMEncoder()
 
 
 class TableEncoder(Encoder):

@@ -13,7 +13,6 @@ import pytest
 import yaml
 
 from inmind_exp.memory.answering import Answerer, EMPTY_MEMORY, SHARED_ANSWER_SYSTEM, SHARED_ANSWER_VERSION
-from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.llm import LLMCallError
 from inmind_exp.memory import SYSTEMS
 from inmind_exp.protocol.task import run_task
@@ -29,11 +28,6 @@ EXTRACT = "You are a Personal Information Organizer"
 UPDATE = "You are a smart memory manager"
 D1, D2, D3 = "2024/01/01 (Mon) 10:00", "2024/02/03 (Sat) 09:30", "2024/03/05 (Tue) 18:45"
 S1 = ["s1#0", "s1#1"]
-
-
-@pytest.fixture(scope="module")
-def encoder():
-    return MiniLMEncoder()
 
 
 def session(sid: str, date: str, *pairs: tuple[str, str]) -> Session:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
-from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.memory import SYSTEMS, Answerer
 from inmind_exp.memory.answering import SHARED
 from inmind_exp.protocol.task import run_task
@@ -22,11 +20,6 @@ FACT = "My doctor put me on warfarin after a blood clot last year."
 TASK = Task(id="mg", domain="health", user_message=FACT, assistant_message="Thanks for telling me, noted.",
             naive_query="Which medication am I on?", query="Can you plan a weekend hiking trip with some trail snacks?",
             explanation="-")
-
-
-@pytest.fixture(scope="module")
-def encoder():
-    return MiniLMEncoder()
 
 
 def _tools(body) -> set[str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.llm import CallCache, Models
 from inmind_exp.memory import SYSTEMS
 from inmind_exp.protocol.task import run_task
@@ -49,11 +48,6 @@ def test_the_fake_refuses_what_the_reasoning_api_refuses():
     assert reasoning_refusal({"max_completion_tokens": 10, "temperature": 1, "top_p": 1}) is None
     for body in ({"max_tokens": 10}, {"temperature": 0.0}, {"top_p": 0.9}, {"logprobs": True}, {"top_logprobs": 1}):
         assert reasoning_refusal(body).status == 400
-
-
-@pytest.fixture(scope="module")
-def encoder():
-    return MiniLMEncoder()
 
 
 @pytest.mark.parametrize("name", SYSTEMS.names())

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import math
 
-import pytest
 
 from inmind_exp.protocol.budget import count_tokens
-from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.memory import SYSTEMS
 from inmind_exp.protocol.metrics import LABELS, compute
 from inmind_exp.display.headline import results_table
@@ -21,11 +19,6 @@ FACT = "I started learning the cello last month with a teacher named Mira."
 TASK = Task(id="vs1", domain="other", user_message=FACT, assistant_message="Nice, enjoy the lessons with Mira.",
             naive_query="Which instrument did I start learning?",
             query="Can you suggest a weekly practice routine for my cello lessons?", explanation="-")
-
-
-@pytest.fixture(scope="module")
-def encoder():
-    return MiniLMEncoder()
 
 
 def updater(body) -> str:

@@ -11,7 +11,6 @@ import pytest
 import yaml
 
 from inmind_exp.memory.answering import Answerer
-from inmind_exp.llm.embed import MiniLMEncoder
 from inmind_exp.records import Session, Turn
 from inmind_exp.memory import SYSTEMS
 from systems.xmemory import XMemory
@@ -33,11 +32,6 @@ F1 = "The user grows tomatoes in the backyard."
 F2 = "The user grows cherry tomatoes in the backyard garden."
 F3 = "The user drives a 2015 Honda Civic to work."
 QUERY = "How should I look after my tomato plants?"
-
-
-@pytest.fixture(scope="module")
-def encoder():
-    return MiniLMEncoder()
 
 
 def session(sid: str, date: str, *texts: str) -> Session:
