@@ -75,9 +75,7 @@ def run_plan(plan: Plan, parent_key: str | None = None, parent_name: str = "swee
             with live.display(plan.run.progress) if sweep is None else nullcontext():  # a sweep has its own
                 executor.run(plan, remaining, report, progress)
     except ClusterStartError:
-        status = "CANCELLED"  # Ray never started, no task ran: nothing is recorded
-        for r in sinks:
-            r.cancel()
+        status = "CANCELLED"  # Ray never started, no task ran: nothing is recorded (no recorder finishes)
         raise
     except KeyboardInterrupt:
         status = "KILLED"

@@ -66,10 +66,8 @@ class Recorder:
         """One final (scrubbed) task record, as it arrives; an error here stops dispatch."""
 
     def finish(self, run: Finished) -> None:
-        """The configuration ended (finished, interrupted or failed): write what it holds."""
-
-    def cancel(self) -> None:
-        """Nothing ran (the cluster did not start): record nothing."""
+        """The configuration ended (finished, interrupted or failed): write what it holds. Not called when nothing
+        ran (the cluster did not start)."""
 
 
 class JobDirectory(Recorder):

@@ -59,17 +59,25 @@ def test_an_extra_recorder_is_handed_every_record_and_its_outputs_reach_mlflow(t
     assert (tmp_path / "job" / "tally.txt").read_text() == "t1 t2 t3 t4\n"
 
 
-def test_a_run_whose_cluster_never_started_opens_no_mlflow_run():
-    """``start`` then ``cancel`` (Ray did not start, no task ran): the store is never touched; the run opens only
-    when the configuration finishes."""
-    from typing import cast
+def test_a_run_whose_cluster_never_started_opens_no_mlflow_run(tmp_path):
+    """Ray did not start, no task ran: the error is raised, no recorder finishes and the MLflow store is never
+    opened (a run would be left FAILED or RUNNING for nothing)."""
+    import pytest
 
-    from inmind_exp.run.recorders import MLflowRun
+    from inmind_exp.errors import ClusterStartError
 
-    class NoStore:
+    class NoStore(Resources):
         def tracker(self, tracking):
             raise AssertionError("the MLflow store was opened")
 
-    mlflow_run = MLflowRun(cast(Resources, NoStore()), "sweep:k")
-    mlflow_run.start(cast(Plan, object()))
-    mlflow_run.cancel()
+    class NoCluster:
+        def run(self, plan, remaining, report, progress):
+            raise ClusterStartError("node timed out during startup")
+
+    tally = Tally()
+    with FakeOpenAI() as fake:
+        plan = plan_config(compose(tmp_path, fake.base_url, "system=backbone", "embedding=bm25"), tmp_path / "root",
+                           tmp_path / "job")
+        with pytest.raises(ClusterStartError):
+            run_plan(plan, parent_key="sweep:k", executor=NoCluster(), resources=NoStore(), extra=[tally])
+    assert tally.calls == [f"start {plan.config_hash}"]
