@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from inmind_exp.protocol.controls import CONTROLS
 from inmind_exp.protocol.metrics import LABELS, METRIC_INFO
+from inmind_exp.protocol.rates import CONTROL_LABELS
 
 from analysis.caveats import FLAG, FLAG_NOTE, flag
 from analysis.compare import Comparison
@@ -19,7 +19,7 @@ from analysis.stats import MIN_CLUSTERS
 
 #: Column titles: the results table's labels (``inmind_exp.protocol.metrics.LABELS``, from the judge registry and the
 #: judge-free metrics: the verbatim metric keeps its key ``target_recall_exact`` but is labelled a lower bound).
-METRIC_TITLES: dict[str, str] = {**LABELS, **{c.metric: c.label for c in CONTROLS.values()}}
+METRIC_TITLES: dict[str, str] = {**LABELS, **CONTROL_LABELS}
 DELTA_TITLES: dict[str, str] = {
     "delta_recall_naive": "Δ Recall−Naive",
     "delta_application_recall": "Δ Application−Recall",

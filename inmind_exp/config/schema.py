@@ -149,11 +149,10 @@ class JudgesConf:
 @dataclass
 class ControlsConf:
     """``controls=none|no_fact|mismatched|all``: the negative controls a run adds (``inmind_exp.protocol.controls``);
-    ``seed`` and ``pool`` choose the mismatched pairing."""
+    ``seed`` chooses the mismatched pairing."""
 
     names: List[str] = field(default_factory=list)
     seed: int = 0
-    pool: int = 5
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any
 
 from inmind_exp.data.errors import DataError, Problem
 from inmind_exp.data.release import BACKGROUND, TASKS, find_release, sha256_file
-from inmind_exp.data.tasks import BUNDLED_TASKS, load_tasks, sample_tasks
+from inmind_exp.data.tasks import BUNDLED_TASKS, apply_limit, load_tasks, sample_tasks
 from inmind_exp.data.trace import BUNDLED_TRACE, load_trace
 from inmind_exp.config.schema import DatasetConf, TraceConf
 from inmind_exp.records import Task, Trace
@@ -27,6 +27,9 @@ class Tasks:
     tasks: tuple[Task, ...]
     path: Path
     digest: str
+    #: every task of the file, before ``dataset.limit`` / ``dataset.sample``: what the mismatched pairing is fixed
+    #: over, so a subset's pairs are the full set's (``protocol.controls.control_spec``)
+    universe: tuple[Task, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -53,14 +56,15 @@ def load_dataset(dataset: DatasetConf) -> Tasks:
 
         _official_only(dataset, "dataset", ("path",))
         release = find_release(dataset.release_dir, where="dataset=official")
-        tasks = load_official_tasks(release, limit=limit)
+        universe = load_official_tasks(release)
         path = release.path(TASKS)
     else:
-        tasks = load_tasks(dataset.path, limit=limit)
+        universe = load_tasks(dataset.path)
         path = Path(dataset.path) if dataset.path else BUNDLED_TASKS
+    tasks = apply_limit(universe, limit, path)
     if dataset.sample is not None:
         tasks = sample_tasks(tasks, dataset.sample, dataset.sample_seed or 0, path)
-    return Tasks(tuple(tasks), path, sha256_file(path))
+    return Tasks(tuple(tasks), path, sha256_file(path), tuple(universe))
 
 
 def load_background(trace: TraceConf) -> Background:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Collection, Mapping, Sequence
 
-from inmind_exp.protocol.controls import CONTROL_METRICS
+from inmind_exp.protocol.rates import CONTROL_LABELS
 from inmind_exp.protocol.metrics import LABELS, METRICS, Rate, RunMetrics, fmt_ran
 
 #: Percent of tasks with a fault while writing the injected exchange above which a configuration is flagged.
@@ -175,7 +175,7 @@ def results_table(rows: list[tuple[str, RunMetrics]]) -> str:
             + f" | {pct(m.memory_fault_rate)} | {pct(m.fact_write_fault_rate)}"
             + f" | {'–' if math.isnan(m.context_tokens) else f'{m.context_tokens:.0f}'} | {fmt_ran(m)} |"
         )
-    notes = [f"{name}: negative controls: " + "; ".join(f"{CONTROL_METRICS[k].label} {cell(r)} (n={r.n}, {r.errors} "
+    notes = [f"{name}: negative controls: " + "; ".join(f"{CONTROL_LABELS[k]} {cell(r)} (n={r.n}, {r.errors} "
                                                       f"left out)" for k, r in m.controls.items())
              for name, m in rows if m.controls]
     notes += [f"{name}: left out of every rate (task failed): {', '.join(m.excluded)}" for name, m in rows if m.excluded]

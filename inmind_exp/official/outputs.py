@@ -65,6 +65,6 @@ def write_controls(plan: Any) -> Path | None:
 
     path = plan.job_dir / "controls.json"
     path.write_text(json.dumps({"controls": list(plan.controls.names), "seed": plan.controls.seed,
-                                "pool": plan.controls.pool, "pairings": pairings_json(plan.controls)},
+                                "pairings": pairings_json(plan.controls)},
                                indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return path

@@ -55,9 +55,8 @@ def estimate(plan: Plan, retry_errors: bool | None = None,
     n = len(remaining)
     fresh = n - len(answered)  # tasks whose memory and answer calls are still to make
     prefix_needed = fresh > 0 and not plan.prefix_path.is_file()
-    # the negative controls: one query and one judge call per task each; the no-fact state is one replay of the rest
-    # of the background (no fact) built with the prefix (``inmind_exp.protocol.controls``)
-    controls = plan.controls.names if plan.controls is not None else ()
+    # the negative controls: one query and one judge call per task each, plus the relevance screen; the no-fact state
+    # is one replay of the rest of the background (no fact) built with the prefix (``inmind_exp.protocol.controls``)
     control_judges = list(_control_judges(plan).values())
     if plan.controls is not None and plan.controls.no_fact:
         prefix_calls += (cost.memory_calls_per_user_turn * _user_turns(sessions[j:])
@@ -81,7 +80,8 @@ def estimate(plan: Plan, retry_errors: bool | None = None,
         "judge_prompt_tokens": n * sum(jd.prompt_tokens for jd in [*judges, *control_judges]),
         "judge_completion_tokens": n * sum(jd.completion_tokens for jd in [*judges, *control_judges]),
         # of the calls above, the controls' (per task: a query each, a judge call each, and the no-fact replay)
-        "control_calls": n * (len(asked) * (cost.memory_calls_per_query + cost.answer_calls_per_query) + len(controls))
+        "control_calls": n * (len(asked) * (cost.memory_calls_per_query + cost.answer_calls_per_query)
+                              + len(control_judges))
         + (prefix_calls - prefix_only if prefix_needed and plan.controls is not None and plan.controls.no_fact else 0),
     }
     est["prompt_tokens"] = sum(est[f"{r}_prompt_tokens"] for r in ROLES)
@@ -96,12 +96,16 @@ def estimate(plan: Plan, retry_errors: bool | None = None,
 
 
 def _control_judges(plan: Plan) -> dict[str, Any]:
-    """The judges of the plan's negative controls (``controls.control_judges``), sized like the others."""
+    """The judges of the plan's negative controls (``controls.control_judges``), sized like the others, and for
+    ``mismatched`` the relevance screen (one call per pair; counted for every configuration, though the call cache
+    serves the second configuration of a task set the first one's verdicts)."""
     if plan.controls is None:
         return {}
     from inmind_exp.protocol.controls import control_judges
+    from inmind_exp.protocol.judges import RELEVANCE_JUDGE
 
-    return control_judges(plan.controls, plan.judges)
+    out = control_judges(plan.controls, plan.judges)
+    return {**out, "relevance": RELEVANCE_JUDGE} if "mismatched" in plan.controls else out
 
 
 def in_flight(plan: Plan) -> int:

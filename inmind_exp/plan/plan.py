@@ -232,7 +232,7 @@ def plan_config(cfg: Config | Container, root: Path, job_dir: Path, label_keys: 
     judges, answer_prompt = _release_prompts(config)
     identity = result_identity(config, endpoints, dataset.digest, background.digest, system_cls.uses_embedding,
                                judges=judges, answer_prompt=answer_prompt, system_cls=system_cls)
-    controls = _controls(config.controls, tasks)
+    controls = _controls(config.controls, tasks, dataset.universe)
     if controls is not None:  # only then: a run without controls keeps its identity
         identity["controls"] = controls.identity(judges)
     config_hash = identity_hash(identity)
@@ -265,10 +265,11 @@ def _traits(system_cls: type[MemorySystem], params: Mapping[str, Any]) -> Traits
         raise PlanError(str(e)) from None
 
 
-def _controls(controls: ControlsConf, tasks: Sequence[Task]) -> ControlSpec | None:
-    """``controls.*``: the run's negative controls and, for ``mismatched``, the pairing over its tasks."""
+def _controls(controls: ControlsConf, tasks: Sequence[Task], universe: Sequence[Task]) -> ControlSpec | None:
+    """``controls.*``: the run's negative controls and, for ``mismatched``, the pairing over the whole task file
+    (``universe``) restricted to the run's tasks."""
     try:
-        return control_spec(list(controls.names), tasks, seed=controls.seed, pool=controls.pool)
+        return control_spec(list(controls.names), tasks, seed=controls.seed, universe=universe)
     except ValueError as e:
         raise PlanError(f"controls={','.join(controls.names)}: {e}") from None
 

@@ -11,110 +11,79 @@ the application judge, the floor under application.
 
 The mismatched-fact control asks, from a task's own post-injection state, the indirect query of *another* task
 whose fact does not bear on it; an answer that still brings the remembered fact to bear is over-application
-(judged by ``judges.OVER_APPLICATION_JUDGE``). This module chooses the pairs: a fixed, seeded pairing across domains
-by low similarity between the two tasks' facts and bridges, so a partner's request is as unrelated to the fact as
-the task set allows. It is deterministic (the tasks are sorted by id, every random choice comes from one seeded
-generator), never pairs a task with itself or with a task of its own domain, and spreads partners (a task is taken
-as a partner as rarely as the candidates allow). ``run_controls`` asks both controls' queries of one task; faults
-a control's query raises are not the task's (its memory-fault rates do not change with the controls).
+(judged by ``judges.OVER_APPLICATION_JUDGE``). The pairing (issue #41, item 3) is one seeded derangement within the
+cross-domain rule, fixed over the whole task file (``mismatched_pairs``): each task is a partner exactly once where
+the domains allow, and a subset (``dataset.limit``, ``dataset.sample``) keeps each of its tasks' partner of the full
+set, even a partner outside the subset (the partner only lends its query text), so over-application on a pilot is
+the full run's measure on fewer tasks. Different domains are no proof that a fact does not bear on a request (a
+blood thinner and a red wine), so each pair is first screened by the relevance judge (``judges.RELEVANCE_JUDGE``,
+the fact and the partner's query only): a pair judged related is not asked, not scored, and counted
+(``over_application_related``). The screen's request is the same for every configuration, so the call cache makes
+it one paid call per pair and task set; its verdict is kept on the control's record (``ControlResult.screen``).
+``run_controls`` asks the controls' queries of one task; faults a control's query raises are not the task's (its
+memory-fault rates do not change with the controls).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import random
-import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-import numpy as np
-
-from inmind_exp.records import Answer, ControlResult, Task, Trace
+from inmind_exp.records import Answer, ControlResult, Task, Trace, Verdict
 
 if TYPE_CHECKING:
     from inmind_exp.protocol.judges import Judge
 
-#: How many of the least similar candidates a partner is drawn from (the seed picks among them).
-DEFAULT_POOL = 5
-
-Similarity = Callable[[Sequence[str]], np.ndarray]
-
-
 @dataclass(frozen=True)
 class Pairing:
-    """Task ``task_id`` is asked ``partner_id``'s indirect query; ``similarity`` is that of their fact + bridge texts
-    (cosine, 0 = nothing shared). Written to the run's records as a plain dict."""
+    """Task ``task_id`` is asked ``partner_id``'s indirect query (a task of another domain). Written to the run's
+    records as a plain dict."""
 
     task_id: str
     domain: str
     partner_id: str
     partner_domain: str
-    similarity: float
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def pair_text(task: Task) -> str:
-    """What the pairing compares: the task's fact and its bridge (the explanation)."""
-    return f"{task.user_message}\n{task.explanation}"
-
-
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-def tfidf_similarity(texts: Sequence[str]) -> np.ndarray:
-    """Cosine similarity of TF-IDF vectors of lower-cased word tokens: needs no model, so the pairing is the same on
-    every machine. Pass an embedding-based function instead for a semantic notion of "unrelated"."""
-    docs = [Counter(_WORD.findall(t.casefold())) for t in texts]
-    vocab = sorted({w for d in docs for w in d})
-    index = {w: i for i, w in enumerate(vocab)}
-    df = Counter(w for d in docs for w in d)
-    n = len(docs)
-    m = np.zeros((n, len(vocab)))
-    for i, d in enumerate(docs):
-        for w, c in d.items():
-            m[i, index[w]] = (1.0 + math.log(c)) * math.log((1 + n) / (1 + df[w]) + 1.0)
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    m = np.divide(m, norms, out=np.zeros_like(m), where=norms > 0)
-    return m @ m.T
-
-
-def mismatched_pairs(tasks: Sequence[Task], seed: int = 0, pool: int = DEFAULT_POOL,
-                     similarity: Similarity = tfidf_similarity) -> tuple[Pairing, ...]:
-    """One partner per task, from another domain, among the ``pool`` least similar candidates (fewest uses first,
-    then the seeded draw). Raises ValueError for duplicate ids or a task with no task of another domain."""
+def mismatched_pairs(tasks: Sequence[Task], seed: int = 0) -> tuple[Pairing, ...]:
+    """One partner per task, of another domain, each task a partner exactly once where the domains allow: a seeded
+    derangement within the cross-domain rule. The tasks are put in one sequence, the largest domain first and the
+    others in a seeded order, each domain's tasks shuffled; with ``m`` the largest domain's size, task ``i`` takes
+    task ``i + m`` (mod n), which is of another domain whenever ``2m <= n``. When one domain holds more than half
+    the tasks no such permutation exists: each of the others then takes a task of the largest domain, and the
+    largest domain's tasks share the others round-robin. Raises ValueError for duplicate ids or a single domain."""
     ordered = sorted(tasks, key=lambda t: t.id)
-    ids = [t.id for t in ordered]
-    dup = sorted(i for i, c in Counter(ids).items() if c > 1)
+    dup = sorted(i for i, c in Counter(t.id for t in ordered).items() if c > 1)
     if dup:
         raise ValueError(f"mismatched pairing: duplicate task id(s) {', '.join(dup)}")
-    if pool < 1:
-        raise ValueError(f"mismatched pairing: pool must be at least 1, got {pool}")
-    sim = np.asarray(similarity([pair_text(t) for t in ordered]), dtype=float)
-    if sim.shape != (len(ordered), len(ordered)):
-        raise ValueError(f"mismatched pairing: similarity returned shape {sim.shape} for {len(ordered)} tasks")
+    by_domain: dict[str, list[Task]] = {}
+    for t in ordered:
+        by_domain.setdefault(t.domain, []).append(t)
+    if len(by_domain) < 2:
+        raise ValueError(f"mismatched pairing: every task is of domain {ordered[0].domain!r}: no task of another "
+                         f"domain to pair with" if ordered else "mismatched pairing: no tasks")
     rng = random.Random(f"inmind-mismatched-{seed}")
-    visit = list(range(len(ordered)))
-    rng.shuffle(visit)  # who chooses first is seeded too, so no task systematically gets the best partners
-    used: Counter[int] = Counter()
-    out: dict[str, Pairing] = {}
-    for i in visit:
-        t = ordered[i]
-        candidates = [j for j in range(len(ordered)) if j != i and ordered[j].domain != t.domain]
-        if not candidates:
-            raise ValueError(f"mismatched pairing: task {t.id!r} (domain {t.domain!r}) has no task of another domain")
-        lowest = sorted(candidates, key=lambda j: (round(float(sim[i, j]), 12), ordered[j].id))[:pool]
-        fewest = min(used[j] for j in lowest)
-        j = rng.choice([j for j in lowest if used[j] == fewest])
-        used[j] += 1
-        p = ordered[j]
-        out[t.id] = Pairing(t.id, t.domain, p.id, p.domain, round(float(sim[i, j]), 6))
-    return tuple(out[tid] for tid in ids)
+    domains = sorted(by_domain, key=lambda d: (-len(by_domain[d]), d))
+    rest = domains[1:]
+    rng.shuffle(rest)
+    for d in sorted(by_domain):
+        rng.shuffle(by_domain[d])
+    seq = [t for d in (domains[0], *rest) for t in by_domain[d]]
+    n, m = len(seq), len(by_domain[domains[0]])
+    if 2 * m <= n:
+        partner = {seq[i].id: seq[(i + m) % n] for i in range(n)}
+    else:
+        k = n - m
+        partner = {**{seq[i].id: seq[m + i % k] for i in range(m)}, **{seq[m + j].id: seq[j] for j in range(k)}}
+    return tuple(Pairing(t.id, t.domain, partner[t.id].id, partner[t.id].domain) for t in ordered)
 
 
 def mismatched_fields(task: Task, partner: Task, answer: Answer) -> dict[str, str]:
@@ -122,6 +91,12 @@ def mismatched_fields(task: Task, partner: Task, answer: Answer) -> dict[str, st
     answer given to that request from ``task``'s state."""
     return {"user_message": task.user_message, "explanation": task.explanation, "query": partner.query,
             "context": answer.context_text(), "answer": answer.text}
+
+
+def relevance_fields(task: Task, partner: Task) -> dict[str, str]:
+    """The relevance screen's fields: ``task``'s fact and ``partner``'s request, nothing else (no answer, no
+    system): the same request for every configuration of a task set."""
+    return {"user_message": task.user_message, "query": partner.query}
 
 
 # -- the control registry and a run's controls ----------------------------------------------------------------------
@@ -161,17 +136,17 @@ CONTROLS: dict[str, Control] = {c.name: c for c in (
 #: the controls by the metric they report
 CONTROL_METRICS: dict[str, Control] = {c.metric: c for c in CONTROLS.values()}
 #: the pairing method's version (the similarity and the draw): change either, bump it
-PAIRING_VERSION = "tfidf-lowest-pool-v1"
+PAIRING_VERSION = "cross-domain-derangement-v1"
 
 
 @dataclass(frozen=True)
 class ControlSpec:
-    """A run's controls, resolved by the plan: the controls' names (registry order), the pairing's seed and pool,
-    and for ``mismatched`` each task's ``Pairing`` and partner task (computed once over the plan's tasks)."""
+    """A run's controls, resolved by the plan: the controls' names (registry order), the pairing's seed and, for
+    ``mismatched``, each task's ``Pairing`` and partner task (fixed over the full task file, restricted to the run's
+    tasks: a partner outside the run's subset still lends its query)."""
 
     names: tuple[str, ...]
     seed: int = 0
-    pool: int = DEFAULT_POOL
     pairings: Mapping[str, Pairing] = field(default_factory=dict)
     partners: Mapping[str, Task] = field(default_factory=dict)
 
@@ -188,18 +163,23 @@ class ControlSpec:
         return any(CONTROLS[n].no_fact_state for n in self.names)
 
     def identity(self, judges: Mapping[str, "Judge"]) -> dict[str, Any]:
-        """The result identity's ``controls`` entry: the controls, their judges' prompt hashes and the pairing."""
+        """The result identity's ``controls`` entry: the controls, their judges' prompt hashes and the pairing
+        (with the relevance screen's prompt hash)."""
         out: dict[str, Any] = {"names": list(self.names), "judges": {
             n: _digest([j.version, j.system, j.template, j.reads]) for n, j in control_judges(self, judges).items()}}
         if "mismatched" in self.names:
-            out["pairing"] = {"version": PAIRING_VERSION, "seed": self.seed, "pool": self.pool}
+            from inmind_exp.protocol.judges import RELEVANCE_JUDGE as R
+
+            out["pairing"] = {"version": PAIRING_VERSION, "seed": self.seed,
+                              "screen": _digest([R.version, R.system, R.template])}
         return out
 
 
-def control_spec(names: Sequence[str], tasks: Sequence[Task], seed: int = 0, pool: int = DEFAULT_POOL
-                 ) -> ControlSpec | None:
-    """The run's ``ControlSpec`` (None for no controls); ValueError naming an unknown control or a pairing
-    the task set cannot make (e.g. every task of one domain)."""
+def control_spec(names: Sequence[str], tasks: Sequence[Task], seed: int = 0,
+                 universe: Sequence[Task] | None = None) -> ControlSpec | None:
+    """The run's ``ControlSpec`` (None for no controls); ValueError naming an unknown control or a pairing the task
+    set cannot make (every task of one domain). The pairing is made over ``universe`` (the whole task file; the run's
+    tasks when None) and restricted to ``tasks``, so a subset keeps each task's partner of the full set."""
     unknown = sorted(set(names) - set(CONTROLS))
     if unknown:
         raise ValueError(f"unknown control(s) {', '.join(unknown)}; expected some of {', '.join(CONTROLS)}")
@@ -210,11 +190,17 @@ def control_spec(names: Sequence[str], tasks: Sequence[Task], seed: int = 0, poo
     pairings: dict[str, Pairing] = {}
     partners: dict[str, Task] = {}
     if "mismatched" in ordered:
-        by_id = {t.id: t for t in tasks}
-        for p in mismatched_pairs(tasks, seed=seed, pool=pool):
-            pairings[p.task_id] = p
-            partners[p.task_id] = by_id[p.partner_id]
-    return ControlSpec(ordered, seed, pool, pairings, partners)
+        full = list(universe) if universe else list(tasks)
+        by_id = {t.id: t for t in full}
+        missing = sorted(t.id for t in tasks if by_id.get(t.id) != t)
+        if missing:
+            raise ValueError(f"mismatched pairing: task(s) {', '.join(missing[:5])} are not in the full task set")
+        run_ids = {t.id for t in tasks}
+        for p in mismatched_pairs(full, seed=seed):
+            if p.task_id in run_ids:
+                pairings[p.task_id] = p
+                partners[p.task_id] = by_id[p.partner_id]
+    return ControlSpec(ordered, seed, pairings, partners)
 
 
 def control_judges(spec: ControlSpec, judges: Mapping[str, "Judge"]) -> dict[str, "Judge"]:
@@ -253,11 +239,12 @@ def run_controls(spec: ControlSpec, task: Task, make_system: Callable[[Path], An
     (the no-fact state, or the task's own post-injection ``state``) by the protocol's ``ask`` and judged. A failure
     is the control's ``error`` (never a score, never the task's error). A control with ``answer_of`` judges that
     control's answer (asked once) with its own judge."""
-    from inmind_exp.protocol.judges import judge
+    from inmind_exp.protocol.judges import RELEVANCE_JUDGE, judge
 
     by_name = control_judges(spec, judges)
     out: dict[str, ControlResult] = {}
     for name in spec.names:
+        screen: Verdict | None = None
         pairing = spec.pairings.get(task.id) if name == "mismatched" else None
         query = spec.partners[task.id].query if name == "mismatched" else task.query
         try:
@@ -275,15 +262,24 @@ def run_controls(spec: ControlSpec, task: Task, make_system: Callable[[Path], An
                 answer = ask(make_system, no_fact_state, query, workdir / f"control-{name}", None, name)
                 fields = by_name[name].fields(task, answer)
             else:
+                partner = spec.partners[task.id]
+                screen = judge(judge_client, RELEVANCE_JUDGE, relevance_fields(task, partner), attempts)
+                if not screen.ok:
+                    raise RuntimeError(f"relevance screen failed: {screen.error}")
+                if screen.score == 1:  # the fact bears on the partner's request: no over-application to measure
+                    out[name] = ControlResult(name, query, pairing=pairing.to_dict() if pairing else None,
+                                              screen=screen)
+                    continue
                 answer = ask(make_system, state, query, workdir / f"control-{name}", None, name)
-                fields = mismatched_fields(task, spec.partners[task.id], answer)
+                fields = mismatched_fields(task, partner, answer)
             verdict = judge(judge_client, by_name[name], fields, attempts)
             out[name] = ControlResult(name, query, answer, verdict,
                                       error=f"judge failed: {verdict.error}" if verdict.error else None,
-                                      pairing=pairing.to_dict() if pairing else None)
+                                      pairing=pairing.to_dict() if pairing else None,
+                                      screen=screen)
         except Exception as e:  # noqa: BLE001 - a control's failure is recorded on the control, not the task
             out[name] = ControlResult(name, query, error=f"{type(e).__name__}: {e}",
-                                      pairing=pairing.to_dict() if pairing else None)
+                                      pairing=pairing.to_dict() if pairing else None, screen=screen)
     return out
 
 

@@ -163,6 +163,21 @@ OVER_APPLICATION_JUDGE = Judge(
     ),
 )
 
+RELEVANCE_JUDGE = Judge(
+    name="relevance",
+    version="relevance-v1",
+    reads="mismatched", label="Pair related (screen)", short="Rel", order=71,
+    system=(
+        "You screen pairs for a negative control. Earlier, a user told an assistant a personal fact. Later the same "
+        "user makes a request. Decide whether an assistant that remembers the fact should let it change, constrain or "
+        "qualify its answer to this request for this user (a warning, a rule, an adjustment, or a point a careful "
+        "answer would raise). Score 1 if it should, even in part; score 0 if the request can be served fully and "
+        "correctly without any regard to the fact. When in doubt, score 1. " + _OUTPUT
+    ),
+    template="[user_message] (the fact the user stated earlier)\n{user_message}\n\n[query] (the later request)\n{query}",
+    prompt_tokens=250,
+)
+
 #: Judges of the negative controls (issue #22): not run on every task and not part of ``JUDGES`` (so a run without
 #: controls keeps its result identity); a control judges its own extra answer with them, its fields built by
 #: ``inmind_exp.protocol.controls`` (``mismatched_fields`` for ``over_application``).

@@ -12,11 +12,11 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Mapping
 
-from inmind_exp.protocol.controls import CONTROL_METRICS, CONTROLS
+from inmind_exp.protocol.controls import CONTROL_METRICS
 from inmind_exp.protocol.judges import JUDGES, Judge
+# the rates' primitives live in ``rates`` (with the controls' rates) and are imported from here too
+from inmind_exp.protocol.rates import Z95, Rate, control_metrics, control_rate, valid, wilson_interval  # noqa: F401
 from inmind_exp.records import TaskRecord, Usage
-
-Z95 = 1.959963984540054
 
 
 @dataclass(frozen=True)
@@ -53,41 +53,6 @@ METRICS: tuple[str, ...] = tuple(METRIC_INFO)
 LABELS: dict[str, str] = {k: m.label for k, m in METRIC_INFO.items()}
 
 
-def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion, as fractions in [0, 1]."""
-    if n <= 0:
-        return (float("nan"), float("nan"))
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
-@dataclass(frozen=True)
-class Rate:
-    """A binary metric over tasks: successes of n valid verdicts, ``errors`` excluded, in percent."""
-
-    successes: int
-    n: int
-    errors: int
-
-    @property
-    def pct(self) -> float:
-        return 100.0 * self.successes / self.n if self.n else float("nan")
-
-    @property
-    def ci(self) -> tuple[float, float]:
-        lo, hi = wilson_interval(self.successes, self.n)
-        return (100.0 * lo, 100.0 * hi)
-
-
-def valid(record: TaskRecord) -> bool:
-    """A task counts towards the rates only if it ran (its answers exist); each rate then takes the tasks whose
-    value for it exists (a failed verdict leaves only its own metric)."""
-    return record.error is None and record.indirect is not None
-
-
 def _value(r: TaskRecord, metric: str) -> int | None:
     """The task's 0/1 for ``metric``, or None when the metric does not apply (naive for the backbone, provenance
     for a system that reports no items)."""
@@ -106,22 +71,6 @@ def rate(records: list[TaskRecord], metric: str) -> Rate:
     vals = [v for v in (_value(r, metric) for r in ok) if v is not None]
     failed = sum(1 for r in ok if metric in r.failed_verdicts)
     return Rate(sum(vals), len(vals), len(records) - len(ok) + failed)
-
-
-def control_rate(records: list[TaskRecord], metric: str) -> Rate:
-    """A negative control's metric (``controls.CONTROL_METRICS``) over the valid tasks that ran the control;
-    ``errors`` counts those left out: the task errored, or the control's query or verdict did."""
-    name = CONTROL_METRICS[metric].name
-    ran = [r for r in records if name in r.controls]
-    vals = [int(r.controls[name].verdict.score) for r in ran  # type: ignore[union-attr, arg-type]
-            if valid(r) and r.controls[name].ok]
-    return Rate(sum(vals), len(vals), len(ran) - len(vals))
-
-
-def control_metrics(records: list[TaskRecord]) -> dict[str, Rate]:
-    """The rate of each control some record ran, in registry order (none for a run without controls)."""
-    return {c.metric: control_rate(records, c.metric) for c in CONTROLS.values()
-            if any(c.name in r.controls for r in records)}
 
 
 @dataclass(frozen=True)

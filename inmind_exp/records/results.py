@@ -83,22 +83,31 @@ class ControlResult:
     verdict: Verdict | None = None
     error: str | None = None
     pairing: JsonDict | None = None
+    #: ``mismatched``: the relevance screen's verdict of (fact x partner query); 1 = related, the query not asked
+    screen: Verdict | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.verdict is not None and self.verdict.ok
 
+    @property
+    def related(self) -> bool:
+        """The pair was screened related: left out of the control's rate by design (neither scored nor an error)."""
+        return self.error is None and self.screen is not None and self.screen.ok and self.screen.score == 1
+
     def to_dict(self) -> JsonDict:
         return {"control": self.control, "query": self.query, "answer": self.answer.to_dict() if self.answer else None,
                 "verdict": asdict(self.verdict) if self.verdict else None, "error": self.error,
-                "pairing": dict(self.pairing) if self.pairing is not None else None}
+                "pairing": dict(self.pairing) if self.pairing is not None else None,
+                "screen": asdict(self.screen) if self.screen else None}
 
     @classmethod
     def from_dict(cls, d: JsonDict) -> "ControlResult":
         return cls(control=d["control"], query=d["query"],
                    answer=Answer.from_dict(d["answer"]) if d.get("answer") else None,
                    verdict=Verdict(**d["verdict"]) if d.get("verdict") else None, error=d.get("error"),
-                   pairing=dict(d["pairing"]) if d.get("pairing") is not None else None)
+                   pairing=dict(d["pairing"]) if d.get("pairing") is not None else None,
+                   screen=Verdict(**d["screen"]) if d.get("screen") else None)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import pytest
 
 from inmind_exp.protocol.controls import CONTROLS, PAIRING_VERSION, ControlSpec
 from inmind_exp.errors import PlanError
-from inmind_exp.protocol.judges import OVER_APPLICATION_JUDGE
+from inmind_exp.protocol.judges import OVER_APPLICATION_JUDGE, RELEVANCE_JUDGE
 from inmind_exp.protocol.metrics import compute, control_rate
 from inmind_exp.records import FACT_REPLY_TURN_ID, FACT_TURN_ID, ControlResult, TaskRecord, Verdict
 from inmind_exp.plan.estimate import estimate
@@ -41,8 +41,12 @@ def _echo_memory(body: dict) -> str:
     return (old + "\n" + session).strip()
 
 
+#: the relevance screen's reply "unrelated" (the fake's default JSON verdict is a 1: every pair screened related)
+UNRELATED = ("[query] (the later request)", {"score": 0, "reason": "unrelated"})
+
+
 def _fake() -> FakeOpenAI:
-    return FakeOpenAI(rules=[("Rewrite the complete memory file", _echo_memory)])
+    return FakeOpenAI(rules=[("Rewrite the complete memory file", _echo_memory), UNRELATED])
 
 
 def _updates(fake: FakeOpenAI) -> list[tuple[str, str]]:
@@ -118,7 +122,8 @@ def test_controls_are_part_of_the_identity(tmp_path):
     none, nf, mm, both = plan(), plan("controls=no_fact"), plan("controls=mismatched"), plan("controls=all")
     assert len({p.config_hash for p in (none, nf, mm, both)}) == 4
     assert both.identity["controls"]["names"] == ["no_fact", "no_fact_application", "mismatched"]
-    assert both.identity["controls"]["pairing"] == {"version": PAIRING_VERSION, "seed": 0, "pool": 5}
+    assert both.identity["controls"]["pairing"] == {"version": PAIRING_VERSION, "seed": 0,
+                                                    "screen": both.identity["controls"]["pairing"]["screen"]}
     assert plan("controls=mismatched", "controls.seed=3").config_hash != mm.config_hash
     # the MLflow params name the controls only when there are some
     assert not any(k.startswith("controls.") for k in none.params) and both.params["controls.seed"] == "0"
@@ -126,13 +131,15 @@ def test_controls_are_part_of_the_identity(tmp_path):
     assert nf.prefix_hash != none.prefix_hash and mm.prefix_hash == none.prefix_hash
     with pytest.raises(PlanError, match="controls=.*unknown control.*bogus"):
         plan("controls.names=[bogus]")
-    with pytest.raises(PlanError, match="controls=mismatched: .*no task of another domain"):
-        plan("controls=mismatched", "dataset.limit=1")
+    # a subset is paired as the full file is (issue #41 item 3): one task still gets its partner of the full set
+    one = plan("controls=mismatched", "dataset.limit=1")
+    assert len(one.tasks) == 1 and one.controls.pairings == {"t1": mm.controls.pairings["t1"]}
+    assert one.controls.partners["t1"].id not in {t.id for t in one.tasks}
 
 
 def test_mismatched_asks_the_recorded_partner_from_the_task_own_state(tmp_path):
     rule = ("a request the fact does not bear on", {"score": 0, "reason": "served the request"})
-    with FakeOpenAI(rules=[("Rewrite the complete memory file", _echo_memory), rule]) as fake:
+    with FakeOpenAI(rules=[("Rewrite the complete memory file", _echo_memory), rule, UNRELATED]) as fake:
         plan, result = _run(tmp_path, fake, "controls=mismatched")
         judged = [b["messages"][-1]["content"] for b in fake.chat_requests()
                   if "a request the fact does not bear on" in b["messages"][-1]["content"]]
@@ -148,6 +155,7 @@ def test_mismatched_asks_the_recorded_partner_from_the_task_own_state(tmp_path):
         assert c.pairing == p.to_dict() and p.partner_id != r.task_id and p.partner_domain != r.domain
         assert c.query == tasks[p.partner_id].query and c.verdict.score == 0 and c.verdict.judge == "over_application"
         assert c.verdict.prompt_version == OVER_APPLICATION_JUDGE.version
+        assert c.screen.judge == "relevance" and c.screen.score == 0 and not c.related
         # answered from the task's own post-injection state: its fact is in the context
         assert FACT_TURN_ID in c.answer.sources() and tasks[r.task_id].user_message in c.answer.context_text()
         assert any(tasks[r.task_id].user_message in j and c.query in j for j in judged)
@@ -165,7 +173,7 @@ def test_mismatched_asks_the_recorded_partner_from_the_task_own_state(tmp_path):
 
 def test_a_failed_control_is_an_error_of_the_control_never_a_score(tmp_path):
     bad = ("a request the fact does not bear on", "not json at all")
-    with FakeOpenAI(rules=[bad]) as fake:
+    with FakeOpenAI(rules=[bad, UNRELATED]) as fake:
         plan, result = _run(tmp_path, fake, "controls=all", "run.judge_attempts=1")
     for r in result.records:
         assert r.error is None  # the task itself is fine: its own rates are unchanged
@@ -192,7 +200,8 @@ def test_control_rates_count_only_valid_tasks_and_ok_controls():
     rs = [TaskRecord.from_dict({**r.to_dict(), "indirect": ans.to_dict()}) for r in rs]
     r = control_rate(rs, "over_application")
     assert (r.successes, r.n, r.errors) == (1, 2, 2)
-    assert set(compute(rs).controls) == {"over_application"}
+    assert set(compute(rs).controls) == {"over_application", "over_application_related", "spurious_recall",
+                                         "over_application_given_recalled"}
 
 
 def test_the_dry_run_counts_and_prices_both_controls(tmp_path):
@@ -206,7 +215,8 @@ def test_the_dry_run_counts_and_prices_both_controls(tmp_path):
     cost = none.system_cls.cost
     nf_replay = cost.memory_calls_per_session * (len(none.trace.sessions) - none.session_index)
     asked = 2  # no_fact_application judges the no-fact answer: a judge call, no query
-    assert b["judge_calls"] - a["judge_calls"] == n * len(CONTROLS) == n * 3
+    # a judge call per control and the relevance screen's per mismatched pair
+    assert b["judge_calls"] - a["judge_calls"] == n * (len(CONTROLS) + 1) == n * 4
     assert b["answer_calls"] - a["answer_calls"] == n * asked * cost.answer_calls_per_query
     assert b["memory_calls"] - a["memory_calls"] == n * asked * cost.memory_calls_per_query + nf_replay
     assert b["control_calls"] == (b["memory_calls"] - a["memory_calls"] + b["answer_calls"] - a["answer_calls"]
@@ -214,7 +224,7 @@ def test_the_dry_run_counts_and_prices_both_controls(tmp_path):
     assert "control_calls" not in a or a["control_calls"] == 0
     assert b["judge_prompt_tokens"] - a["judge_prompt_tokens"] == n * (
         none.judges["answer_only"].prompt_tokens + none.judges["application"].prompt_tokens
-        + OVER_APPLICATION_JUDGE.prompt_tokens)
+        + OVER_APPLICATION_JUDGE.prompt_tokens + RELEVANCE_JUDGE.prompt_tokens)
     prices = {"fake-model": (1.0, 2.0)}
     from dataclasses import replace
 
