@@ -118,3 +118,12 @@ def test_over_application_is_a_control_judge_not_a_task_judge(tasks):
     assert v.ok and v.score == 0 and v.prompt_version == "over_application-v1"
     prompt = body["messages"][1]["content"]
     assert p.query in prompt and t.user_message in prompt and t.query not in prompt
+
+
+def test_the_relevance_prompt_names_no_kind_of_fact():
+    """The screen is the project's own prompt: like the systems' own prompts (``test_prompt_neutrality``) it names
+    none of the benchmark's domains, so it cannot steer the screen toward the benchmark's kinds of fact."""
+    from tests.systems.test_prompt_neutrality import domains_named
+
+    assert domains_named(RELEVANCE_JUDGE.system + "\n" + RELEVANCE_JUDGE.template) == []
+    assert domains_named("a fact about the user's medication and diet") == ["health_wellness"]  # the check can fail

@@ -14,7 +14,7 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import TASKS, launch_cmd, mlflow_runs, run, write_small_data
-from tests.protocol.test_controls_run import SESSION, _echo_memory
+from tests.protocol.test_controls_run import SESSION, UNRELATED, _echo_memory
 
 #: every test here runs launch.py in a subprocess
 pytestmark = pytest.mark.slow
@@ -25,7 +25,7 @@ FACTS = [t[2] for t in TASKS[:4]]
 def test_a_sweep_with_both_controls_logs_them(tmp_path):
     write_small_data(tmp_path / "data")
     rules = [("Rewrite the complete memory file", _echo_memory),
-             ("a request the fact does not bear on", {"score": 0, "reason": "served the request"})]
+             ("a request the fact does not bear on", {"score": 0, "reason": "served the request"}), UNRELATED]
     with FakeOpenAI(rules=rules) as fake:
         p = run(launch_cmd(tmp_path, fake.base_url, "system=always_in_state,naive_rag", "embedding=bm25",
                            "controls=all"))

@@ -288,3 +288,59 @@ def test_no_fact_application_shares_the_no_fact_answer_and_its_failure(tmp_path)
     assert out["no_fact"].error.startswith("RuntimeError: the no-fact state was not built")
     assert out["no_fact_application"].error.startswith("RuntimeError: the no_fact control's answer failed")
     assert not out["no_fact_application"].ok and out["no_fact_application"].verdict is None
+
+
+def test_a_pair_screened_related_is_not_asked_scored_nor_an_error(tmp_path):
+    """The relevance screen through the real client: the one pair whose partner query the fake calls related
+    (t1's macaron question, partner of exactly one task: the pairing is a permutation) gets no query and no
+    over-application verdict, leaves the rate without counting as an error, and is counted as related."""
+    macaron = TASKS[0][4]
+    screen = ("[query] (the later request)", lambda body: {"score": int(macaron in body["messages"][-1]["content"]),
+                                                           "reason": "fake screen"})
+    oa = ("a request the fact does not bear on", {"score": 1, "reason": "brought it up"})
+    with FakeOpenAI(rules=[("Rewrite the complete memory file", _echo_memory), screen, oa]) as fake:
+        plan, result = _run(tmp_path, fake, "controls=mismatched")
+        judged = [b["messages"][-1]["content"] for b in fake.chat_requests()
+                  if "a request the fact does not bear on" in b["messages"][-1]["content"]]
+    related = [r for r in result.records if r.controls["mismatched"].related]
+    assert len(related) == 1 and plan.controls.partners[related[0].task_id].id == "t1"
+    c = related[0].controls["mismatched"]
+    assert c.answer is None and c.verdict is None and c.error is None and c.screen.score == 1
+    assert len(judged) == 3 and not any(macaron in j for j in judged)
+    m = result.metrics.controls
+    assert (m["over_application"].successes, m["over_application"].n, m["over_application"].errors) == (3, 3, 0)
+    assert (m["over_application_related"].successes, m["over_application_related"].n) == (1, 4)
+    flat = result.metrics.flat()
+    assert flat["over_application_related"] == 25.0 and "over_application_related_ci_low" in flat
+    # always_in_state's file holds the fact: every asked control answer had it in view
+    assert (m["spurious_recall"].successes, m["spurious_recall"].n) == (3, 3)
+    assert (m["over_application_given_recalled"].successes, m["over_application_given_recalled"].n) == (3, 3)
+    again = TaskRecord.from_dict(related[0].to_dict())
+    assert again.controls["mismatched"].related and again.controls["mismatched"].screen == c.screen
+
+
+def test_over_application_given_recalled_reads_the_control_answers_provenance():
+    """Hand-built: four asked controls, the fact turn an origin (a), an inherited source (b: the union counts it),
+    absent (c, d); a screened related (e); a failed verdict (f, fact in view). Spurious recall 3 of 5 (f's answer
+    exists), over-application 2 of 4 (f failed), given recalled 1 of 2 (a 0, b 1; f, verdict failed, an error)."""
+    from inmind_exp.records import Answer, ContextItem
+    from inmind_exp.protocol.rates import derived_rate
+
+    def item(origin=(), derived=()):
+        return ContextItem("memory", "m", tuple(origin), tuple(derived))
+
+    def rec(tid, items, score, screen=0, error=None):
+        v = Verdict("over_application", score, error=error) if items is not None else None
+        ans = Answer("a", (), items=tuple(items)) if items is not None else None
+        c = ControlResult("mismatched", "q", answer=ans, verdict=v, screen=Verdict("relevance", screen),
+                          error=f"judge failed: {error}" if error else None)
+        return TaskRecord("h", tid, "legal", "s", 0, None, Answer("x", ()), {}, None, {}, 0.0,
+                          controls={"mismatched": c})
+
+    rs = [rec("a", [item([FACT_TURN_ID])], 0), rec("b", [item(derived=[FACT_TURN_ID])], 1),
+          rec("c", [item(["s1-0"])], 1), rec("d", [], 0), rec("e", None, None, screen=1),
+          rec("f", [item([FACT_TURN_ID])], None, error="bad")]
+    got = {k: (r.successes, r.n, r.errors) for k, r in compute(rs).controls.items()}
+    assert got == {"over_application": (2, 4, 1), "over_application_related": (1, 6, 0),
+                   "spurious_recall": (3, 5, 0), "over_application_given_recalled": (1, 2, 1)}
+    assert derived_rate(rs[:4], "over_application_given_recalled").pct == 50.0
