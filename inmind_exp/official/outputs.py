@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,15 +56,20 @@ def export_submission(plan: Any, records: list[TaskRecord], fid: Fidelity) -> Pa
     return path
 
 
-def write_controls(plan: Any) -> Path | None:
+def write_controls(plan: Any, records: Sequence[TaskRecord] = ()) -> Path | None:
     """``controls.json``: the run's negative controls and the mismatched pairing (each task's partner), the same
-    pairing every task record carries; None for a run without controls."""
+    pairing every task record carries, each pair with the relevance screen's verdict for review (``related`` 1: the
+    pair was excluded; None: not screened, e.g. the task failed); None for a run without controls."""
     if plan.controls is None:
         return None
     from inmind_exp.protocol.controls import pairings_json
 
+    screens = {r.task_id: c.screen for r in records if (c := r.controls.get("mismatched")) is not None and c.screen}
+    pairs = [{**p, "screen": {"related": s.score, "reason": s.reason, "prompt_version": s.prompt_version,
+                              "error": s.error} if (s := screens.get(p["task_id"])) is not None else None}
+             for p in pairings_json(plan.controls)]
     path = plan.job_dir / "controls.json"
     path.write_text(json.dumps({"controls": list(plan.controls.names), "seed": plan.controls.seed,
-                                "pairings": pairings_json(plan.controls)},
+                                "pairings": pairs},
                                indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return path

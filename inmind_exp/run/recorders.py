@@ -108,7 +108,7 @@ class OfficialOutputs(Recorder):
         if fid.official_data:
             run.metrics.update(official_metrics(run.records))
         outputs = [export_submission(run.plan, run.records, fid) if fid.official_data else None,
-                   write_controls(run.plan)]
+                   write_controls(run.plan, run.records)]
         run.files += [path, *(p for p in outputs if p is not None)]
 
 

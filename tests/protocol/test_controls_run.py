@@ -165,6 +165,9 @@ def test_mismatched_asks_the_recorded_partner_from_the_task_own_state(tmp_path):
     art = json.loads((tmp_path / "job" / "controls.json").read_text())
     assert art["controls"] == ["mismatched"] and {a["task_id"]: a["partner_id"] for a in art["pairings"]} == {
         k: p.partner_id for k, p in pairs.items()}
+    # with the relevance screen's verdict of each pair, for review
+    assert all(a["screen"]["related"] == 0 and a["screen"]["reason"] == "unrelated"
+               and a["screen"]["prompt_version"] == "relevance-v1" for a in art["pairings"])
     # and in the ledger: a resumed run reads the same pairing back
     again = replan
     assert again.remaining() == [] and all(again.done[t].controls["mismatched"].pairing == pairs[t].to_dict()
