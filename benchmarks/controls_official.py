@@ -91,7 +91,7 @@ def main() -> int:
                           f"{m[f'{k}_ci_high']:.1f}], left out {m[f'{k}_errors']:.0f}")
         report = (tmp / "sweep" / "analysis" / "report.md").read_text()
         start = report.find("Negative controls: application beside")
-        end = report.find("\n**", start + 1)
+        end = report.find("\n**", report.find("\n|", start))
         print("\n" + report[max(0, report.rfind("\n", 0, start - 2)):end if end > 0 else None].strip())
     return 0
 
