@@ -4,8 +4,10 @@ The driver's ``OfficialOutputs`` recorder (``inmind_exp.run.recorders``) calls t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -73,3 +75,47 @@ def write_controls(plan: Any, records: Sequence[TaskRecord] = ()) -> Path | None
                                 "pairings": pairs},
                                indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return path
+
+
+def screen_verdicts_path(plan: Any) -> Path | None:
+    """The relevance screen's verdicts of a task set, shared by every run with the same task file, pairing, screen
+    prompt and judge model: ``<run.cache_dir>/relevance/<key>.json``; None without the mismatched control."""
+    if plan.controls is None or "mismatched" not in plan.controls:
+        return None
+    judge = plan.endpoints.get("judge")
+    key = _digest([plan.identity.get("dataset"), plan.identity["controls"]["pairing"], judge.model if judge else ""])
+    return Path(plan.run.cache_dir) / "relevance" / f"{key}.json"
+
+
+def write_screen_verdicts(plan: Any, records: Sequence[TaskRecord]) -> Path | None:
+    """Merge this run's relevance-screen verdicts (the valid ones) into the task set's file (``screen_verdicts_path``),
+    one entry per pair, sorted by task id, for review across runs; written whole and renamed into place. The calls
+    themselves are reused on a rerun through the call cache, which this file only mirrors."""
+    path = screen_verdicts_path(plan)
+    if path is None:
+        return None
+    pairs: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            pairs = json.loads(path.read_text(encoding="utf-8")).get("pairs", {})
+        except (OSError, ValueError) as e:
+            log.warning(f"[inmind] {path}: unreadable, rewritten from this run's verdicts ({e})")
+    for r in records:
+        c = r.controls.get("mismatched")
+        if c is not None and c.screen is not None and c.screen.ok and c.pairing is not None:
+            pairs[r.task_id] = {"partner_id": c.pairing["partner_id"], "related": c.screen.score,
+                                "reason": c.screen.reason, "prompt_version": c.screen.prompt_version,
+                                "model": c.screen.model}
+    judge = plan.endpoints.get("judge")
+    body = {"dataset": plan.identity.get("dataset"), "pairing": plan.identity["controls"]["pairing"],
+            "judge_model": judge.model if judge else "", "related": sum(p["related"] for p in pairs.values()),
+            "screened": len(pairs), "pairs": dict(sorted(pairs.items()))}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]

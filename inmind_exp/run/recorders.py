@@ -20,7 +20,7 @@ from inmind_exp.errors import TrackingError
 from inmind_exp.official.aggregate import official_metrics
 from inmind_exp.official.fidelity import FILE_NAME as FIDELITY_FILE
 from inmind_exp.official.fidelity import fidelity
-from inmind_exp.official.outputs import export_submission, protocol_lines, write_controls
+from inmind_exp.official.outputs import export_submission, protocol_lines, write_controls, write_screen_verdicts
 from inmind_exp.plan.ledger import Ledger
 from inmind_exp.plan.plan import Plan
 from inmind_exp.protocol.metrics import RunMetrics, cost_usd
@@ -109,6 +109,7 @@ class OfficialOutputs(Recorder):
             run.metrics.update(official_metrics(run.records))
         outputs = [export_submission(run.plan, run.records, fid) if fid.official_data else None,
                    write_controls(run.plan, run.records)]
+        write_screen_verdicts(run.plan, run.records)  # shared by the task set's runs: not one of this run's files
         run.files += [path, *(p for p in outputs if p is not None)]
 
 

@@ -165,7 +165,12 @@ def test_mismatched_asks_the_recorded_partner_from_the_task_own_state(tmp_path):
     art = json.loads((tmp_path / "job" / "controls.json").read_text())
     assert art["controls"] == ["mismatched"] and {a["task_id"]: a["partner_id"] for a in art["pairings"]} == {
         k: p.partner_id for k, p in pairs.items()}
-    # with the relevance screen's verdict of each pair, for review
+    # with the relevance screen's verdict of each pair, for review; and in the task set's file, shared across runs
+    from inmind_exp.official.outputs import screen_verdicts_path
+
+    shared = json.loads(screen_verdicts_path(plan).read_text())
+    assert (shared["screened"], shared["related"]) == (4, 0) and shared["dataset"] == plan.identity["dataset"]
+    assert {k: v["partner_id"] for k, v in shared["pairs"].items()} == {k: p.partner_id for k, p in pairs.items()}
     assert all(a["screen"]["related"] == 0 and a["screen"]["reason"] == "unrelated"
                and a["screen"]["prompt_version"] == "relevance-v1" for a in art["pairings"])
     # and in the ledger: a resumed run reads the same pairing back
@@ -320,6 +325,10 @@ def test_a_pair_screened_related_is_not_asked_scored_nor_an_error(tmp_path):
     assert (m["over_application_given_recalled"].successes, m["over_application_given_recalled"].n) == (3, 3)
     again = TaskRecord.from_dict(related[0].to_dict())
     assert again.controls["mismatched"].related and again.controls["mismatched"].screen == c.screen
+    from inmind_exp.official.outputs import screen_verdicts_path
+
+    shared = json.loads(screen_verdicts_path(plan).read_text())
+    assert (shared["screened"], shared["related"]) == (4, 1) and shared["pairs"][related[0].task_id]["related"] == 1
 
 
 def test_over_application_given_recalled_reads_the_control_answers_provenance():
