@@ -65,6 +65,12 @@ def test_report_of_one_sweep_is_logged_to_its_parent(tmp_path, caplog):
         g = m.groups()
         assert g[2:4] == (g[5], g[4])  # the tasks only A applied, then those only B did
     assert caplog.text.index("verdict (application") < caplog.text.index("analysis report:")
+    # the parent's description in the MLflow UI: the same verdict lines (no links into the sweep directory) above
+    # the headline table
+    desc = client.get_run(parent).data.tags["mlflow.note.content"]
+    shown = [x[2:] for x in desc.splitlines() if x.startswith("- ")]
+    assert shown == [x.split(" (viewer.html")[0] for x in lines]
+    assert desc.index("**Verdict**") < desc.index("| configuration") and "viewer.html" not in desc
 
 
 
