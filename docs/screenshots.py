@@ -40,7 +40,7 @@ EXPERIMENT = "inmind"
 #: page's metric and param tables are below its plots)
 WIDTH = 1400
 WINDOWS = {"mlflow_runs.png": (WIDTH, 600), "mlflow_charts.png": (WIDTH, 1000), "mlflow_samples.png": (WIDTH, 800),
-           "mlflow_compare.png": (WIDTH, 2000), "end_screen.png": (WIDTH, 700), "report.png": (WIDTH, 1500),
+           "mlflow_compare.png": (WIDTH, 2000), "mlflow_parent.png": (WIDTH, 900), "end_screen.png": (WIDTH, 900), "report.png": (WIDTH, 1500),
            "viewer.png": (WIDTH, 1400)}
 #: the end screen starts at the sweep's first headline row's table header
 END_SCREEN_FROM = "| configuration"
@@ -159,6 +159,7 @@ def main() -> int:
     exp = client.get_experiment_by_name(EXPERIMENT)
     runs = client.search_runs([exp.experiment_id], filter_string="tags.`inmind.kind` = 'config'")
     run_ids = sorted(r.info.run_id for r in runs)
+    parent = client.search_runs([exp.experiment_id], filter_string="tags.`inmind.kind` = 'sweep'")[0].info.run_id
     port = free_port()
     ui = start_ui(work, port)
     view = runs_view_url(f"http://127.0.0.1:{port}", exp.experiment_id)
@@ -166,6 +167,8 @@ def main() -> int:
         "mlflow_runs.png": view,
         "mlflow_charts.png": f"{view}&compareRunsMode=CHART",
         "mlflow_samples.png": f"{view}&compareRunsMode=ARTIFACT",
+        # the sweep's parent run: its description is the verdict above the headline
+        "mlflow_parent.png": f"http://127.0.0.1:{port}/#/experiments/{exp.experiment_id}/runs/{parent}",
         "mlflow_compare.png": (f"http://127.0.0.1:{port}/#/compare-runs?runs={json.dumps(run_ids)}"
                                f"&experiments={json.dumps([exp.experiment_id])}"),
     }
