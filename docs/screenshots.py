@@ -40,7 +40,7 @@ EXPERIMENT = "inmind"
 #: page's metric and param tables are below its plots)
 WIDTH = 1400
 WINDOWS = {"mlflow_runs.png": (WIDTH, 600), "mlflow_charts.png": (WIDTH, 1000), "mlflow_samples.png": (WIDTH, 800),
-           "mlflow_compare.png": (WIDTH, 2000), "mlflow_parent.png": (WIDTH, 900), "end_screen.png": (WIDTH, 900), "report.png": (WIDTH, 1500),
+           "mlflow_compare.png": (WIDTH, 2000), "mlflow_parent.png": (WIDTH, 1700), "end_screen.png": (WIDTH, 900), "report.png": (WIDTH, 1500),
            "viewer.png": (WIDTH, 1400)}
 #: the end screen starts at the sweep's first headline row's table header
 END_SCREEN_FROM = "| configuration"
