@@ -64,8 +64,7 @@ def free_port() -> int:
 
 
 def run_sweep(work: Path, base_url: str, n_tasks: int) -> str:
-    """Run the sweep in ``work``; its terminal output (stdout then stderr, as a terminal interleaves them: the
-    progress and end screen are on stderr)."""
+    """Run the sweep in ``work``; its standard output (the end screen; the progress lines are on stderr)."""
     tasks, trace = write_small_data(work / "data", n_tasks=n_tasks, n_sessions=21)
     cmd = [sys.executable, str(REPO / "launch.py"), "-m", f"system={','.join(SYSTEMS)}", "embedding=bm25",
            "llm=vllm", f"llm.base_url={base_url}", "llm.model=Qwen/Qwen2.5-7B-Instruct", f"dataset.path={tasks}",
@@ -77,8 +76,8 @@ def run_sweep(work: Path, base_url: str, n_tasks: int) -> str:
     p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=1200)
     if p.returncode != 0:
         sys.exit(f"sweep failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    (work / "terminal.txt").write_text(p.stdout + p.stderr, encoding="utf-8")
-    return p.stdout + p.stderr
+    (work / "terminal.txt").write_text(p.stdout, encoding="utf-8")
+    return p.stdout
 
 
 def end_screen_page(terminal: str, out: Path) -> Path:
