@@ -94,6 +94,8 @@ def test_the_report_has_contents_anchors_and_each_legend_once(runs, tmp_path):
     headings = re.findall(r"^## (.+)$", md, re.M)
     assert [t for t, _ in links] == headings and all(a == anchor(t) for t, a in links)
     assert md.count(CLUSTER_NOTE) == 1 and md.count(EXCLUSION_NOTE) == 1
+    # report.md repeated the pairwise note under all four pairwise tables: now once, the others point to it
+    assert md.count("Holm controls the family-wise error") == 1 and md.count("Notes: as under **") >= 2
 
 
 def test_the_papers_figures_wrap_to_the_page_and_number_tables_do_not():
