@@ -1,0 +1,66 @@
+"""Provenance by the one rule, per system: ``check_system``'s task (the fact in the second of four sessions) through
+the protocol against the fake server whose memory model keeps the user's words
+(``inmind_exp.testing.user_words.user_words_reply``): origin and union recall of the indirect query's context and
+how many of its items carry the fact turn as origin. The fake's answers mean nothing; the figures show how each
+system attributes what it wrote.
+
+    python -m benchmarks.provenance_rule [system ...] [--plugin]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from inmind_exp import env
+
+env.apply(env.HF)
+
+from inmind_exp.llm import CallCache, Models  # noqa: E402
+from inmind_exp.memory import SYSTEMS, MemorySystem  # noqa: E402
+from inmind_exp.protocol.task import run_task  # noqa: E402
+from inmind_exp.records import FACT_TURN_ID  # noqa: E402
+from inmind_exp.testing.check_system import TASK, encoder_for, fake_endpoints, make_trace  # noqa: E402
+from inmind_exp.testing.fake_openai import FakeOpenAI  # noqa: E402
+from inmind_exp.testing.user_words import user_words_reply  # noqa: E402
+
+
+def measure(name: str, cls: type[MemorySystem], workdir: Path) -> str:
+    with FakeOpenAI() as fake:
+        fake.add_rule("", user_words_reply)
+        cache = CallCache(workdir / "cache")
+        models = Models.build(fake_endpoints(fake.base_url), cache)
+        encoder = encoder_for(cls, fake.base_url, cache)
+        rec = run_task(TASK, make_trace(n_sessions=4, user_turns_per_session=2), 1,
+                       lambda wd: cls(models, encoder, wd), models, workdir / "run", config_hash="rule",
+                       system_name=name)
+    items = (rec.indirect.items or ()) if rec.indirect is not None else ()
+    carrying = sum(FACT_TURN_ID in it.sources for it in items)
+    faults = len(rec.faults)
+    return (f"| {name} | {rec.target_recall_provenance} | {rec.target_recall_provenance_union} | {carrying} "
+            f"| {rec.target_recall_exact} | {faults} | {rec.error or ''} |")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("systems", nargs="*")
+    ap.add_argument("--plugin", action="store_true", help="also the plug-in example (examples/plugin_memory)")
+    args = ap.parse_args()
+    names = args.systems or SYSTEMS.names()
+    print("| system | origin recall | union recall | items with the fact as origin | verbatim | faults | error |")
+    print("|---|---|---|---|---|---|---|")
+    targets = [(n, SYSTEMS.get(n)) for n in names]
+    if args.plugin:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "plugin_memory"))
+        from profile_memory.hybrid import ProfileRAG  # type: ignore[import-not-found]
+        targets.append(("plug-in", ProfileRAG))
+    for name, cls in targets:
+        with tempfile.TemporaryDirectory(prefix=f"provenance-rule-{name}-") as d:
+            print(measure(name, cls, Path(d)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
