@@ -38,9 +38,9 @@ def measure(name: str, cls: type[MemorySystem], workdir: Path) -> str:
                        system_name=name)
     items = (rec.indirect.items or ()) if rec.indirect is not None else ()
     carrying = sum(FACT_TURN_ID in it.sources for it in items)
-    faults = len(rec.faults)
+    faults = ", ".join(sorted({f"{f.kind} at {f.where}" for f in rec.faults if not f.diagnostic})) or "none"
     return (f"| {name} | {rec.target_recall_provenance} | {rec.target_recall_provenance_union} | {carrying} "
-            f"| {rec.target_recall_exact} | {faults} | {rec.error or ''} |")
+            f"| {rec.target_recall_exact} | {faults} | {(rec.error or '').splitlines()[0][:100] if rec.error else ''} |")
 
 
 def main() -> int:
