@@ -34,8 +34,9 @@ def user_words_reply(body: dict[str, Any]) -> Any:
     if not said:
         return reply
     text = " ".join(said)
-    if not isinstance(reply, dict):
-        return reply if reply == "true" else "\n".join(said)
+    if not isinstance(reply, dict):  # a yes/no question is answered as plausible_reply does; all else restates
+        last = str(body["messages"][-1].get("content") or "").lower()
+        return ("true" if reply == "true" else "false") if "true" in last or "false" in last else "\n".join(said)
     for key in _TEXT_KEYS:
         if key in reply:
             reply[key] = list(said) if isinstance(reply[key], list) else text
