@@ -599,9 +599,6 @@ class MemoryOS(MemorySystem):
         profile_reply = self._chat(PROFILE_SYSTEM_PROMPT, PROFILE_USER_PROMPT.format(
             existing_user_profile=existing, conversation=conversation), "profile", turns).strip()
         new_profile = profile_reply or "None"
-        knowledge_reply = self._chat(KNOWLEDGE_SYSTEM_PROMPT, KNOWLEDGE_USER_PROMPT.format(conversation=conversation),
-                                     "knowledge", turns)
-        private, assistant = parse_knowledge(knowledge_reply)
         unusable = unusable_state(new_profile, self.profile if existing == self.profile else "")
         if unusable and new_profile.lower() != "none" and len(new_profile.strip()) >= MIN_PROFILE_CHARS:
             self.fault("malformed_reply", "profile", f"{unusable}; the previous profile is kept: {new_profile[:200]}",
@@ -620,6 +617,9 @@ class MemoryOS(MemorySystem):
         elif profile_reply:  # an empty reply was recorded by _chat
             self.fault("malformed_reply", "profile", f"profile reply under {MIN_PROFILE_CHARS} characters or "
                        f"'None'; the previous profile is kept (upstream): {new_profile[:200]}", turns)
+        knowledge_reply = self._chat(KNOWLEDGE_SYSTEM_PROMPT, KNOWLEDGE_USER_PROMPT.format(conversation=conversation),
+                                     "knowledge", turns)
+        private, assistant = parse_knowledge(knowledge_reply)
         if knowledge_reply.strip() and not any(m in knowledge_reply for m in ("【User Private Data】",
                                                                                 "【Assistant Knowledge】")):
             self.fault("malformed_reply", "knowledge", "neither section marker in the reply; nothing stored "

@@ -28,7 +28,10 @@ def user_sentences(body: dict[str, Any]) -> list[str]:
 
 
 def user_words_reply(body: dict[str, Any]) -> Any:
-    """``plausible_reply``, with every memory text it writes made of the user's sentences the call was shown."""
+    """``plausible_reply``, with every memory text it writes made of the user's sentences the call was shown; a
+    request offering tools is left to the fake server's defaults (None)."""
+    if body.get("tools"):
+        return None
     reply = plausible_reply(body)
     said = user_sentences(body)
     if not said:
@@ -45,5 +48,8 @@ def user_words_reply(body: dict[str, Any]) -> Any:
 
 
 def refusing_reply(body: dict[str, Any]) -> Any:
-    """A refusal to every call that asks for free text (a state rewrite); JSON calls are answered plausibly."""
+    """A refusal to every call that asks for free text (a state rewrite); JSON calls are answered plausibly, and a
+    request offering tools (an agent's turn, whose text reply replaces no state) is left to the defaults (None)."""
+    if body.get("tools"):
+        return None
     return plausible_reply(body) if (body.get("response_format") or {}).get("type") == "json_object" else REFUSAL
