@@ -4,13 +4,18 @@ the protocol against the fake server whose memory model keeps the user's words
 how many of its items carry the fact turn as origin. The fake's answers mean nothing; the figures show how each
 system attributes what it wrote.
 
-    python -m benchmarks.provenance_rule [system ...] [--plugin]
+    python -m benchmarks.provenance_rule [system[:key=value,...] ...] [--plugin]
+
+e.g. ``memoryos:short_term_capacity=1,mid_term_heat_threshold=1`` evicts every pair, so its profile and chain
+overviews are written on this short trace.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+import yaml
 import tempfile
 from pathlib import Path
 
@@ -27,14 +32,14 @@ from inmind_exp.testing.fake_openai import FakeOpenAI  # noqa: E402
 from inmind_exp.testing.user_words import user_words_reply  # noqa: E402
 
 
-def measure(name: str, cls: type[MemorySystem], workdir: Path) -> str:
+def measure(name: str, cls: type[MemorySystem], workdir: Path, params: dict[str, object]) -> str:
     with FakeOpenAI() as fake:
         fake.add_rule("", user_words_reply)
         cache = CallCache(workdir / "cache")
         models = Models.build(fake_endpoints(fake.base_url), cache)
         encoder = encoder_for(cls, fake.base_url, cache)
         rec = run_task(TASK, make_trace(n_sessions=4, user_turns_per_session=2), 1,
-                       lambda wd: cls(models, encoder, wd), models, workdir / "run", config_hash="rule",
+                       lambda wd: cls(models, encoder, wd, **params), models, workdir / "run", config_hash="rule",
                        system_name=name)
     items = (rec.indirect.items or ()) if rec.indirect is not None else ()
     carrying = sum(FACT_TURN_ID in it.sources for it in items)
@@ -51,14 +56,18 @@ def main() -> int:
     names = args.systems or SYSTEMS.names()
     print("| system | origin recall | union recall | items with the fact as origin | verbatim | faults | error |")
     print("|---|---|---|---|---|---|---|")
-    targets = [(n, SYSTEMS.get(n)) for n in names]
+    targets = []
+    for spec in names:
+        name, _, given = spec.partition(":")
+        params = {k: yaml.safe_load(v) for k, _, v in (p.partition("=") for p in given.split(",") if p)}
+        targets.append((spec, SYSTEMS.get(name), params))
     if args.plugin:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "plugin_memory"))
         from profile_memory.hybrid import ProfileRAG  # type: ignore[import-not-found]
-        targets.append(("plug-in", ProfileRAG))
-    for name, cls in targets:
-        with tempfile.TemporaryDirectory(prefix=f"provenance-rule-{name}-") as d:
-            print(measure(name, cls, Path(d)), flush=True)
+        targets.append(("plug-in", ProfileRAG, {}))
+    for name, cls, params in targets:
+        with tempfile.TemporaryDirectory(prefix="provenance-rule-") as d:
+            print(measure(name, cls, Path(d), params), flush=True)
     return 0
 
 
