@@ -43,9 +43,10 @@ def measure(name: str, cls: type[MemorySystem], workdir: Path, params: dict[str,
                        system_name=name)
     items = (rec.indirect.items or ()) if rec.indirect is not None else ()
     carrying = sum(FACT_TURN_ID in it.sources for it in items)
+    inherited = sum(FACT_TURN_ID in it.derived for it in items)
     faults = ", ".join(sorted({f"{f.kind} at {f.where}" for f in rec.faults if not f.diagnostic})) or "none"
     return (f"| {name} | {rec.target_recall_provenance} | {rec.target_recall_provenance_union} | {carrying} "
-            f"| {rec.target_recall_exact} | {faults} | {(rec.error or '').splitlines()[0][:100] if rec.error else ''} |")
+            f"| {inherited} | {rec.target_recall_exact} | {faults} | {(rec.error or '').splitlines()[0][:100] if rec.error else ''} |")
 
 
 def main() -> int:
@@ -54,8 +55,9 @@ def main() -> int:
     ap.add_argument("--plugin", action="store_true", help="also the plug-in example (examples/plugin_memory)")
     args = ap.parse_args()
     names = args.systems or SYSTEMS.names()
-    print("| system | origin recall | union recall | items with the fact as origin | verbatim | faults | error |")
-    print("|---|---|---|---|---|---|---|")
+    print("| system | origin recall | union recall | items with the fact as origin | as derived | verbatim | faults "
+          "| error |")
+    print("|---|---|---|---|---|---|---|---|")
     targets = []
     for spec in names:
         name, _, given = spec.partition(":")
