@@ -591,3 +591,18 @@ def test_gate_role_memory_runs_the_gate_on_a_logprob_model_while_a_reasoning_mod
             assert QUERY in answer["messages"][-1]["content"] and "logprobs" not in answer
             kinds = [f.kind for f in mem.take_faults() if f.kind != "empty_extraction"]
             assert kinds == ([] if ran else ["logprobs_unavailable"])
+
+
+def test_a_refused_theme_summary_is_a_fault_and_the_previous_summary_stays(fake, models, tmp_path, encoder):
+    mem = build(fake, models, tmp_path, encoder)
+    mem.take_faults()
+    tid, theme = next((t, v) for t, v in mem.st.themes.items() if v["summary"])
+    before = (theme["summary"], list(theme["summary_sources"]))
+    fake.rules.insert(0, (THEME, "I'm sorry, but I can't help with summarising these facts."))
+    member = mem.st.semantics[theme["semantic_ids"][0]]
+    member["content"] += " (restated)"  # a changed member: a new summary call (not the cached one)
+    theme["summarised"] = None
+    mem._summarise(mem.st, tid)
+    [f] = mem.take_faults()
+    assert (f.kind, f.where) == ("malformed_reply", "theme_summary") and "refusal" in f.detail
+    assert (theme["summary"], theme["summary_sources"]) == before and theme["summarised"] is None
