@@ -211,6 +211,8 @@ class FakeOpenAI:
 
     # -- scripting --------------------------------------------------------------------------------------------
     def add_rule(self, substring: str, reply: Reply) -> None:
+        """The reply to a request whose messages contain ``substring`` (first matching rule wins; a callable that
+        returns None passes the request on to the next rule, then to the defaults)."""
         self.rules.append((substring, reply))
 
     def fail_next(self, *faults: Fault) -> None:
@@ -238,7 +240,9 @@ class FakeOpenAI:
         text = "\n".join(str(m.get("content") or "") for m in messages)
         for substring, reply in self.rules:
             if substring in text:
-                return reply(body) if callable(reply) else reply
+                out = reply(body) if callable(reply) else reply
+                if out is not None:  # a callable rule returns None to leave the request to the next rule
+                    return out
         if (body.get("response_format") or {}).get("type") == "json_object":
             return self.default_json
         forced = _forced_tool(body)
