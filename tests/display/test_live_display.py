@@ -168,7 +168,7 @@ def test_a_live_line_fits_120_columns_with_the_figures_first(monkeypatch):
     (line,) = h.block()
     assert len(line) <= 120
     assert re.match(r"  naive_rag/minilm/middle/vllm: 0/125 tasks · ETA \S+ · \$ unpriced · running: "
-                    r"32 ingesting \(9–40/47\), 8 answering naive · ", line), line
+                    r"32 ingesting \(9–40/47\), 8 answering naive", line), line
 
 
 def test_spend_counts_calls_as_they_complete_and_never_fewer_than_the_records():
