@@ -141,7 +141,8 @@ _INGEST_SHARE = 0.85
 
 def task_fraction(phase: str, ingest_from: int = 0) -> float:
     """The share of a task done at ``phase``: ``ingesting i/n`` is ``(i - ingest_from) / (n - ingest_from)`` of the
-    ingestion (``ingest_from``: the first session after the prefix); an unknown phase counts as not started."""
+    ingestion (``ingest_from``: the sessions of the prefix, not the task's); an unknown phase counts as not
+    started."""
     m = _POSITION.match(phase)
     if m and m.group(1) == "ingesting":
         i, n = int(m.group(2)), int(m.group(3))

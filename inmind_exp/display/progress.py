@@ -105,7 +105,9 @@ class PlanProgress:
         #: the share of a task the running tasks have done, from their phases (``phases.task_fraction``) at the
         #: last display, and the first session their ingestion starts at
         self.running_work = 0.0
-        self.ingest_from: int | None = None
+        self.ingest_from: int | None = getattr(plan, "session_index", None)
+        #: the last display that saw no task running: a task first seen had started since then
+        self._idle_at = self.started
 
     def add(self, rec: TaskRecord) -> None:
         with self._lock:
@@ -126,8 +128,11 @@ class PlanProgress:
     def __call__(self, running: list[str], idle: str = "queued") -> None:
         """The executor's periodic call: log the line."""
         tasks = [p for p in running if not p.startswith("prefix")]
-        if self.running_since is None and tasks:
-            self.running_since = time.perf_counter()
+        if self.running_since is None:
+            if tasks:  # they began after the last display that saw none (not now: they may be well on)
+                self.running_since = self._idle_at
+            else:
+                self._idle_at = time.perf_counter()
         start = ingest_start(tasks)
         with self._lock:
             if start is not None:
@@ -177,9 +182,8 @@ class PlanProgress:
         share of a task they have done (tasks that all finish together still give a rate); None before any work."""
         with self._lock:
             work, since = len(self.new) + self.running_work, self.running_since
-        if work <= 0 or since is None:
-            return None
-        return work / max(1e-6, (now or time.perf_counter()) - since)
+        elapsed = (now or time.perf_counter()) - since if since is not None else 0.0
+        return work / elapsed if work > 0 and elapsed >= 1.0 else None
 
     def eta(self, now: float | None = None) -> float | None:
         """Seconds left at this configuration's rate (``rate``); None before any work was seen."""

@@ -147,12 +147,26 @@ def test_tasks_that_finish_together_still_get_an_eta_from_their_phases():
     says how far they are (#44 item 6: "ETA —" throughout)."""
     p = _progress(4)
     p(["ingesting 9/47"] * 4)  # the ingestion starts after the prefix (session 9)
+    assert p.eta() is None  # not "ETA 0s" from work seen in no time
     p.running_since -= 30
     p(["ingesting 28/47"] * 4)  # half of the ingestion in 30 s
     eta = p.eta()
     assert eta is not None and 20 < eta < 60, eta  # the rest of the ingestion and the answers: about 30 s more
     line = p.line(["ingesting 28/47"] * 4)
     assert line.startswith("[progress] p: 0/4 tasks · ETA ") and "running: 4 ingesting (28/47) · " in line
+
+
+def test_tasks_first_seen_well_under_way_count_from_the_last_idle_display():
+    """A display that first sees tasks at ``answering naive`` (they ran between two displays) dates them from the
+    previous display, not from now: "ETA 0s" at 0/6 tasks was the bug."""
+    import time
+
+    p = _progress(6)
+    p([])  # a display with no task running yet
+    p._idle_at -= 10  # ... ten seconds ago
+    p(["answering naive"] * 6)
+    assert abs(p.running_since - (time.perf_counter() - 10)) < 1
+    assert p.eta() is not None and p.eta() >= 1
 
 
 def test_a_live_line_fits_120_columns_with_the_figures_first(monkeypatch):
