@@ -56,6 +56,7 @@ SKIP: tuple[tuple[str, str], ...] = (
     ("pip install", "installs the package; the test runs in the installed environment"),
     ("-m pytest", "runs the test suite, which contains this test"),
     ("mlflow ui", "a long-running web server (docs/screenshots.py starts and photographs it)"),
+    ("inmind_exp.testing.fake_openai", "starts the fake server until stopped; the test points every command at its own"),
     ("export OPENAI_API_KEY", "sets the API key; the test gives the fake server a fake OPENAI_API_KEY itself"),
     ("ray start", "starts a Ray node on this machine; tests/exec/test_cluster.py starts its own two-node cluster"),
     ("ray job submit", "needs a running Ray cluster with its job API; tests/exec/test_cluster.py runs launch.py on one"),
