@@ -149,10 +149,11 @@ class Workspace:
         """The fake endpoint and the tiny data; a command on the official release keeps the release's data (from
         ``$INMIND_RELEASE``: skipped without it, failed under CI)."""
         data = [f"dataset.path={self.tasks}", f"trace.path={self.trace}"]
-        if "dataset=official" in argv or "trace=official" in argv:
+        preset = any(a.startswith("+preset=") for a in argv)  # every preset runs on the official release
+        if preset or "dataset=official" in argv or "trace=official" in argv:
             from tests.conftest import require_release
 
-            data = [d for d, group in zip(data, ("dataset", "trace")) if f"{group}=official" not in argv]
+            data = [d for d, group in zip(data, ("dataset", "trace")) if not preset and f"{group}=official" not in argv]
             data.append(f"dataset.release_dir={require_release().root}")
         return ["llm.provider=openai", f"llm.base_url={self.fake.base_url}", *data, "dataset.limit=1", "dataset.sample=null",
                 "cluster.workers=1", "cluster.num_cpus=2", "llm.max_attempts=2", "llm.backoff_initial_s=0.01",

@@ -49,6 +49,8 @@ def test_under_a_terminal_progress_updates_in_place(tmp_path):
     assert len(redraws) >= 3, out[-2000:]  # the block was redrawn in place, not appended
     assert out.count("[progress]") == 0  # the live block shows the configuration, not the plain prefix
     assert re.search(r"  backbone/bm25/turn5/vllm: \d/4 tasks · ETA ", out)
+    block = [ln for ln in re.split(r"\r?\n|\x1b\[\d+F\x1b\[J", out) if ln.startswith("  backbone/bm25/turn5/vllm: ")]
+    assert block and all(len(ln) <= 120 for ln in block), block  # never wider than the terminal (120 here)
     # spend counted as calls complete: a paid call is shown while no task has finished yet
     assert re.search(r"0/4 tasks [^\n]* · [1-9]\d* paid calls", out), out[:3000]
     # the block is cleared before the closing line: nothing of it follows the summary
