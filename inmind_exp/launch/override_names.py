@@ -61,6 +61,15 @@ def _params(dirs: Sequence[Path], systems: set[str]) -> set[str] | None:
     return keys
 
 
+def _default(conf_dir: Path, group: str) -> set[str]:
+    """The option ``conf/config.yaml``'s defaults list picks for ``group`` (empty if none)."""
+    import yaml
+
+    path = conf_dir / "config.yaml"
+    defaults = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("defaults", []) if path.is_file() else []
+    return {str(d[group]) for d in defaults if isinstance(d, dict) and group in d}
+
+
 def _suggest(name: str, names: set[str]) -> str:
     close = difflib.get_close_matches(name, sorted(names), n=3, cutoff=0.6)
     return f"; did you mean {' or '.join(close)}?" if close else f"; known: {', '.join(sorted(names))}"
@@ -78,7 +87,7 @@ def check_overrides(argv: Sequence[str], conf_dir: Path) -> str | None:
     """The error message for the first override whose name (or group option) is not in the schema, else None."""
     top, sections = known_names(conf_dir)
     pairs = [a.split("=", 1) for a in argv if not a.startswith(("-", "+", "~")) and "=" in a]
-    systems = {v for k, val in pairs if k == "system" for v in _values(val)} or {"naive_rag"}
+    systems = {v for k, val in pairs if k == "system" for v in _values(val)} or _default(conf_dir, "system")
     searched = any(a.lstrip("+").startswith("hydra.searchpath") for a in argv)  # more options than we can see
     dirs = conf_dirs(conf_dir)
     for key, value in pairs:
