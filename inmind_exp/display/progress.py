@@ -72,9 +72,11 @@ class Spend:
         return f"${self.cost_usd:.4f}" if self.cost_usd is not None else "$ unpriced"
 
 
-def figures(done: int, total: int, eta: float | None, spend: Spend) -> str:
-    """What a progress line leads with (a terminal cuts a long line's end): ``3/10 tasks · ETA 1m20s · $0.0123``."""
-    return f"{done}/{total} tasks · ETA {duration(eta) if eta is not None else '—'} · {spend.dollars()}"
+def figures(done: int, total: int, eta: float | None, spend: Spend, at_least: bool = False) -> str:
+    """What a progress line leads with (a terminal cuts a long line's end): ``3/10 tasks · ETA 1m20s · $0.0123``
+    (``ETA ≥1m20s`` when ``at_least``: part of the work has no estimate yet)."""
+    left = f"{'≥' if at_least else ''}{duration(eta)}" if eta is not None else "—"
+    return f"{done}/{total} tasks · ETA {left} · {spend.dollars()}"
 
 
 class PlanProgress:
@@ -255,12 +257,20 @@ class SweepProgress:
         left = [e for p in plans if p.done < p.total and (e := p.eta(now)) is not None]
         return max(left) if left else (0.0 if plans and all(p.done >= p.total for p in plans) else None)
 
+    def eta_is_partial(self, now: float | None = None) -> bool:
+        """Whether some unfinished configuration (a queued one, one still building its prefix) has no ETA yet, or
+        not every configuration has started: the sweep's ETA is then a lower bound."""
+        with self._lock:
+            plans = list(self.plans)
+        return len(plans) < self.n or any(p.done < p.total and p.eta(now) is None for p in plans)
+
     def line(self) -> str:
         done, total, new, errors = self._tasks()
         elapsed = time.perf_counter() - self.started
         spend = self.spend()
         errs = f" · {errors} errors" if errors else ""
-        return (f"[progress] sweep: {figures(done, total, self.eta(), spend)} · {self.finished} of {self.n} "
+        return (f"[progress] sweep: {figures(done, total, self.eta(), spend, self.eta_is_partial())} · "
+                f"{self.finished} of {self.n} "
                 f"configurations done{errs} · {duration(elapsed)} elapsed · {spend.calls()}")
 
     def spend(self) -> Spend:

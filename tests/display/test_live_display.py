@@ -142,6 +142,11 @@ def test_eta_counts_from_when_tasks_began_running_not_from_start_up():
     sweep.register(p)
     sweep.register(q)
     assert abs(sweep.eta() - 160) < 3  # the slower configuration ends the sweep (they run side by side)
+    assert re.search(r"^\[progress\] sweep: 4/20 tasks · ETA 2m\d\ds · ", sweep.line())
+    queued = _progress(10)  # a third configuration, not started: the sweep's ETA is at least the others'
+    sweep.n = 3
+    sweep.register(queued)
+    assert re.search(r"^\[progress\] sweep: 4/30 tasks · ETA ≥2m\d\ds · ", sweep.line()), sweep.line()
 
 
 def test_tasks_that_finish_together_still_get_an_eta_from_their_phases():
