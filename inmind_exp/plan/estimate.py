@@ -166,9 +166,15 @@ class SweepTotal:
         self.unpriced: set[str] = set()
         #: answers key -> task ids an estimated configuration answers (``run.reuse``): a later one re-judges them
         self.answers: dict[str, list[str]] = {}
+        #: each configuration's row of the closing table: name, tasks to run / planned, calls, cost, wall time
+        self.rows: list[tuple[str, str, int, float | None, float]] = []
 
-    def add(self, est: dict[str, float], cost: float | None, unpriced: list[str], latency_s: float = 10.0) -> None:
+    def add(self, est: dict[str, float], cost: float | None, unpriced: list[str], latency_s: float = 10.0,
+            name: str = "") -> None:
         self.configs += 1
+        self.rows.append((name, f"{est['tasks_to_run']:.0f}/{est['tasks_total']:.0f}",
+                          round(est["memory_calls"] + est["answer_calls"] + est["judge_calls"]), cost,
+                          est.get("wall_s", 0.0)))
         self.latency_s = max(self.latency_s, latency_s)
         for k, v in est.items():
             if k in ("prefix_chain_calls", "task_chain_calls", "slots"):  # a sweep's chains overlap; its pool is shared
@@ -182,6 +188,21 @@ class SweepTotal:
         """The sweep's expected wall time: every configuration's calls share one pool of workers (one schedule per
         sweep), so the longest prefix and task chains count once."""
         return wall_time_s(self.est, self.latency_s)
+
+    def table(self) -> list[str]:
+        """The one-screen summary the dry run ends with: a row per configuration and the total."""
+        money = lambda c: f"${c:,.2f}" if c is not None else "no price"  # noqa: E731
+        rows = [(n, t, f"{c:,}", money(d), duration(w)) for n, t, c, d, w in self.rows]
+        if len(self.rows) > 1:
+            rows.append(("total", f"{self.est['tasks_to_run']:.0f}", f"{sum(r[2] for r in self.rows):,}",
+                         money(self.cost), duration(self.wall_s())))
+        head = ("configuration", "tasks", "calls", "$", "wall")
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+        cell = lambda r: "| " + " | ".join(v.ljust(w) if i == 0 else v.rjust(w)  # noqa: E731
+                                           for i, (v, w) in enumerate(zip(r, widths))) + " |"
+        rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+        return [cell(head), rule, *map(cell, rows),
+                "(upper bounds: cache hits not subtracted; wall at run.latency_s per call; total wall: one shared pool)"]
 
     def line(self) -> str:
         return (f"[dry run total] {self.configs} configuration(s): {self.est['tasks_to_run']:.0f} tasks to run; "
@@ -217,7 +238,7 @@ def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None
     total = total if total is not None else SweepTotal()
     est = estimate(plan, retry_errors, total.answers)
     cost, unpriced = price(plan, est)
-    total.add(est, cost, unpriced, plan.run.latency_s)
+    total.add(est, cost, unpriced, plan.run.latency_s, plan.name)
     total.answers.setdefault(answers_key(plan), []).extend(t.id for t in plan.remaining(retry_errors))
     reused = (f"; {est['answers_cached_tasks']:.0f} of them only re-judged (same configuration but the judge: their "
               "memory and answer calls come from the call cache)" if est["answers_cached_tasks"] else "")
@@ -232,6 +253,8 @@ def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None
 
 
 def print_sweep_total(total: SweepTotal, out: Any = None) -> None:
-    """Print ``total`` when it sums two or more configurations (a dry run's sweep)."""
+    """Print ``total`` when it sums two or more configurations (a dry run's sweep), then the summary table."""
     if total.configs > 1:
         print(total.line(), file=out or sys.stdout, flush=True)
+    if total.configs:
+        print("\n" + "\n".join(total.table()), file=out or sys.stdout, flush=True)
