@@ -6,8 +6,8 @@ agents lived another 61 s (Ray's 60 s ``publish_error_to_driver`` timeout) holdi
 Ray starts, ``watch`` marks the environment its processes inherit with a token and starts this file as a small
 process that reads a pipe only the driver holds and meanwhile notes the node's processes (the driver's descendants
 whose environment carries the token, and theirs); the driver's death closes the pipe, and the watchdog kills them
-(about 0.1 s after the ``kill -9``). It never touches a cluster it only
-joined (``cluster.address``), nor any process outside the token's node.
+(0.1–0.2 s after the ``kill -9``). It never touches a cluster it only joined (``cluster.address``), nor any
+process outside the token's node.
 
 This file is run by path with the standard library only (``python -I reaper.py``), so it starts in milliseconds.
 """
@@ -26,10 +26,12 @@ import uuid
 MARK = "INMIND_RAY_NODE"
 #: how long the watchdog keeps killing (a raylet may start a worker while its agents are being killed)
 SWEEP_S = 5.0
-#: how often the watchdog notes the node's processes while the driver lives
-POLL_S = 0.5
+#: how often the watchdog notes the node's processes while the driver lives: often while the node starts (its
+#: agents), then seldom (a worker started since dies with the raylet anyway)
+POLL_S, POLL_LATER_S, STARTING_S = 0.5, 3.0, 30.0
 
-_watching: list[int] = []  # the write ends this process holds, one per node it started (never closed on purpose)
+#: the watchdogs this process started and the write ends of their pipes (never closed: the process's end closes them)
+_watching: list[tuple[subprocess.Popen[bytes], int]] = []
 
 
 def watch() -> dict[str, str]:
@@ -40,11 +42,11 @@ def watch() -> dict[str, str]:
     token = uuid.uuid4().hex
     read_end, write_end = os.pipe()  # both non-inheritable: no Ray process holds the write end
     environ = {k: v for k, v in os.environ.items() if k != MARK}
-    subprocess.Popen([sys.executable, "-I", os.path.abspath(__file__), token], stdin=read_end,
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ,
-                     start_new_session=True)  # away from the terminal's Ctrl-C and hang-up
+    proc = subprocess.Popen([sys.executable, "-I", os.path.abspath(__file__), token], stdin=read_end,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ,
+                            start_new_session=True)  # away from the terminal's Ctrl-C and hang-up
     os.close(read_end)
-    _watching.append(write_end)
+    _watching.append((proc, write_end))
     return {MARK: token}
 
 
@@ -135,13 +137,14 @@ def reap(watch: Watch) -> int:
 
 
 def main(token: str) -> None:
-    """Note the node's processes every ``POLL_S`` while the driver lives; when the pipe on stdin closes (the
+    """Note the node's processes while the driver lives; when the pipe on stdin closes (the
     driver's end), kill them."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     watch = Watch(token, os.getppid())
+    started = time.monotonic()
     while True:
-        ready, _, _ = select.select([0], [], [], POLL_S)
+        ready, _, _ = select.select([0], [], [], POLL_S if time.monotonic() - started < STARTING_S else POLL_LATER_S)
         if ready and not os.read(0, 4096):
             break
         watch.scan()
