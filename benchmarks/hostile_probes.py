@@ -37,7 +37,7 @@ ESCAPES = "bad request \x1b[2J\x1b]0;pwned\x07\x1b[31mred\x1b[0m\r\x9b"
 PROBES: dict[str, tuple[str, str]] = {
     "1": ("endpoint echoes the key in a 200 reply", "key unredacted in 4 cache files"),
     "2": ("token in the base URL's query string", "token in MLflow, config.yaml, stdout"),
-    "3": ("edit a judge module, rerun", "same hash: '2 already done' reused"),
+    "3": ("edit a judge module's code, rerun", "same hash: '2 already done' reused"),
     "4": ("/models drips 1 byte/s, deadline 5 s", "held the launch 300 s"),
     "5": ("invalid bytes + empty verdicts in the ledger", "exit 1 on every launch"),
     "6": ("429 with Retry-After nan / -1 / inf", "ValueError: 2 of 3 tasks lost"),
@@ -116,13 +116,15 @@ def p3(tmp: Path) -> tuple[str, bool]:
     repo = tmp / "repo"
     files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
     for f in files:
-        if (REPO / f).is_file():
-            (repo / f).parent.mkdir(parents=True, exist_ok=True)
+        (repo / f).parent.mkdir(parents=True, exist_ok=True)
+        if (REPO / f).is_symlink():  # conf/ is inmind_exp/conf's
+            os.symlink(os.readlink(REPO / f), repo / f)
+        elif (REPO / f).is_file():
             shutil.copy2(REPO / f, repo / f)
     write_small_data(tmp / "data", n_tasks=2, n_sessions=3)
     outs = []
     with FakeOpenAI() as fake:
-        for edit in (False, True):
+        for edit in (False, False, True):  # run; rerun (all reused); edit and rerun
             if edit:
                 judges = repo / "inmind_exp" / "protocol" / "judges.py"
                 judges.write_text(judges.read_text() + "\n\ndef _probe_edit() -> int:\n    return 1\n")
@@ -132,7 +134,8 @@ def p3(tmp: Path) -> tuple[str, bool]:
             outs.append(p)
     done = [next((line.split("(")[1].split(")")[0] for line in (p.stdout + p.stderr).splitlines()
                   if "already done)" in line), "?") for p in outs]
-    return f"after the edit: '{done[1]}' (reran)", all(p.returncode == 0 for p in outs) and done[1].startswith("0 ")
+    return (f"rerun '{done[1]}'; after the edit '{done[2]}'",
+            all(p.returncode == 0 for p in outs) and done[1].startswith("2 ") and done[2].startswith("0 "))
 
 
 class _Drip(BaseHTTPRequestHandler):
