@@ -261,9 +261,11 @@ def p10b(tmp: Path) -> tuple[str, bool]:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:
-            if any(p.read_text().strip() for p in (tmp / "sweep" / "ledger").glob("*.jsonl")):
+            if any(p.read_text().strip() for p in tmp.rglob("ledger/*.jsonl")):
                 break
             time.sleep(0.5)
+        if proc.poll() is not None:
+            return f"exit {proc.returncode} before a task finished", False
         proc.send_signal(signal.SIGINT)
         time.sleep(0.3)
         proc.send_signal(signal.SIGINT)
