@@ -266,12 +266,14 @@ def p10b(tmp: Path) -> tuple[str, bool]:
             time.sleep(0.5)
         if proc.poll() is not None:
             return f"exit {proc.returncode} before a task finished", False
+        signalled = sum(len(p.read_text().splitlines()) for p in tmp.rglob("ledger/*.jsonl"))
         proc.send_signal(signal.SIGINT)
         time.sleep(0.3)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=180)
+        done = sum(len(p.read_text().splitlines()) for p in tmp.rglob("ledger/*.jsonl"))
     statuses = sorted({r.info.status for r in mlflow_runs(tmp)})
-    return (f"exit {proc.returncode}, MLflow runs {'/'.join(statuses)}",
+    return (f"exit {proc.returncode}, MLflow runs {'/'.join(statuses)} (stopped at {signalled}/6 tasks, {done} done)",
             proc.returncode == 130 and statuses == ["KILLED"] and "Traceback" not in err)
 
 
