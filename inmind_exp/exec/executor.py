@@ -25,7 +25,7 @@ from inmind_exp import env
 from inmind_exp.errors import ClusterStartError, PlanError
 from inmind_exp.exec.services import RayLimiterClient
 from inmind_exp.records import Task
-from inmind_exp.exec import snapshots
+from inmind_exp.exec import reaper, snapshots
 from inmind_exp.exec.interface import (ClusterError, Executor, Job, PoolWorker, Progress, Report, display_safely,
                                       feed_usage, retry_or_report)
 from inmind_exp.plan.plan import Plan
@@ -149,9 +149,10 @@ class RayExecutor:
                     ) from None
             else:
                 cpus = min(cluster.num_cpus or max(2, cluster.workers), local_cpu_cap())
+                node_mark = reaper.watch()  # a killed driver's node is ended at once, not 61 s later
                 for attempt in (1, 2):  # a loaded host: "the current node timed out during startup" (7 in 64)
                     try:
-                        with env.overriding(env.WORKER if inherit else {}):
+                        with env.overriding({**(env.WORKER if inherit else {}), **node_mark}):
                             ray.init(address="local", num_cpus=cpus,
                                      object_store_memory=cluster.object_store_memory, **kwargs)
                         break

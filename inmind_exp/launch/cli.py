@@ -57,6 +57,23 @@ def main() -> None:
     exit_now(code)
 
 
+def check_output_dir(argv: list[str]) -> None:
+    """The job directory given on the command line (``hydra.run.dir``, or ``hydra.sweep.dir`` with ``-m``) is
+    probed before Hydra makes it: one that cannot be written (read-only, under ``/proc``) exits 2 naming the key,
+    where Hydra's own ``mkdir`` ended in a traceback and exit 1."""
+    from inmind_exp.config.checks import check_writable
+    from inmind_exp.errors import PlanError
+
+    key = "hydra.sweep.dir" if {"-m", "--multirun"} & set(argv) else "hydra.run.dir"
+    for arg in argv:
+        name, _, value = arg.lstrip("+").partition("=")
+        if name == key and value and "${" not in value:
+            try:
+                check_writable(f"{key}={value}", Path(value))
+            except PlanError as e:
+                fail(Exit.BAD_INPUT, str(e))
+
+
 def launch() -> None:
     """Hydra over ``single_run``; a composition or override error exits 2 (not Hydra's 1, which says "a crash")."""
     import hydra
@@ -67,6 +84,7 @@ def launch() -> None:
     from inmind_exp.launch.override_names import check_argv
 
     check_argv(CONF_DIR)  # "did you mean" for a near-miss group or key (exit 2)
+    check_output_dir(sys.argv[1:])
     register_configs()
     stop.install()  # SIGTERM stops like Ctrl-C (installed again once Ray has started: inmind_exp.display.stop)
     full_error = os.environ.get("HYDRA_FULL_ERROR")

@@ -194,6 +194,12 @@ def _notes(system: Any, since: dict[str, int] | None = None) -> dict[str, int]:
     return seen
 
 
+def _judge_notes(models: Models, since: int) -> list[Fault]:
+    """The judge calls' notes since the ``since``-th (an unusable cache entry, token counts that were no count) as
+    diagnostics of phase ``judge``: the judges run outside the system, whose notes ``_notes`` records."""
+    return [Fault(kind, "judge", detail, phase="judge") for kind, detail in models.meter.notes("judge", since)]
+
+
 def _phase(faults: list[Fault], phase: str) -> list[Fault]:
     return [Fault(f.kind, f.where, f.detail, f.turns, phase) for f in faults]
 
@@ -237,6 +243,7 @@ def run_task(
         return rejudge_failed(previous, task, models, judges, judge_attempts, phase)
     t0 = time.perf_counter()
     before, served = models.meter.snapshot(), _served_counts(models)
+    judge_noted = len(models.meter.notes("judge"))
     naive = indirect = None
     verdicts = {}
     exact = None
@@ -267,6 +274,7 @@ def run_task(
     finally:
         if not keep_workdir:
             remove_tree(workdir.parent, workdir)
+    faults += _judge_notes(models, judge_noted)
     return task_record(
         task, config_hash=config_hash, system_name=system_name, session_index=session_index, naive=naive,
         indirect=indirect, verdicts=verdicts, exact=exact, usage=models.meter.diff(models.meter.snapshot(), before),
@@ -281,6 +289,7 @@ def rejudge_failed(previous: TaskRecord, task: Task, models: Models, judges: dic
     added to its usage): what a rerun does for a task whose answers exist."""
     t0 = time.perf_counter()
     before, served = models.meter.snapshot(), _served_counts(models)
+    judge_noted = len(models.meter.notes("judge"))
     phase("judging (rerun of failed verdicts)")
     verdicts = judge_task(models.judge, task, previous.naive, previous.indirect, attempts=attempts, judges=judges,
                           done=previous.verdicts)
@@ -291,7 +300,7 @@ def rejudge_failed(previous: TaskRecord, task: Task, models: Models, judges: dic
     for role, seen in _served_since(models, served).items():
         merged[role] = tuple(dict.fromkeys((*merged.get(role, ()), *seen)))
     return replace(previous, verdicts=verdicts, usage=usage, served=merged,
-                   latency_s=round(previous.latency_s + time.perf_counter() - t0, 3))
+                   faults=(*previous.faults, *_judge_notes(models, judge_noted)), latency_s=round(previous.latency_s + time.perf_counter() - t0, 3))
 
 
 def task_record(

@@ -62,7 +62,7 @@ class Fault:
     well-formed extraction with nothing in it), ``logprobs_unavailable`` (a logprob gate that could not run),
     ``bad_usage`` (an endpoint's reply whose token counts were no count, taken as 0) and ``invalid_cache_entry`` (an
     unusable call cache entry, asked again and rewritten). ``turns`` are the turn ids being written when it happened
-    (empty when reading); ``phase`` is set by the protocol (``ingest``, ``naive``, ``indirect``).
+    (empty when reading); ``phase`` is set by the protocol (``ingest``, ``naive``, ``indirect``, ``judge``).
     """
 
     kind: str

@@ -127,14 +127,16 @@ def test_ray_that_does_not_start_is_tried_twice_then_exit_75_with_the_rerun_line
 
 def test_output_paths_are_probed_at_planning(tmp_path):
     """``tracking.uri`` under /proc passed ``os.access`` as root and failed after the tasks were paid; a
-    ``run.cache_dir`` that is a file ended in a traceback. Both are exit 2 naming the key, before any call."""
+    ``run.cache_dir`` that is a file, or a ``hydra.run.dir`` Hydra cannot make, ended in a traceback. Each is exit 2
+    naming the key, before any call."""
     write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)
     (tmp_path / "a-file").write_text("")
     with FakeOpenAI() as fake:
         for bad, said in (("tracking.uri=sqlite:////proc/inmind/mlflow.db", "tracking.uri=sqlite:////proc/inmind"
                                                                             "/mlflow.db: cannot write in /proc"),
                           (f"run.cache_dir={tmp_path / 'a-file'}", f"run.cache_dir={tmp_path / 'a-file'}: "
-                                                                   f"{tmp_path / 'a-file'} is not a directory")):
+                                                                   f"{tmp_path / 'a-file'} is not a directory"),
+                          ("hydra.run.dir=/proc/inmind-run", "hydra.run.dir=/proc/inmind-run: cannot write in /proc")):
             p = run(launch_cmd(tmp_path, fake.base_url, "system=backbone", "embedding=bm25", bad, multirun=False))
             assert p.returncode == 2 and said in p.stderr, p.stderr[-2000:]
             assert "Traceback" not in p.stderr

@@ -58,3 +58,17 @@ def test_a_plug_in_s_own_config_options_are_known(monkeypatch):
                         lambda **kw: [ep] if kw.get("group") == "inmind_exp.conf" else real(**kw))
     assert check_overrides(["system=naive_rag,profile_rag"], conf) is None
     sys.modules.pop("profile_memory.conf", None)
+
+
+def test_an_unwritable_job_directory_on_the_command_line_exits_2_before_hydra(tmp_path, capsys):
+    """``hydra.run.dir`` under /proc (or read-only) ended in Hydra's traceback and exit 1: probed first, exit 2
+    naming the key; with ``-m`` the sweep directory is the one probed."""
+    from inmind_exp.launch.cli import check_output_dir
+
+    for argv in (["hydra.run.dir=/proc/inmind-run"], ["-m", "hydra.sweep.dir=/proc/inmind-sweep"]):
+        with pytest.raises(SystemExit) as e:
+            check_output_dir([f"hydra.run.dir={tmp_path / 'ok'}", *argv])
+        assert e.value.code == 2
+        assert f"{argv[-1]}: cannot write in /proc" in capsys.readouterr().err
+    check_output_dir(["-m", "hydra.run.dir=/proc/not-used-by-a-sweep", f"hydra.sweep.dir={tmp_path / 'new' / 'dir'}"])
+    assert not (tmp_path / "new").exists()  # probed in its nearest existing ancestor, not made

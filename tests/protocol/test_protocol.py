@@ -145,15 +145,16 @@ def test_endpoint_failure_is_recorded_as_task_error(models, tmp_path, fake):
 
 
 def test_negative_usage_is_a_bad_usage_diagnostic_on_the_record(models, tmp_path, fake):
-    """An endpoint reporting negative token counts: the task still scores, each answerer reply is noted as a
-    ``bad_usage`` diagnostic (no memory fault) and the usage is counted as 0 tokens."""
+    """An endpoint reporting negative token counts: the task still scores, each answerer and judge reply is noted
+    as a ``bad_usage`` diagnostic (no memory fault) and the usage is counted as 0 tokens."""
     fake.usage = {"prompt_tokens": -5, "completion_tokens": -2, "total_tokens": -7}
     backbone = SYSTEMS.get("backbone")
     rec = run_task(TASK, make_trace(), 1, lambda wd: backbone(models, None, wd), models, tmp_path / "w",
                    config_hash="h", system_name="backbone", evaluates_naive=False)
     assert rec.error is None
     bad = [f for f in rec.faults if f.kind == "bad_usage"]
-    assert bad and all(f.diagnostic and f.where == "answerer" for f in bad)
+    assert bad and all(f.diagnostic for f in bad) and {f.where for f in bad} == {"answerer", "judge"}
+    assert len(bad) == rec.usage["answerer"].calls + rec.usage["judge"].calls  # the judges' replies too
     assert rec.usage["answerer"].prompt_tokens == 0 and rec.usage["answerer"].calls >= 1
 
 
