@@ -258,7 +258,9 @@ def p10b(tmp: Path) -> tuple[str, bool]:
     with FakeOpenAI(delay_s=0.7) as fake:
         proc = subprocess.Popen(launch_cmd(tmp, fake.base_url, "system=naive_rag", "embedding=bm25", "cluster.workers=1",
                                            "cluster.tasks_per_worker=1"), cwd=REPO, env=env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                # a shell's background job (this script run with &) ignores SIGINT, and the child would inherit it
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:
             if any(p.read_text().strip() for p in tmp.rglob("ledger/*.jsonl")):

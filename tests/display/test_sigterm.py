@@ -39,7 +39,9 @@ def test_a_signal_stops_cleanly(tmp_path, sig, code, said, twice):
             e["RAY_TMPDIR"] = str(ray_tmp)
             cmd = launch_cmd(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25", "cluster.workers=1",
                              "cluster.tasks_per_worker=1")  # one at a time: the stop lands between tasks
-            proc = subprocess.Popen(cmd, cwd=REPO, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            # a shell's background job ignores SIGINT, and the launch would inherit that
+            proc = subprocess.Popen(cmd, cwd=REPO, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
             ledger_dir = tmp_path / "sweep" / "ledger"
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline and proc.poll() is None:

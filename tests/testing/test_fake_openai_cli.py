@@ -26,7 +26,8 @@ def _free_port() -> int:
 def test_the_fake_server_cli_takes_port_and_delay_and_stops_on_ctrl_c():
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "inmind_exp.testing.fake_openai", "--port", str(port),
-                             "--delay-s", "0.3"], cwd=REPO, env=env(), stdout=subprocess.PIPE, text=True)
+                             "--delay-s", "0.3"], cwd=REPO, env=env(), stdout=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         line = proc.stdout.readline()
         assert f"http://127.0.0.1:{port}/v1" in line
