@@ -173,6 +173,11 @@ class TaskWorker:
                 self._caches[key] = RayCacheClient(self.shared_cache, spec.cache_dir)
             else:
                 self._caches[key] = CallCache(spec.cache_dir)
+                if self.shared_cache is not None and hasattr(self.shared_cache, "join_flight"):
+                    from inmind_exp.exec.services import ClusterFlights
+
+                    # the cache is this node's, but no two workers pay for the same request at once
+                    self._caches[key].flights = ClusterFlights(self.shared_cache, spec.cache_dir)
         return self._caches[key]
 
     def _use(self, spec: WorkerSpec) -> _Configured:
