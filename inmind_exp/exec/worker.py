@@ -262,6 +262,8 @@ class TaskWorker:
         phase("starting")
         state = self._use(spec)
         state.models.meter.listener = phase.spent  # the spend line counts each call as it completes
+        if spec.cache_scope == "task":
+            state.models.memory.scope = f"task:{task.id}"  # this task's own samples of the background's memory
         prefix_dir = self._prefix_dir(prefix_hash, prefix_blob)
         # one directory per configuration, task and attempt: two configurations' runs of a task may run at once
         workdir = child_dir(self.tmp, "task", f"{spec.config_hash}/{task.id}/{attempt}")
