@@ -190,7 +190,8 @@ class ClusterFlights:
         from ray.exceptions import RayActorError
 
         try:
-            return tuple(ray.get(self.actor.join_flight.remote(self.dir, kind, key, timeout_s)))  # type: ignore[return-value]
+            lead, value = ray.get(self.actor.join_flight.remote(self.dir, kind, key, timeout_s))
+            return bool(lead), value
         except RayActorError as e:
             self.lost = True
             log.warning(f"[inmind] the cluster's single flight is unavailable ({type(e).__name__}); this worker "
