@@ -32,3 +32,28 @@ def plausible_reply(body: dict[str, Any]) -> Any:
         "named_entities": [e1, e2], "triples": [[e1, "relates to", e2]], "fact": [[e1, "relates to", e2]],
         "should_end": h % 5 == 0, "statements": [fact], "title": " ".join(w[:4]), "content": fact, "summary": fact,
     }
+
+
+def sampled_reply(body: dict[str, Any]) -> Any:
+    """``plausible_reply`` reworded whenever the request changed, as a sampling model's reply differs on a cache
+    miss: the text it writes into memory carries a digest of the whole request, so a reply changed by the fact
+    changes every later request that quotes it (the realistic hit profile; ``plausible_reply`` gives the minimum)."""
+    reply = plausible_reply(body)
+    tag = hashlib.sha256(repr(body.get("messages", [])).encode()).hexdigest()[:6]
+    if not isinstance(reply, dict):
+        return reply if reply == "true" else f"{reply} ({tag})"
+
+    def reword(v: Any) -> Any:
+        return f"{v} ({tag})" if isinstance(v, str) else v
+
+    out = dict(reply)
+    for k in ("facts", "statements"):
+        out[k] = [reword(x) for x in out[k]]
+    out["memory"] = [{**m, "text": reword(m["text"])} for m in out["memory"]]
+    for k in ("content", "summary", "context", "answer"):
+        out[k] = reword(out[k])
+    return out
+
+
+#: the fake server's reply modes by name (``benchmarks.cache_profile --replies``)
+REPLY_MODES = {"plausible": plausible_reply, "sampled": sampled_reply}
