@@ -49,7 +49,7 @@ class InjectionConf:
 
 #: the settings a role may override (``llm.roles.<role>.*``; null: as ``llm``), each an ``Endpoint`` field
 ROLE_KEYS: tuple[str, ...] = ("base_url", "model", "api_key_env", "temperature", "max_tokens", "top_p", "timeout_s",
-                              "max_concurrency", "reasoning")
+                              "max_concurrency", "reasoning", "service_tier")
 
 
 def _nullable(hint: Any) -> Any:
@@ -105,6 +105,8 @@ class LLMConf:
     #: limit as max_completion_tokens, from every role including the memory systems' internal calls
     reasoning: bool = Endpoint.reasoning
     seed: Optional[int] = Endpoint.seed
+    #: the provider's processing lane for every role (e.g. flex; llm.roles.memory.service_tier=flex for one role)
+    service_tier: Optional[str] = Endpoint.service_tier
     timeout_s: float = Endpoint.timeout_s
     #: the whole call (connect + response) ends within this, else it is a retryable timeout; sized for reasoning
     #: models (timeout_s bounds each read only)
