@@ -13,12 +13,32 @@ def _words(text: str, n: int) -> list[str]:
     return re.findall(r"[A-Za-z][A-Za-z'-]+", text)[:n]
 
 
+def _block(text: str, tag: str) -> str | None:
+    m = re.search(rf"<{tag}>\n?(.*?)\n?</{tag}>", text, re.S)
+    return None if m is None else m.group(1)
+
+
+def _rewritten_file(last: str) -> str | None:
+    """A request to rewrite a memory file (``<memory>`` and ``<session>`` blocks): the file's lines kept, and one
+    line per user turn of the session made from its words, so what a session says (the fact too) stays in the file
+    and reaches every later request, as a model's rewrite does."""
+    memory, session = _block(last, "memory"), _block(last, "session")
+    if memory is None or session is None:
+        return None
+    kept = [ln for ln in memory.splitlines() if ln.strip() and ln.strip() != "(empty)"]
+    new = ["- " + " ".join(_words(ln, 12)) for ln in session.splitlines() if ln.startswith("user:") and _words(ln, 2)]
+    return "\n".join(kept + new) or "- nothing yet"
+
+
 def plausible_reply(body: dict[str, Any]) -> Any:
     """A deterministic reply carrying the keys the systems' JSON prompts ask for, derived from the last message."""
     messages = body.get("messages", [])
     last = str(messages[-1].get("content") or "") if messages else ""
     h = int(hashlib.sha256(last.encode()).hexdigest(), 16)
     if (body.get("response_format") or {}).get("type") != "json_object":
+        rewritten = _rewritten_file(last)
+        if rewritten is not None:
+            return rewritten
         return "true" if "continu" in last.lower() and h % 3 else "fake answer"
     w = _words(last[-400:], 12) or ["something"]
     fact = "User mentioned " + " ".join(w[:8])
