@@ -265,7 +265,8 @@ def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None
     total.answers.setdefault(answers_key(plan), []).extend(t.id for t in plan.remaining(retry_errors))
     reused = (f"; {est['answers_cached_tasks']:.0f} of them only re-judged (same configuration but the judge: their "
               "memory and answer calls come from the call cache)" if est["answers_cached_tasks"] else "")
-    basis = ("cross-task cache hits from the system's measured hit profile" if hit_profile(plan.system_cls.name)
+    basis = ("no memory calls: as bounded" if not est["memory_calls"] else
+             "cross-task cache hits from the system's measured hit profile" if hit_profile(plan.system_cls.name)
              else "no measured hit profile for this system: the bound")
     print(f"[dry run] {plan.name} (config {plan.config_hash}): {est['tasks_to_run']:.0f}/{est['tasks_total']:.0f} "
           f"tasks to run{reused}; expected {_figures(exp, exp_cost, unpriced)}, "
