@@ -26,7 +26,7 @@ def _rewritten_file(last: str) -> str | None:
     if memory is None or session is None:
         return None
     kept = [ln for ln in memory.splitlines() if ln.strip() and ln.strip() != "(empty)"]
-    new = ["- " + " ".join(_words(ln, 12)) for ln in session.splitlines() if ln.startswith("user:") and _words(ln, 2)]
+    new = ["- " + " ".join(_words(ln[5:], 12)) for ln in session.splitlines() if ln.startswith("user:") and _words(ln[5:], 1)]
     return "\n".join(kept + new) or "- nothing yet"
 
 
