@@ -103,6 +103,15 @@ def estimate(plan: Plan, retry_errors: bool | None = None,
     return est
 
 
+def expected_estimate(plan: Plan, est: dict[str, float]) -> dict[str, float]:
+    """``est`` with the expected figures of ``plan.expected`` (cross-task cache hits taken off) and their wall time."""
+    from inmind_exp.plan.expected import expected
+
+    out = expected(plan, est)
+    out["wall_s"] = wall_time_s(out, plan.run.latency_s)
+    return out
+
+
 def _control_judges(plan: Plan) -> dict[str, Any]:
     """The judges of the plan's negative controls (``controls.control_judges``), sized like the others, and for
     ``mismatched`` the relevance screen (one call per pair; counted for every configuration, though the call cache
@@ -252,12 +261,12 @@ def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None
     configuration whose answers an earlier one of ``total`` makes is priced for its judge calls only)."""
     from inmind_exp.plan.reuse import answers_key
 
-    from inmind_exp.plan.expected import entry, expected, hit_profile
+    from inmind_exp.plan.expected import entry, hit_profile
 
     total = total if total is not None else SweepTotal()
     est = estimate(plan, retry_errors, total.answers)
     cost, unpriced = price(plan, est)
-    exp = expected(plan, est)
+    exp = expected_estimate(plan, est)
     exp_cost, _ = price(plan, exp)
     total.add(est, cost, unpriced, plan.run.latency_s, exp, exp_cost)
     total.rows[plan.name] = entry(exp, exp_cost, est, cost)

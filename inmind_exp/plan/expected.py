@@ -66,10 +66,8 @@ def expected_memory_calls(entry: dict[str, Any] | HitProfile | None, bound_prefi
 
 def expected(plan: Plan, est: dict[str, float]) -> dict[str, float]:
     """``est`` (the bound of ``plan``'s remaining work) with the expected memory calls and tokens in place of the
-    bound's, and the wall time of the expected calls: the prefix's chain, then the lead task's (``run.lead_task``)
-    before its later tasks spread over the slots."""
-    from inmind_exp.plan.estimate import wall_time_s
-
+    bound's, and the chains of the expected calls for its wall time (``estimate.expected_estimate`` sets it): the
+    prefix's, then the lead task's (``run.lead_task``) before its later tasks spread over the slots."""
     out = dict(est)
     profile = hit_profile(plan.system_cls.name)
     fresh = int(est["tasks_to_run"] - est["answers_cached_tasks"])
@@ -88,7 +86,6 @@ def expected(plan: Plan, est: dict[str, float]) -> dict[str, float]:
         others = est["task_chain_calls"] - per_task
         out["task_chain_calls"] = per_task * lead + others + (
             per_task * profile.later_task + others if plan.run.lead_task and fresh > 1 else 0)
-    out["wall_s"] = wall_time_s(out, plan.run.latency_s)
     return out
 
 

@@ -22,8 +22,7 @@ def calibrated(monkeypatch):
 
 
 def test_later_tasks_pay_only_their_share_of_the_bound(tmp_path, calibrated):
-    from inmind_exp.plan.estimate import estimate
-    from inmind_exp.plan.expected import expected
+    from inmind_exp.plan.estimate import estimate, expected_estimate as expected
 
     plan = plan_for(tmp_path, "system=mem0", "embedding=minilm")
     bound = estimate(plan)
@@ -43,8 +42,7 @@ def test_later_tasks_pay_only_their_share_of_the_bound(tmp_path, calibrated):
 
 
 def test_a_system_without_a_profile_is_expected_at_its_bound(tmp_path, calibrated):
-    from inmind_exp.plan.estimate import estimate
-    from inmind_exp.plan.expected import expected
+    from inmind_exp.plan.estimate import estimate, expected_estimate as expected
 
     plan = plan_for(tmp_path, "system=a_mem", "embedding=minilm")
     bound = estimate(plan)
