@@ -295,4 +295,4 @@ def print_sweep_total(total: SweepTotal, out: Any = None) -> None:
         print(total.line(), file=out or sys.stdout, flush=True)
     path = total.write()
     if path is not None:
-        print(f"[dry run] the figures per configuration and in total: {path}", file=out or sys.stdout, flush=True)
+        print(f"[dry run estimate] per configuration and in total: {path}", file=out or sys.stdout, flush=True)
