@@ -36,6 +36,10 @@ class LoadError(ValueError):
     """The source holds nothing usable, or a run reference is unknown or ambiguous."""
 
 
+class NoRecordsError(LoadError):
+    """The configuration runs exist but none holds a finished task (a sweep stopped before its first task ended)."""
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """The coordinates of one configuration, read from its flattened config (MLflow params or config.yaml)."""

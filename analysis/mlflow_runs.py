@@ -13,7 +13,9 @@ from typing import Any
 from inmind_exp import tags as T
 from inmind_exp.official.fidelity import FILE_NAME as FIDELITY_FILE
 
-from analysis.load import LoadError, RunConfig, RunSet, make_runs, read_fidelity, read_records
+from analysis.load import LoadError, NoRecordsError, RunConfig, RunSet, make_runs, read_fidelity, read_records
+
+EMPTY_RECORDS = "records.jsonl is empty"
 
 
 def check_store(tracking_uri: str) -> None:
@@ -90,7 +92,7 @@ def load_experiment(experiment: str, tracking_uri: str, parent_run_id: str | Non
                 continue
             records = read_records(Path(local))
             if not records:
-                skipped.append(f"run {rid} ({run.info.run_name}): records.jsonl is empty")
+                skipped.append(f"run {rid} ({run.info.run_name}): {EMPTY_RECORDS}")
                 continue
             try:
                 fid = read_fidelity(Path(client.download_artifacts(rid, FIDELITY_FILE, str(Path(tmp) / rid))))
@@ -102,8 +104,11 @@ def load_experiment(experiment: str, tracking_uri: str, parent_run_id: str | Non
                               parent_run_id=tags.get(T.PARENT_RUN), status=run.info.status,
                               source=f"mlflow run {rid}", params=params, fidelity=fid))
     if not items:
-        raise LoadError(f"experiment {experiment!r} in {tracking_uri} has no config run with records"
-                        + (f" ({'; '.join(skipped)})" if skipped else ""))
+        # every run there but none with a finished task (stopped before the first ended) is no failure to report
+        empty = bool(runs) and all(s.endswith(EMPTY_RECORDS) for s in skipped)
+        raise (NoRecordsError if empty else LoadError)(
+            f"experiment {experiment!r} in {tracking_uri} has no config run with records"
+            + (f" ({'; '.join(skipped)})" if skipped else ""))
     items = once_per_configuration(items, skipped)
     built = make_runs(items)
     parents = tuple(sorted({r.parent_run_id for r in built if r.parent_run_id}))

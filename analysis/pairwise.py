@@ -75,7 +75,8 @@ def pairwise(runs: Sequence[Run], metric: str = "application") -> list[Table]:
     numeric = pd.DataFrame([{"row_minus_column": lab, **diffs[lab]} for lab in labels])
     mat = Table(f"pairwise_{metric}_matrix",
                 f"{title}: row − column difference in points (Holm-adjusted exact McNemar p; * p<{ALPHA})",
-                numeric, matrix, note=note + f" The CSV holds the differences; p-values are in pairwise_{metric}.csv.")
+                numeric, matrix, note=f"The CSV holds the differences; p-values, intervals and the notes on "
+                f"them are in pairwise_{metric} (the table of all pairs).")
     return [long, mat]
 
 

@@ -11,9 +11,28 @@ ARTIFACT_DIR = "analysis"
 
 
 def publish(runset: RunSet, out: Path | str) -> list[str]:
-    """Log the report directory to every MLflow parent (sweep) run of the run set, under ``analysis/``.
-    Returns the run ids written to (none for a sweep directory or runs without a parent)."""
-    return log_to_parents(runset, Path(out), "inmind.report", "report.html")
+    """Log the report directory to every MLflow parent (sweep) run of the run set, under ``analysis/``, and make
+    each parent's description the verdict lines above the headline (``description``). Returns the run ids written
+    to (none for a sweep directory or runs without a parent)."""
+    ids = log_to_parents(runset, Path(out), "inmind.report", "report.html")
+    if ids:
+        from inmind_exp.tracking import writer as tracking
+
+        client, text = tracking.MlflowClient(tracking_uri=runset.tracking_uri), description(runset)[:5000]
+        for rid in ids:
+            client.set_tag(rid, tracking.DESCRIPTION_TAG, text)
+    return ids
+
+
+def description(runset: RunSet) -> str:
+    """A sweep parent's description in the MLflow UI (Markdown): the verdict lines (``pairwise.verdicts``, as under
+    the end table, without the viewer links, which point into the sweep directory) and the headline table."""
+    from analysis.headline import headline_table
+    from analysis.pairwise import verdict_line, verdicts
+
+    lines = [f"- {verdict_line(v.comparison, v.p, v.pairs)}" for v in verdicts(list(runset.runs))]
+    head = ["**Verdict** (application, paired over the tasks both ran):", "", *lines, ""] if lines else []
+    return "\n".join([*head, headline_table(list(runset.runs)).markdown()])
 
 
 def log_to_parents(runset: RunSet, path: Path, tag: str, tagged: str) -> list[str]:

@@ -5,9 +5,6 @@ run(s) of the sweep as artifacts under ``analysis/``.
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,10 +19,12 @@ from analysis.notices import valid_sizes, warnings
 from analysis.official import paper_table, protocol_table
 from analysis.stats import MIN_CLUSTERS
 from analysis.viewer import VIEWER_FILE
-from analysis.table import Table
+from analysis.table import CLUSTER_NOTE, Table
 from analysis.breakdowns import by_domain, by_embedding, by_injection
 from analysis.tables import judge_self_audit, retrieval_leaders, table1, table2
-from analysis.pairwise import pairwise, Verdict, verdict_line, verdicts, viewer_link
+from analysis.pairwise import pairwise, verdicts
+from analysis.report_html import (METHODS, VERDICT_TITLE, Notes, Section, contents, markdown_note,
+                                  render, shown)
 
 PAIRED_METRICS: tuple[str, ...] = ("application", "target_recall")
 
@@ -42,14 +41,6 @@ class Report:
 
 
 PAPER_TITLE = "The paper's reported figures beside ours"
-
-
-@dataclass(frozen=True)
-class Section:
-    title: str
-    tables: tuple[Table, ...] = ()
-    figures: tuple[str, ...] = ()
-    text: str = ""
 
 
 def build(runset: RunSet, out: Path | str, labels: Path | str | None = None,
@@ -133,7 +124,8 @@ def build(runset: RunSet, out: Path | str, labels: Path | str | None = None,
             rep.files += t.write(out / "tables")
     rep.files += [p for ps in rep.figures.values() for p in ps]
     rep.markdown.write_text(_markdown(runset, sections, rep), encoding="utf-8")
-    rep.html.write_text(_html(runset, sections, rep), encoding="utf-8")
+    rep.html.write_text(render(runset, sections, rep.figures, out, _headline(runset), _methods(runs)),
+                        encoding="utf-8")
     rep.files += [rep.markdown, rep.html]
     return rep
 
@@ -194,6 +186,7 @@ def _methods(runs: list[Run]) -> list[str]:
         "empty extraction ...), and separately those with a fallback while writing the injected exchange; a "
         "system keeps its upstream behaviour but the fault is counted, never hidden.",
         EXCLUSION_NOTE,
+        f"Paired tables: {CLUSTER_NOTE}",
     ]
 
 
@@ -226,24 +219,6 @@ def _headline(runset: RunSet) -> list[str]:
     return lines
 
 
-VERDICT_TITLE = ("Verdict (application, paired over the tasks both ran; Bonett–Price 95% interval; the links open "
-                 "the per-task viewer on the tasks only A, then only B, applied)")
-
-
-def _verdict_html(v: Verdict, viewer: bool) -> str:
-    """A verdict line, its viewer links clickable when the viewer was written beside the report."""
-    text = html.escape(verdict_line(v.comparison, v.p, v.pairs))
-    if not viewer or not v.comparison.a_only + v.comparison.b_only:
-        return text
-    links = [(viewer_link(v.a, v.b, VIEWER_FILE), "A only"), (viewer_link(v.b, v.a, VIEWER_FILE), "B only")]
-    return text + " (" + ", ".join(f"<a href='{html.escape(u)}'>{w}</a>" for u, w in links) + ")"
-
-
-def _shown(paths: list[Path]) -> Path:
-    """The file of a figure a page shows: its PNG, else its first format."""
-    return next((p for p in paths if p.suffix == ".png"), paths[0])
-
-
 def _markdown(runset: RunSet, sections: list[Section], rep: Report) -> str:
     parts = ["# InMind analysis report", ""]
     parts += [f"> **Warning.** {w}\n" for w in warnings(runset)]
@@ -252,79 +227,15 @@ def _markdown(runset: RunSet, sections: list[Section], rep: Report) -> str:
         if any(v.comparison.degenerate for v in lines):
             parts += [FLAG_NOTE, ""]
     parts += [*[f"- {x}" for x in _headline(runset)], ""]
+    parts += ["**Contents**", "", *[f"{i}. [{t}](#{a})" for i, (t, a) in enumerate(contents(sections), 1)], ""]
+    notes = Notes()
     for sec in sections:
         parts += [f"## {sec.title}", ""]
         if sec.text:
             parts += [sec.text, ""]
         for t in sec.tables:
-            notes = t.notes_markdown()
-            parts += [f"**{t.caption}**", "", t.markdown(), ""] + ([notes, ""] if notes else [])
-        parts += [f"![{f}](plots/{_shown(rep.figures[f]).name})" for f in sec.figures] + ([""] if sec.figures else [])
-    parts += ["## Methods", "", *[f"- {x}" for x in _methods(list(runset.runs))], ""]
+            note = markdown_note(t, notes)
+            parts += [f"**{t.caption}**", "", t.markdown(), ""] + ([note, ""] if note else [])
+        parts += [f"![{f}](plots/{shown(rep.figures[f]).name})" for f in sec.figures] + ([""] if sec.figures else [])
+    parts += [f"## {METHODS}", "", *[f"- {x}" for x in _methods(list(runset.runs))], ""]
     return "\n".join(parts)
-
-
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1400px;
-padding:0 1em;color:#222;line-height:1.4}
-h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
-table.t{border-collapse:collapse;font-size:.8em;margin:.6em 0}
-table.t th,table.t td{border:1px solid #ddd;padding:.25em .5em;text-align:center;white-space:nowrap}
-table.t td:first-child,table.t th:first-child{text-align:left}
-table.t tr:nth-child(even){background:#f7f7f7}
-.cap{font-weight:600;margin-top:1.2em}.note{color:#555;font-size:.85em;max-width:1100px}
-.scroll{overflow-x:auto}figure{margin:1em 0}img{max-width:100%;border:1px solid #eee}
-details summary{cursor:pointer;color:#225;margin:.5em 0}
-.warn{background:#fff4e0;border-left:4px solid #e08a00;padding:.5em 1em;margin:.6em 0}
-ul.items{font-size:.85em;color:#333}
-"""
-
-
-def _html_table(t: Table, collapsed: bool = False) -> str:
-    body = t.display.to_html(index=False, escape=True, border=0, classes="t", na_rep="–")
-    inner = (f'<div class="cap">{html.escape(t.caption)}</div><div class="scroll">{body}</div>'
-             + (f'<p class="note">{html.escape(t.note)}</p>' if t.note else "")
-             + ('<ul class="items">' + "".join(f"<li>{html.escape(x)}</li>" for x in t.items) + "</ul>"
-                if t.items else "")
-             + f'<p class="note">Files: tables/{t.name}.csv, .md, .tex</p>')
-    if collapsed:
-        return f"<details><summary>{html.escape(t.caption)}</summary>{inner}</details>"
-    return inner
-
-
-def _html(runset: RunSet, sections: list[Section], rep: Report) -> str:
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>InMind analysis report</title>",
-             f"<style>{_CSS}</style></head><body>", "<h1>InMind analysis report</h1>",
-             f"<p class='note'>Generated {now} from {html.escape(runset.origin)}.</p>"]
-    parts += [f"<div class='warn'><b>Warning.</b> {html.escape(w)}</div>" for w in warnings(runset)]
-    viewer = (rep.out / VIEWER_FILE).is_file()
-    if lines := verdicts(list(runset.runs)):
-        parts.append(f"<p class='cap'>{html.escape(VERDICT_TITLE)}</p><ul class='verdict'>")
-        parts += [f"<li>{_verdict_html(v, viewer)}</li>" for v in lines]
-        parts.append("</ul>")
-        if any(v.comparison.degenerate for v in lines):
-            parts.append(f"<p class='note'>{html.escape(FLAG_NOTE)}</p>")
-    parts.append("<ul>")
-    parts += [f"<li>{html.escape(x)}</li>" for x in _headline(runset)] + ["</ul>"]
-    if viewer:
-        parts.append(f"<p><a href='{VIEWER_FILE}'>Per-task viewer: each task across the configurations</a></p>")
-    for sec in sections:
-        parts.append(f"<h2>{html.escape(sec.title)}</h2>")
-        if sec.text:
-            parts.append(f"<p>{html.escape(sec.text)}</p>")
-        for i, t in enumerate(sec.tables):
-            parts.append(_html_table(t, collapsed=t.name.startswith("pairwise_") and i > 0))
-        for name in sec.figures:
-            shown = _shown(rep.figures[name])
-            mime = "image/png" if shown.suffix == ".png" else "image/svg+xml"
-            b64 = base64.b64encode(shown.read_bytes()).decode("ascii")
-            files = ", ".join(f"plots/{p.name}" for p in rep.figures[name])
-            parts.append(f"<figure><img alt='{html.escape(name)}' src='data:{mime};base64,{b64}'>"
-                         f"<figcaption class='note'>{html.escape(files)}</figcaption></figure>")
-    methods = _methods(list(runset.runs))
-    parts.append("<h2>Methods</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in methods)
-                 + "</ul></body></html>")
-    return "\n".join(parts)
-
-

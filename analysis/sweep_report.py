@@ -30,8 +30,9 @@ def report_sweep(tracking_uri: str, experiment: str, root: Path, parent_key: str
                  formats: tuple[str, ...] = SWEEP_FORMATS) -> Path | None:
     """Build the report of the sweep rooted at ``root`` (its parent run's ``inmind.key`` is ``parent_key``,
     ``sweep:<root>`` when not given) into ``<root>/analysis`` and log it to the sweep's parent run; the report's
-    HTML path, or None when the sweep logged no configuration run (nothing ran); the same tables and intervals as
-    ``python -m analysis report``, its figures drawn in ``formats``."""
+    HTML path, or None when the sweep logged no configuration run or none with a finished task; the same tables
+    and intervals as ``python -m analysis report``, its figures drawn in ``formats``."""
+    from analysis.load import NoRecordsError
     from analysis.mlflow_runs import load_experiment
     from analysis.publish import publish
     from analysis.report import build
@@ -41,7 +42,12 @@ def report_sweep(tracking_uri: str, experiment: str, root: Path, parent_key: str
     parent = tracker.find_run(parent_key or f"sweep:{root}")
     if parent is None:
         return None
-    runset = load_experiment(experiment, tracking_uri, parent_run_id=parent)
+    try:
+        runset = load_experiment(experiment, tracking_uri, parent_run_id=parent)
+    except NoRecordsError:  # stopped (the spend cap, Ctrl-C) before a task ended: nothing to report, nothing failed
+        log.info("[inmind] no analysis report: no task of this sweep has finished yet (a rerun that finishes some "
+                 "writes it)")
+        return None
     out = root / REPORT_DIR
     try:  # first, so that the report links to it
         from analysis.viewer import write_viewer

@@ -126,7 +126,8 @@ def table1(runs: Sequence[Run]) -> Table:
         fault_cols, faults, fact_faults = _fault_cells(run)
         row.update(fault_cols)
         row.update(protocol_cols(run))
-        row.update({"context_tokens": m.context_tokens, "context_items": m.context_items, **m.ran})
+        row.update({"context_tokens": m.context_tokens, "context_items": m.context_items,
+                    "prompt_tokens": m.prompt_tokens, **m.ran})
         data.append(row)
         ctx = _hides_naive(run)
         hidden = hidden or (ctx and any(m.rates[k].n for k in NAIVE_METRICS))

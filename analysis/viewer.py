@@ -108,12 +108,25 @@ def fact_ranks(answer: Answer | None) -> list[int] | None:
     return [i for i, it in enumerate(answer.items, 1) if FACT_TURN_ID in it.sources]
 
 
-def _is_fact_item(it: ContextItem) -> bool:
-    return FACT_TURN_ID in it.sources or FACT_REPLY_TURN_ID in it.sources
+def _from_fact(it: ContextItem) -> bool:
+    """The item's origin includes the fact turn (what provenance recall and the fact's rank count)."""
+    return FACT_TURN_ID in it.sources
+
+
+def _from_reply(it: ContextItem) -> bool:
+    """The item comes from the assistant's reply to the fact and not from the fact turn itself."""
+    return FACT_REPLY_TURN_ID in it.sources and FACT_TURN_ID not in it.sources
+
+
+def _reply_note(answer: Answer) -> str:
+    """" (1 from the assistant's reply: item 3)" when items came from the reply only, else ""."""
+    at = [i for i, it in enumerate(answer.items or (), 1) if _from_reply(it)]
+    return f" ({len(at)} from the assistant's reply: item {', '.join(map(str, at))})" if at else ""
 
 
 def position_text(answer: Answer | None, rank: int | None, retrieval: bool) -> str:
-    """Where the fact sat among the items: "rank 2 of 10" (retrieval) or "position 41 of 80" (controls)."""
+    """Where the fact sat among the items: "rank 2 of 10" (retrieval) or "position 41 of 80" (controls); items from
+    the assistant's reply alone are counted apart, in the same words as the item list's summary (``items_text``)."""
     if answer is None:
         return "no answer"
     ranks = fact_ranks(answer)
@@ -121,11 +134,19 @@ def position_text(answer: Answer | None, rank: int | None, retrieval: bool) -> s
         return "not measured (the system reports no items)"
     n = len(answer.items or ())
     if not ranks:
-        return f"no item from the fact among {n} item(s)"
+        return f"no item from the fact turn among {n} item(s){_reply_note(answer)}"
     word = "rank" if retrieval else "position"
     first = rank if rank is not None else ranks[0]
     more = f" (also {', '.join(map(str, ranks[1:]))})" if len(ranks) > 1 else ""
-    return f"{word} {first} of {n}{more}"
+    return f"{word} {first} of {n}{more}{_reply_note(answer)}"
+
+
+def items_text(answer: Answer) -> str:
+    """The item list's summary: "5 item(s) in the context, 1 from the fact turn" (and the reply's, apart)."""
+    items = answer.items or ()
+    n_fact = sum(1 for it in items if _from_fact(it))
+    return (f"{len(items)} item(s) in the context, {n_fact or 'none'} from the fact turn"
+            + _reply_note(answer).replace(" (", ", ").replace(")", ""))
 
 
 # -- rendering --------------------------------------------------------------------------------------------------
@@ -160,7 +181,7 @@ def _score(v: int | None) -> str:
 def _answer_block(title: str, answer: Answer | None, task: Task | None, rank: int | None, retrieval: bool) -> str:
     if answer is None:
         return f"<div class='answer'><h4>{esc(title)}</h4><p class='muted'>not asked</p></div>"
-    fact_items = [it.text for it in answer.items or () if _is_fact_item(it)]
+    fact_items = [it.text for it in answer.items or () if _from_fact(it) or _from_reply(it)]
     needles = fact_items + ([task.user_message] if task else [])
     msgs = []
     for m in answer.context:
@@ -172,11 +193,11 @@ def _answer_block(title: str, answer: Answer | None, task: Task | None, rank: in
     items = ""
     if answer.items is not None:
         lis = "".join(
-            f"<li class='{'fact' if _is_fact_item(it) else ''}' value='{i}'><span class='kind'>{esc(it.kind)}</span> "
-            f"{esc(it.text)}<span class='src'>{esc(', '.join(it.sources))}</span></li>"
-            for i, it in enumerate(answer.items, 1))
-        items = (f"<details class='items'{' open' if len(answer.items) <= OPEN_ITEMS else ''}><summary>{len(answer.items)} item(s) in the context "
-                 f"({len(fact_items)} from the fact)</summary><ol>{lis}</ol></details>")
+            f"<li class='{'fact' if _from_fact(it) else 'reply' if _from_reply(it) else ''}' value='{i}'>"
+            f"<span class='kind'>{esc(it.kind)}</span> {esc(it.text)}<span class='src'>{esc(', '.join(it.sources))}"
+            "</span></li>" for i, it in enumerate(answer.items, 1))
+        items = (f"<details class='items'{' open' if len(answer.items) <= OPEN_ITEMS else ''}><summary>"
+                 f"{esc(items_text(answer))}</summary><ol>{lis}</ol></details>")
     pos = position_text(answer, rank, retrieval)
     unfold = " open" if sum(len(m.content or "") for m in answer.context) <= OPEN_CONTEXT_CHARS else ""
     return (f"<div class='answer'><h4>{esc(title)}</h4><p class='pos'>Fact in context: <b>{esc(pos)}</b></p>"
@@ -185,23 +206,43 @@ def _answer_block(title: str, answer: Answer | None, task: Task | None, rank: in
             f"{''.join(msgs)}</details></div>")
 
 
+#: every configuration's block has these rows, in this order, each a child of its ``article`` (empty when it has
+#: nothing to show): the columns' rows line up through CSS subgrid (``viewer.css``: ``grid-row: span 5``)
+SLOTS = ("head", "status", "verdicts", "naive", "indirect")
+
+
 def _config_block(k: int, run: Run, rec: TaskRecord | None, task: Task | None) -> str:
-    head = (f"<h3>{esc(run.label)}</h3><p class='muted'>{esc(run.config.system)} · hash "
-            f"{esc(run.config.config_hash[:8])}</p>")
+    slots = dict.fromkeys(SLOTS, "")
+    slots["head"] = (f"<h3>{esc(run.label)}</h3><p class='muted'>{esc(run.config.system)} · hash "
+                     f"{esc(run.config.config_hash[:8])}</p>")
     if rec is None:
-        return f"<article class='config' data-config='{k}'>{head}<p class='muted'>not run on this task</p></article>"
-    parts = [head]
+        slots["status"] = "<p class='muted'>not run on this task</p>"
+        return _article(k, slots)
+    status = []
     if rec.error:
-        parts.append(f"<pre class='err'>{esc(rec.error)}</pre>")
+        status.append(f"<pre class='err'>{esc(rec.error)}</pre>")
     elif rec.failed_verdicts:
-        parts.append(f"<p class='err'>{esc(', '.join(rec.failed_verdicts))} verdict failed: left out of that rate "
-                     "only</p>")
+        status.append(f"<p class='err'>{esc(', '.join(rec.failed_verdicts))} verdict failed: left out of that rate "
+                      "only</p>")
     if rec.fact_write_fault:
-        parts.append("<p class='fwf'>fact-write fault: the system fell back while writing the injected exchange</p>")
+        status.append("<p class='fwf'>fact-write fault: the system fell back while writing the injected exchange</p>")
+    if rec.faults:
+        lis = "".join(f"<li><b>{esc(f.kind)}</b> in {esc(f.where)} ({esc(f.phase or '?')}): {esc(f.detail)}"
+                      + (f" <span class='src'>turns {esc(', '.join(f.turns))}</span>" if f.turns else "") + "</li>"
+                      for f in rec.faults)
+        n_diag = sum(1 for f in rec.faults if f.diagnostic)  # diagnostics are no faults (README: Comparing fairly)
+        n_fault = len(rec.faults) - n_diag
+        summary = ", ".join(x for x in (f"{n_fault} memory fault(s)" if n_fault else "",
+                                        f"{n_diag} diagnostic(s)" if n_diag else "") if x)
+        status.append(f"<details class='faults'{' open' if len(rec.faults) <= 3 else ''}><summary>{summary}</summary>"
+                      f"<ul>{lis}</ul></details>")
+    slots["status"] = "".join(status)
     rows = []
-    for name, judge in JUDGES.items():
+    for name, judge in JUDGES.items():  # every judge's row, asked or not: the columns' tables line up row by row
         v = rec.verdicts.get(name)
         if v is None:
+            rows.append(f"<tr class='verdict' data-judge='{esc(name)}'><td>{esc(judge.label)}</td><td>{_score(None)}"
+                        "</td><td class='muted'>not asked</td></tr>")
             continue
         reason = esc(v.reason) + (f"<br><span class='err'>error: {esc(v.error)}</span>" if v.error else "")
         rows.append(f"<tr class='verdict' data-judge='{esc(name)}'><td>{esc(judge.label)}</td><td>{_score(v.score)}"
@@ -211,21 +252,16 @@ def _config_block(k: int, run: Run, rec: TaskRecord | None, task: Task | None) -
                     f"<td class='muted'>judge-free</td></tr>")
     if disagrees(rec):
         rows.append("<tr><td colspan='3' class='warnrow'>the target-recall judge disagrees with provenance</td></tr>")
-    parts.append(f"<table class='v'><tr><th>metric</th><th>score</th><th>reason</th></tr>{''.join(rows)}</table>")
-    if rec.faults:
-        lis = "".join(f"<li><b>{esc(f.kind)}</b> in {esc(f.where)} ({esc(f.phase or '?')}): {esc(f.detail)}"
-                      + (f" <span class='src'>turns {esc(', '.join(f.turns))}</span>" if f.turns else "") + "</li>"
-                      for f in rec.faults)
-        n_diag = sum(1 for f in rec.faults if f.diagnostic)  # diagnostics are no faults (README: Comparing fairly)
-        n_fault = len(rec.faults) - n_diag
-        summary = ", ".join(x for x in (f"{n_fault} memory fault(s)" if n_fault else "",
-                                        f"{n_diag} diagnostic(s)" if n_diag else "") if x)
-        parts.append(f"<details class='faults'{' open' if len(rec.faults) <= 3 else ''}><summary>{summary}</summary>"
-                     f"<ul>{lis}</ul></details>")
+    slots["verdicts"] = f"<table class='v'><tr><th>metric</th><th>score</th><th>reason</th></tr>{''.join(rows)}</table>"
     retrieval = run.config.is_retrieval
-    parts.append(_answer_block("Naive query", rec.naive, task, rec.naive_fact_rank, retrieval))
-    parts.append(_answer_block("Indirect query", rec.indirect, task, rec.target_fact_rank, retrieval))
-    return f"<article class='config' data-config='{k}'>{''.join(parts)}</article>"
+    slots["naive"] = _answer_block("Naive query", rec.naive, task, rec.naive_fact_rank, retrieval)
+    slots["indirect"] = _answer_block("Indirect query", rec.indirect, task, rec.target_fact_rank, retrieval)
+    return _article(k, slots)
+
+
+def _article(k: int, slots: dict[str, str]) -> str:
+    return (f"<article class='config' data-config='{k}'>"
+            + "".join(f"<div class='slot {name}'>{slots[name]}</div>" for name in SLOTS) + "</article>")
 
 
 def _task_section(i: int, tid: str, task: Task | None, runs: Sequence[Run], cells: list[Cell]) -> str:
@@ -288,8 +324,8 @@ def render(runset: RunSet, tasks: dict[str, Task], problems: Sequence[str] = ())
         "<!doctype html><html><head><meta charset='utf-8'><title>InMind per-task viewer</title>"
         f"<style>{_CSS}</style></head><body>"
         f"<header><h1>InMind per-task viewer</h1><p class='muted'>{len(ids)} tasks × {len(runs)} configuration(s) "
-        f"from {esc(runset.origin)}; generated {now}. Highlighted: the context's items derived from the fact (and "
-        f"the fact's own text).</p>{warn}</header>"
+        f"from {esc(runset.origin)}; generated {now}. Highlighted: the context's items from the fact turn (from the "
+        f"assistant's reply alone, lighter) and the fact's own text.</p>{warn}</header>"
         f"<div id='layout'>{side}<main id='main'><p id='none' hidden>No task matches the filters.</p>"
         f"<div class='pager'><button type='button' id='prev'>← previous</button>"
         f"<button type='button' id='next'>next →</button></div>{sections}</main></div>"

@@ -1,7 +1,10 @@
-"""Screenshots of the MLflow UI for the guide (docs/mlflow.md): run a 3-system sweep against the fake
-OpenAI-compatible server, start ``mlflow ui`` on its SQLite store and photograph the runs list, the chart view, the
-per-task view and the compare view with headless Chromium. The numbers in the pictures come from the fake server
-(deterministic pseudo-random verdicts): they show the layout, not any system's quality.
+"""Screenshots for the guide (docs/mlflow.md, docs/analysis.md), 1400 px wide as a reader's window shows them: run a
+3-system sweep against the fake OpenAI-compatible server, photograph its end screen (the terminal's last lines),
+its ``report.html`` and per-task viewer, then start ``mlflow ui`` on its SQLite store and photograph the runs list,
+the chart view, the per-task view and the compare view with headless Chromium. MLflow's pages are shot as a new user
+gets them, the MLflow Assistant panel that MLflow 3 opens on the right of a fresh browser included (its × closes it;
+the browser remembers). The numbers come from the fake server (deterministic pseudo-random verdicts): they show the
+layout, not any system's quality.
 
     python docs/screenshots.py [--out docs/img] [--keep DIR]
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import html
 import json
 import os
 import shutil
@@ -27,15 +31,19 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from inmind_exp.testing.fake_openai import FakeOpenAI  # noqa: E402
-from inmind_exp.tracking import TASKS_VIEW_KEY, runs_view_url  # noqa: E402
+from inmind_exp.tracking import runs_view_url  # noqa: E402
 from tests.launch_helpers import write_small_data  # noqa: E402
 
 SYSTEMS = ("backbone", "naive_rag", "always_in_state")
 EXPERIMENT = "inmind"
-#: window size per picture: wide enough for Table 1's columns beside the runs; the compare page is tall (its
-#: metric and param tables are below the plots)
-WINDOWS = {"mlflow_runs.png": (2400, 560), "mlflow_charts.png": (2000, 1000), "mlflow_samples.png": (2000, 800),
-           "mlflow_compare.png": (1600, 2000)}
+#: every picture is as wide as a laptop's browser window; the height shows what a reader scrolls to (the compare
+#: page's metric and param tables are below its plots)
+WIDTH = 1400
+WINDOWS = {"mlflow_runs.png": (WIDTH, 600), "mlflow_charts.png": (WIDTH, 1000), "mlflow_samples.png": (WIDTH, 800),
+           "mlflow_compare.png": (WIDTH, 2000), "mlflow_parent.png": (WIDTH, 1700), "end_screen.png": (WIDTH, 900), "report.png": (WIDTH, 1500),
+           "viewer.png": (WIDTH, 1400)}
+#: the end screen starts at the sweep's first headline row's table header
+END_SCREEN_FROM = "| configuration"
 #: Chrome flags for a reproducible, offline, headless capture (no first-run UI, no background network, no GPU).
 CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -55,7 +63,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_sweep(work: Path, base_url: str, n_tasks: int) -> None:
+def run_sweep(work: Path, base_url: str, n_tasks: int) -> str:
+    """Run the sweep in ``work``; its standard output (the end screen; the progress lines are on stderr)."""
     tasks, trace = write_small_data(work / "data", n_tasks=n_tasks, n_sessions=21)
     cmd = [sys.executable, str(REPO / "launch.py"), "-m", f"system={','.join(SYSTEMS)}", "embedding=bm25",
            "llm=vllm", f"llm.base_url={base_url}", "llm.model=Qwen/Qwen2.5-7B-Instruct", f"dataset.path={tasks}",
@@ -67,6 +76,19 @@ def run_sweep(work: Path, base_url: str, n_tasks: int) -> None:
     p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=1200)
     if p.returncode != 0:
         sys.exit(f"sweep failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    (work / "terminal.txt").write_text(p.stdout, encoding="utf-8")
+    return p.stdout
+
+
+def end_screen_page(terminal: str, out: Path) -> Path:
+    """An HTML page showing the terminal's end screen (from the headline table on) as a dark terminal does."""
+    lines = terminal.splitlines()
+    start = next((i for i, x in enumerate(lines) if x.startswith(END_SCREEN_FROM)), max(0, len(lines) - 30))
+    text = "\n".join(lines[max(0, start - 2):])
+    out.write_text("<!doctype html><meta charset='utf-8'><body style='margin:0;background:#1e1e1e'><pre style='"
+                   "color:#ddd;font:13px/1.35 DejaVu Sans Mono,monospace;padding:12px;white-space:pre-wrap'>"
+                   f"{html.escape(text)}</pre></body>", encoding="utf-8")
+    return out
 
 
 def start_ui(work: Path, port: int) -> subprocess.Popen:
@@ -97,7 +119,6 @@ def screenshot(chrome: str, url: str, out: Path, profile: Path, budget_ms: int, 
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0 or not out.is_file():
         sys.exit(f"chromium failed on {url}: {p.stderr[-2000:]}")
-    crop_assistant_panel(out)
     shrink_png(out)
     print(f"[screenshots] {out} <- {url}", flush=True)
 
@@ -109,23 +130,6 @@ def shrink_png(png: Path) -> None:
     with Image.open(png) as im:
         small = im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
     small.save(png, optimize=True)
-
-
-def crop_assistant_panel(png: Path) -> None:
-    """Cut off the right-hand "MLflow Assistant" panel that MLflow 3 opens on a fresh browser profile (its open
-    state lives in the browser's local storage, which a command-line capture cannot set). The panel is separated from
-    the page's white main card by a strip of the light, never white, page background: crop at its first column."""
-    from PIL import Image
-
-    with Image.open(png) as im:
-        rgb = im.convert("RGB")
-    w, h = rgb.size
-    px = rgb.load()
-    for x in range(int(w * 0.55), w - 1):
-        column = [px[x, y] for y in range(80, h - 80, 10)]
-        if all(c != (255, 255, 255) and min(c) > 200 for c in column):
-            rgb.crop((0, 0, x, h)).save(png)
-            return
 
 
 def main() -> int:
@@ -143,6 +147,10 @@ def main() -> int:
     if not (args.keep and (work / "mlflow.db").is_file()):  # --keep DIR with a finished sweep: photograph only
         with FakeOpenAI(rules=[('"score"', fake_verdict)]) as fake:
             run_sweep(work, fake.base_url, args.tasks)
+    report = work / "multirun" / "analysis"
+    local = {"end_screen.png": end_screen_page((work / "terminal.txt").read_text(), work / "end_screen.html").as_uri(),
+             "report.png": (report / "report.html").as_uri(),
+             "viewer.png": (report / "viewer.html").as_uri() + "?task=t001"}
 
     from mlflow.tracking import MlflowClient
 
@@ -150,21 +158,22 @@ def main() -> int:
     exp = client.get_experiment_by_name(EXPERIMENT)
     runs = client.search_runs([exp.experiment_id], filter_string="tags.`inmind.kind` = 'config'")
     run_ids = sorted(r.info.run_id for r in runs)
+    parent = client.search_runs([exp.experiment_id], filter_string="tags.`inmind.kind` = 'sweep'")[0].info.run_id
     port = free_port()
     ui = start_ui(work, port)
-    base = f"http://127.0.0.1:{port}/#/experiments/{exp.experiment_id}"
     view = runs_view_url(f"http://127.0.0.1:{port}", exp.experiment_id)
     pages = {
         "mlflow_runs.png": view,
         "mlflow_charts.png": f"{view}&compareRunsMode=CHART",
-        "mlflow_samples.png": f"{runs_view_url(f'http://127.0.0.1:{port}', exp.experiment_id, TASKS_VIEW_KEY)}"
-                              "&compareRunsMode=ARTIFACT",
+        "mlflow_samples.png": f"{view}&compareRunsMode=ARTIFACT",
+        # the sweep's parent run: its description is the verdict above the headline
+        "mlflow_parent.png": f"http://127.0.0.1:{port}/#/experiments/{exp.experiment_id}/runs/{parent}",
         "mlflow_compare.png": (f"http://127.0.0.1:{port}/#/compare-runs?runs={json.dumps(run_ids)}"
                                f"&experiments={json.dumps([exp.experiment_id])}"),
     }
     try:
         with tempfile.TemporaryDirectory(prefix="inmind-chrome-") as profile:
-            for name, url in pages.items():
+            for name, url in {**local, **pages}.items():
                 screenshot(chrome, url.replace(" ", ""), args.out / name, Path(profile), args.budget_ms, WINDOWS[name])
     finally:
         os.killpg(ui.pid, 15)

@@ -94,7 +94,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from inmind_exp.memory.answering import SHARED
+from inmind_exp.memory.answering import MEMORY_CHARS, SHARED, memory_block
 from inmind_exp.memory import (SYSTEMS, Answer, Answerer, CallProfile, ContextItem, EndpointError, MemorySystem,
                                Message, Recall, Session, Turn, at_least, read_json, turn_pairs, write_json)
 from systems.prompts.a_rag import (CHUNK_IDS_PARAMETER, FORCE_ANSWER_PROMPT, KEYWORD_SEARCH_DESCRIPTION,
@@ -557,7 +557,8 @@ class ARAG(MemorySystem):
         if answerer.mode != "native":
             return super().answer(query, answerer)
         tr = self._run_loop(query, final_call=True)
-        return Answer(tr.text, tr.messages, {**tr.meta, "answer_prompt": NATIVE_ANSWER_VERSION}, items=tr.items)
+        return Answer(tr.text, tr.messages, {**tr.meta, "answer_prompt": NATIVE_ANSWER_VERSION,
+                                             MEMORY_CHARS: len(memory_block("\n\n".join(tr.outputs)))}, items=tr.items)
 
     def recall(self, query: str) -> Recall:
         """The agent loop's retrieval: every tool output that put memory into the context, in order, with its items.

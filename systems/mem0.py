@@ -35,7 +35,9 @@ An ADD or a text-changing UPDATE also keeps as origin the origin of every input 
 its text still states: the facts (origin: the exchange), every memory the call was shown, as it stood before the
 call (so an UPDATE that merges a memory the same call DELETEs carries the deleted memory's origin on); what else
 the call saw is derived. An UPDATE that returns the same text keeps its origin and gains the call's inputs as
-derived. The earlier messages shown as context (``recent_messages``, off by default) are derived only.
+derived. The earlier messages shown as context (``recent_messages``, off by default) are neither origin nor
+derived: out of the union, since with the paper's window of 10 they would put one exchange into the derived turns
+of every memory written over the next five exchanges.
 
 Faults (``MemorySystem.fault``, with the turn ids of the exchange being written): a malformed, off-schema or
 empty extraction or update reply (``malformed_reply`` / ``empty_reply``: upstream logs it and stores nothing), and
@@ -57,7 +59,9 @@ Deliberate deviations:
     trace before the exchange as context only. The paper's asynchronously refreshed conversation summary S is not
     built: neither its prompt nor its refresh schedule is published, and the open-source code has none.
   - The evaluation ran against the hosted platform with LoCoMo-specific ``custom_instructions``, published at
-    ``evaluation/src/memzero/add.py`` lines 16-42 (d85fcda03), written for LoCoMo's two named speakers; we use the open-source library's default at the cited commit, ``USER_MEMORY_EXTRACTION_PROMPT`` (which
+    ``evaluation/src/memzero/add.py`` lines 16-42 (d85fcda03), written for LoCoMo's two named speakers. They are not
+    offered as an ``extraction_prompt``: that file is their only copy, and the platform wraps them in an extraction
+    prompt it does not publish. We use the open-source library's default at the cited commit, ``USER_MEMORY_EXTRACTION_PROMPT`` (which
     upstream describes as the platform's prompt), or the older ``FACT_RETRIEVAL_PROMPT`` with
     ``extraction_prompt: legacy`` (results before version 2 of this module used it).
   - Memory ids are a counter in the state ("m000001"), not uuid4; timestamps are trace dates, not wall-clock
@@ -125,9 +129,10 @@ def normalize_facts(raw: list[Any]) -> list[str]:
 class Mem0(MemorySystem):
     """Extract facts per exchange, reconcile them with similar memories (ADD/UPDATE/DELETE/NONE), retrieve top-k."""
 
-    version = "3"  # 2: upstream's extraction prompt by default (extraction_prompt=user), update message verbatim;
+    version = "4"  # 2: upstream's extraction prompt by default (extraction_prompt=user), update message verbatim;
     # empty extractions are diagnostics, JSON faults through MemorySystem.memory_json (issue 21); 3: provenance by
-    # the one rule (a merge or DELETE transfers origin), recent_messages 0 by default (the cited code)
+    # the one rule (a merge or DELETE transfers origin), recent_messages 0 by default (the cited code); 4: the
+    # context-only messages out of the union
 
     cost = CallProfile(memory_calls_per_user_turn=2.0, prompt_tokens_per_memory_call=1500,
                        answer_calls_per_query=1.0, prompt_tokens_per_answer_call=1400)
@@ -164,7 +169,6 @@ class Mem0(MemorySystem):
         self.memories: dict[str, dict[str, Any]] = {}
         self.counter = 0
         self.recent: list[tuple[str, str]] = []
-        self.recent_turns: list[str] = []  # the turn ids of ``recent``, in order ("" for a message without one)
         self.history: list[dict[str, Any]] = []
         self.n_batches = 0
 
@@ -178,13 +182,9 @@ class Mem0(MemorySystem):
         """``Memory.add(messages, infer=True)`` for one batch dated ``date`` whose messages are the trace turns
         ``turns``; returns the applied events."""
         context = self.recent[-self.recent_messages:] if self.recent_messages > 0 else []
-        # the turns the extraction saw only as context: derived sources of what it writes
-        seen = [t for t in self.recent_turns[-len(context):] if t and t not in turns] if context else []
         facts = self.extract_facts(messages, context, date, turns)
         if self.recent_messages > 0:
             self.recent = (self.recent + list(messages))[-self.recent_messages:]
-            ids = list(turns) if len(turns) == len(messages) else [""] * len(messages)
-            self.recent_turns = (self.recent_turns + ids)[-self.recent_messages:]
         self.n_batches += 1
         if not facts:
             return []
@@ -196,7 +196,7 @@ class Mem0(MemorySystem):
         temp_ids = {str(i): mem_id for i, mem_id in enumerate(candidates)}
         old = [{"id": str(i), "text": text} for i, text in enumerate(candidates.values())]
         actions = self.decide(old, facts, turns)
-        return self.apply(actions, temp_ids, date, turns, seen, facts)
+        return self.apply(actions, temp_ids, date, turns, facts)
 
     def _json_call(self, messages: tuple[Message, ...], validate, where: str, turns: tuple[str, ...]) -> dict | None:
         """One JSON memory call; on a reply that never parses (or is off-schema) record the fault and return None,
@@ -231,15 +231,14 @@ class Mem0(MemorySystem):
         return [] if obj is None else obj["memory"]
 
     def apply(self, actions: list[Any], temp_ids: dict[str, str], date: str, turns: tuple[str, ...] = (),
-              seen: list[str] = (), facts: list[str] = ()) -> list[dict[str, Any]]:
+              facts: list[str] = ()) -> list[dict[str, Any]]:
         """Apply the update call's entries. Provenance by the one rule (``kept_provenance``): the call's inputs
         are the facts (origin: the exchange ``turns``), every memory it was shown as it was before the call (a
         DELETE in the same call thereby transfers the removed memory's origin to an ADD or UPDATE that still
-        states it) and the context-only turns ``seen`` (derived); an ADD is made from the exchange regardless."""
+        states it); an ADD is made from the exchange regardless. Context-only messages are not inputs."""
         inputs = [(m["text"], m.get("sources", ()), m.get("derived", ()))
                   for m in (self.memories.get(i) for i in temp_ids.values()) if m is not None]
         inputs += [(f, turns, ()) for f in facts] or [("", turns, ())]
-        inputs.append(("", (), seen))
         applied: list[dict[str, Any]] = []
         skipped: list[str] = []
         for resp in actions:
@@ -322,7 +321,6 @@ class Mem0(MemorySystem):
             "memories": self.memories,
             "counter": self.counter,
             "recent": [list(m) for m in self.recent],
-            "recent_turns": self.recent_turns,
             "history": self.history,
             "n_batches": self.n_batches,
         })
@@ -335,7 +333,6 @@ class Mem0(MemorySystem):
         self.memories = {k: {**v, "sources": list(v.get("sources", ()))} for k, v in sorted(state["memories"].items())}
         self.counter = int(state["counter"])
         self.recent = [(r, c) for r, c in state["recent"]]
-        self.recent_turns = list(state.get("recent_turns", [""] * len(self.recent)))  # older snapshots: unknown
         self.history = list(state["history"])
         self.n_batches = int(state["n_batches"])
         if sorted(self.index.ids) != sorted(self.memories):

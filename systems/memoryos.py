@@ -41,13 +41,16 @@ mid-term session's summary carries the turns of the evicted batch it summarises 
 its sources). Knowledge entries have as origin the turns of the pages of
 the call that extracted them (the whole batch: the call gives no line-to-page link). Items in the context: every
 short-term pair and the profile (query-independent: ``visible``), each retrieved page and each knowledge entry
-(the top ``top_k_knowledge`` by similarity to the query: retrieved).
+(the top ``top_k_knowledge`` by similarity to the query: retrieved; when that search excluded nothing, every entry
+of the store shown whatever the query, its entries are visible and the recall's meta names the store under
+``knowledge_saturated``).
 
 Faults (``MemorySystem.fault`` with the turns being written): an empty memory reply (``empty_reply``); a
 continuity verdict that is neither true nor false, taken as false (``malformed_reply``); a multi-summary reply with
 no topic, replaced by upstream's general segment (``malformed_reply``); a profile reply under 30 characters or
 "None", which leaves the old profile (``malformed_reply``), and, ours, a profile reply that is a refusal or chat reply
-or no longer states most of the previous profile (``inmind_exp.memory.unusable_state``; the old profile is kept); a knowledge reply with neither section marker, which
+or no longer states most of the previous profile (``inmind_exp.memory.unusable_state``; the old profile is kept),
+and the same for a chain overview (meta info: the previous overview is kept); a knowledge reply with neither section marker, which
 stores nothing (``malformed_reply``); a half pair dropped on eviction (``fallback``). Upstream's behaviour is kept.
 Retrieval counts a visit on each session it returns pages from (heat, LFU counts), and, as upstream's
 ``get_response`` does, the answered Q/A is then written into memory with ``add_memory`` (``write_answers``). Both
@@ -294,8 +297,9 @@ def _top_k_desc(scores: np.ndarray, k: int) -> list[int]:
 class MemoryOS(MemorySystem):
     """Short-term QA queue, heat-ranked mid-term sessions of pages, long-term profile and knowledge (see module doc)."""
 
-    version = "3"  # 2: upstream's memory-call prompts verbatim (were paraphrased); 3: profile, overview and page
-    # provenance by the one rule (kept_provenance); a refusal or a profile dropping most of the old one is a fault
+    version = "4"  # 2: upstream's memory-call prompts verbatim (were paraphrased); 3: profile, overview and page
+    # provenance by the one rule (kept_provenance); a refusal or a profile dropping most of the old one is a fault;
+    # 4: the same check on chain overviews; a saturated knowledge search's entries are visible, not retrieved
 
     embeddings = ("minilm", "emb3")
     # ~250 pairs: each pair past the first 10 is evicted with 3 calls; a session reaches heat 5 about every 4 pages,
@@ -430,9 +434,16 @@ class MemoryOS(MemorySystem):
         return verdict == "true"
 
     def _meta_info(self, last_meta: str | None, page: dict[str, Any]) -> str:
+        """The chain overview rewritten with ``page``'s dialogue; a refusal or chat reply, or one no longer stating
+        most of ``last_meta`` (``unusable_state``), is a ``malformed_reply`` fault and ``last_meta`` stays."""
         dialogue = f"User: {page['user_input']}\nAssistant: {page['agent_response']}"
-        return self._chat(META_INFO_SYSTEM_PROMPT, META_INFO_USER_PROMPT.format(
+        reply = self._chat(META_INFO_SYSTEM_PROMPT, META_INFO_USER_PROMPT.format(
             last_meta=last_meta if last_meta else "None", new_dialogue=dialogue), "meta_info", page.get("sources", []))
+        if reply.strip() and (problem := unusable_state(reply, last_meta or "")):
+            self.fault("malformed_reply", "meta_info", f"{problem}; the previous chain overview is kept: {reply[:200]}",
+                       page.get("sources", []))
+            return last_meta or ""
+        return reply
 
     def _propagate_meta(self, start_id: str, meta: str, meta_sources: list[str], meta_derived: list[str]) -> None:
         """Give a whole chain (linked through pre_page/next_page) the new meta info, breadth first from a page;
@@ -588,9 +599,6 @@ class MemoryOS(MemorySystem):
         profile_reply = self._chat(PROFILE_SYSTEM_PROMPT, PROFILE_USER_PROMPT.format(
             existing_user_profile=existing, conversation=conversation), "profile", turns).strip()
         new_profile = profile_reply or "None"
-        knowledge_reply = self._chat(KNOWLEDGE_SYSTEM_PROMPT, KNOWLEDGE_USER_PROMPT.format(conversation=conversation),
-                                     "knowledge", turns)
-        private, assistant = parse_knowledge(knowledge_reply)
         unusable = unusable_state(new_profile, self.profile if existing == self.profile else "")
         if unusable and new_profile.lower() != "none" and len(new_profile.strip()) >= MIN_PROFILE_CHARS:
             self.fault("malformed_reply", "profile", f"{unusable}; the previous profile is kept: {new_profile[:200]}",
@@ -609,6 +617,9 @@ class MemoryOS(MemorySystem):
         elif profile_reply:  # an empty reply was recorded by _chat
             self.fault("malformed_reply", "profile", f"profile reply under {MIN_PROFILE_CHARS} characters or "
                        f"'None'; the previous profile is kept (upstream): {new_profile[:200]}", turns)
+        knowledge_reply = self._chat(KNOWLEDGE_SYSTEM_PROMPT, KNOWLEDGE_USER_PROMPT.format(conversation=conversation),
+                                     "knowledge", turns)
+        private, assistant = parse_knowledge(knowledge_reply)
         if knowledge_reply.strip() and not any(m in knowledge_reply for m in ("【User Private Data】",
                                                                                 "【Assistant Knowledge】")):
             self.fault("malformed_reply", "knowledge", "neither section marker in the reply; nothing stored "
@@ -674,21 +685,24 @@ class MemoryOS(MemorySystem):
                     pages.append(m["page"])
         return [pages[i] for _, _, i in sorted(heap, key=lambda x: x[0], reverse=True)]
 
-    def _search_knowledge(self, store: list[dict[str, Any]], qvec: np.ndarray) -> list[dict[str, Any]]:
+    def _search_knowledge(self, store: list[dict[str, Any]], qvec: np.ndarray) -> tuple[list[dict[str, Any]], bool]:
+        """The top ``top_k_knowledge`` entries at or above ``knowledge_threshold``, best first, and whether the
+        search was saturated (it excluded nothing: every entry is shown, whatever the query)."""
         if not store:
-            return []
+            return [], False
         sims = np.stack([self.vectors[f"k:{e['id']}"] for e in store]) @ qvec
         hits = [i for i in _top_k_desc(sims, min(self.top_k_knowledge, len(store)))
                 if float(sims[i]) >= self.knowledge_threshold]
-        return [store[i] for i in sorted(hits, key=lambda i: float(sims[i]), reverse=True)]
+        return [store[i] for i in sorted(hits, key=lambda i: float(sims[i]), reverse=True)], len(hits) == len(store)
 
     def _blocks(self, query: str) -> tuple[dict[str, str], tuple[ContextItem, ...], dict[str, Any]]:
         """Retrieve (counting visits) and render upstream's blocks: the short-term history, the retrieved pages,
         the profile with the user knowledge, the assistant knowledge; with the items in them and retrieval stats."""
         qvec = self._embed(query)
         pages = self._retrieve_pages(qvec)
-        user_kn = self._search_knowledge(self.user_knowledge, qvec)
-        asst_kn = self._search_knowledge(self.assistant_knowledge, qvec)
+        # a saturated search (every entry shown) is no retrieval: its items are visible, as the profile
+        user_kn, user_all = self._search_knowledge(self.user_knowledge, qvec)
+        asst_kn, asst_all = self._search_knowledge(self.assistant_knowledge, qvec)
         items: list[ContextItem] = []
 
         history = [f"User: {qa['user_input']}\nAssistant: {qa['agent_response']} (Time: {qa['timestamp']})"
@@ -710,9 +724,10 @@ class MemoryOS(MemorySystem):
         if user_kn:
             lines = [f"- {e['knowledge']} (Recorded: {e['timestamp']})\n" for e in user_kn]
             user_kn_text = "\n【Relevant User Knowledge Entries】\n" + "".join(lines)
-            items += [ContextItem("user_knowledge", ln.strip(), tuple(e.get("sources", ()))) for ln, e in zip(lines, user_kn)]
+            items += [ContextItem("user_knowledge", ln.strip(), tuple(e.get("sources", ())), visible=user_all)
+                      for ln, e in zip(lines, user_kn)]
         asst_lines = [f"- {e['knowledge']} (Recorded: {e['timestamp']})\n" for e in asst_kn]
-        items += [ContextItem("assistant_knowledge", ln.strip(), tuple(e.get("sources", ())))
+        items += [ContextItem("assistant_knowledge", ln.strip(), tuple(e.get("sources", ())), visible=asst_all)
                   for ln, e in zip(asst_lines, asst_kn)]
         blocks = {
             "history_text": "\n".join(history),
@@ -723,6 +738,7 @@ class MemoryOS(MemorySystem):
         }
         stats = {"short_term": len(self.short_term), "pages": [p["page_id"] for p in pages],
                  "user_knowledge": len(user_kn), "assistant_knowledge": len(asst_kn),
+                 "knowledge_saturated": [k for k, full in (("user", user_all), ("assistant", asst_all)) if full],
                  "mid_term_sessions": len(self.sessions), "has_profile": self.profile is not None}
         return blocks, tuple(items), stats
 

@@ -33,15 +33,18 @@ answerer's defaults; ``native`` uses upstream's ``ANSWER_PROMPT`` of evaluation/
 word for word (dedented; its LoCoMo "two speakers" wording and "less than 5-8 words" limit included), as one user
 message at temperature 0 with upstream's 64-token cap. ``Answer.meta['answer_prompt']`` names the prompt used.
 
-Provenance: every buffered message keeps its turn id; an episode carries the ids of its messages, a fact those of
-its episode, a theme summary the union of the sources of the facts in the call that wrote it (``summary_sources``;
-themes only reach the gate, not the answerer). ``recall`` items are the facts, the episodes and the raw messages
-shown. Snapshots keep all of it; older snapshots load with empty sources.
+Provenance, by the one rule (``inmind_exp.memory.kept_provenance``): every buffered message keeps its turn id; an
+episode's origin is the turns of the messages its content still states, a fact's the turns of its episode's messages
+it states, a theme summary's the origin of the facts it states (``summary_sources``; themes only reach the gate, not
+the answerer); every other message or fact the call saw is derived. ``recall`` items are the facts, the episodes and
+the raw messages shown. Snapshots keep all of it; older snapshots load with empty sources.
 
 Faults (``MemorySystem.fault``, with the turn ids being written): a boundary reply that is not JSON or lacks
 ``should_end`` (no boundary, upstream's default), an episode reply that is not JSON or lacks title/content
 (upstream's fallback episode) or has an unparsable timestamp, a fact reply that is not JSON or lacks a
-``statements`` list (no facts from that episode, as upstream), an empty prediction or theme summary; a logprob
+``statements`` list (no facts from that episode, as upstream), an empty prediction or theme summary, a refusal or
+chat reply as a prediction (``malformed_reply``; extracted against no prediction) or as a theme summary
+(``malformed_reply``; the previous summary is kept, ``inmind_exp.memory.unusable_state``); a logprob
 gate without logprobs is the diagnostic ``logprobs_unavailable`` (what ran: ``gate_ran``). An empty ``statements`` list is a legitimate answer ("return an
 empty list if there is none"): an ``empty_extraction`` diagnostic, not a fault, as in every system. Every memory
 call declares the turns it writes (``MemorySystem.writing``): the buffered messages for a boundary or an episode,
@@ -90,7 +93,8 @@ from typing import Any
 import numpy as np
 
 from inmind_exp.memory import (SYSTEMS, Answer, CallProfile, ContextItem, MemorySystem, Message, Range, Recall,
-                               Session, at_least, read_json, similarity, unit, write_json)
+                               Session, at_least, kept_provenance, read_json, similarity, unit, unusable_state,
+                               write_json)
 from systems.prompts.xmemory import (ANSWER_PROMPT, BOUNDARY_PROMPT, COLD_START_PROMPT, COMPARISON_PROMPT,
                                      EPISODE_PROMPT, GATE_PROMPT, NO_KNOWLEDGE_PREDICTION, PREDICTION_PROMPT,
                                      PROMPTS_VERSION, THEME_PROMPT)
@@ -214,14 +218,30 @@ class Params:
     gate_role: str = "answerer"  # the reader whose uncertainty the gate measures
 
 
+def _message_inputs(msgs: list[dict[str, str]]) -> list[tuple[str, list[str], list[str]]]:
+    """The buffered messages as inputs of the one rule (``kept_provenance``): each its text and its turn."""
+    return [(m["content"], [m["id"]] if m.get("id") else [], []) for m in msgs]
+
+
+def _provenance(item: dict[str, Any]) -> list[str]:
+    """An episode's or fact's origin and derived turns (its union), origin first."""
+    return [*item.get("sources", ()), *item.get("derived", ())]
+
+
+def _episode_turns(ep: dict[str, Any]) -> list[str]:
+    """The turns an episode was written from (every buffered message, whatever its text states)."""
+    return [m["id"] for m in ep.get("messages", []) if m.get("id")] or list(ep.get("sources", []))
+
+
 @SYSTEMS.register("xmemory")
 class XMemory(MemorySystem):
     # ~1.8 boundary calls per exchange + ~0.3 episodes (1 episode call + 1-2 fact calls) per exchange; ~4 theme
     # summaries per session; the tail flush once per task (counted here per query: ~3 calls on the memory role),
     # the answer plus ~4 gate probes (base + early-stopped episode probes) on the answerer.
     # version 2: upstream's boundary, episode, prediction and extraction prompts verbatim (were paraphrased);
-    version = "3"  # empty extractions are diagnostics, JSON faults through MemorySystem.memory_json (issue 21);
-    # 3: the tail flushed once at the end of ingestion; gate_ran=False on the baseline path
+    version = "4"  # empty extractions are diagnostics, JSON faults through MemorySystem.memory_json (issue 21);
+    # 3: the tail flushed once at the end of ingestion; gate_ran=False on the baseline path; 4: episodes, facts and
+    # theme summaries by the one rule (kept_provenance); a refused theme summary or prediction is a fault
     cost = CallProfile(memory_calls_per_user_turn=2.6, memory_calls_per_session=4.0, memory_calls_per_query=2.0,
                        answer_calls_per_query=5.0, prompt_tokens_per_memory_call=2000,
                        prompt_tokens_per_answer_call=2500)
@@ -332,7 +352,8 @@ class XMemory(MemorySystem):
                         if len(msgs) > 1 else []),
                   ]), "timestamp": earliest}
         eid = st.new_id("episode")
-        st.episodes[eid] = {**ep, "reason": reason, "messages": msgs, "sources": turns}
+        origin, derived = kept_provenance(ep["content"], _message_inputs(msgs))
+        st.episodes[eid] = {**ep, "reason": reason, "messages": msgs, "sources": origin, "derived": derived}
         st.ep_vec[eid] = self.encoder.encode([ep["content"]])[0]
         self._extract_semantics(st, eid)
 
@@ -357,18 +378,22 @@ class XMemory(MemorySystem):
             known = [st.semantics[ids[j]]["content"] for j in order
                      if 2.0 * cos[j] - 1.0 >= self.p.statement_similarity_threshold]  # chroma: 1 - squared L2
             if known:
-                with self.writing(list(ep.get("sources", []))):
+                with self.writing(_episode_turns(ep)):
                     prediction = self.llm.memory.chat([Message("user", PREDICTION_PROMPT.format(
                         title=ep["title"], statements="\n".join(f"- {s}" for s in known)))], temperature=0.3).text
                 if not prediction.strip():
                     self.fault("empty_reply", "prediction", "empty prediction; the gap is extracted against it",
-                               list(ep.get("sources", [])))
+                               _episode_turns(ep))
+                elif problem := unusable_state(prediction, ""):
+                    self.fault("malformed_reply", "prediction", f"{problem}; extracted against no prediction",
+                               _episode_turns(ep))
+                    prediction = NO_KNOWLEDGE_PREDICTION.format(title=ep["title"])
             else:
                 prediction = NO_KNOWLEDGE_PREDICTION.format(title=ep["title"])
             lines = "\n".join(f"Message {i} [{m['timestamp']}] - {m['role']}: {m['content']}"
                               for i, m in enumerate(ep["messages"], 1))
             prompt = COMPARISON_PROMPT.format(messages=lines, prediction=prediction)
-        turns = list(ep.get("sources", []))
+        turns = _episode_turns(ep)
         reply = self.memory_json([Message("user", prompt)], "facts", turns, temperature=0.2, attempts=5,
                                  fallback="no facts from this episode (upstream)")
         obj = reply or {"statements": []}
@@ -385,8 +410,9 @@ class XMemory(MemorySystem):
         new = []
         for text, v in zip(statements, vecs):
             sid = st.new_id("semantic")
+            origin, derived = kept_provenance(text, _message_inputs(ep["messages"]))
             st.semantics[sid] = {"content": text, "created_at": ep["timestamp"], "source_episodes": [eid],
-                                 "sources": turns}
+                                 "sources": origin, "derived": derived}
             st.sem_vec[sid] = v
             st.pending.append(sid)
             new.append(sid)
@@ -407,14 +433,24 @@ class XMemory(MemorySystem):
         facts = "\n".join(f"- {st.semantics[s]['content']}" for s in t["semantic_ids"])
         # the summary derives from exactly the facts in this call's prompt; a cut reply is charged to their turns
         # (earlier sessions' episodes as a rule), not to the session being read when the theme is resummarised
-        sources = sorted({x for s in t["semantic_ids"] for x in st.semantics[s].get("sources", [])})
+        sources = sorted({x for s in t["semantic_ids"] for x in _provenance(st.semantics[s])})
         with self.writing(sources):
             comp = self.llm.memory.chat([Message("user", THEME_PROMPT.format(facts=facts))], temperature=0.0,
                                         max_tokens=self._cap(self.llm.memory, self.p.theme_summary_max_tokens))
         summary = comp.text.strip()
         if not summary:
             self.fault("empty_reply", "theme_summary", f"empty summary of theme {tid}; kept empty (upstream)", sources)
-        t["summary"], t["summarised"], t["summary_sources"] = summary, list(t["semantic_ids"]), sources
+        elif problem := unusable_state(summary, ""):
+            self.fault("malformed_reply", "theme_summary", f"{problem}; the previous summary of {tid} is kept",
+                       sources)
+            if tid not in st.theme_emb:  # a new theme keeps an embedding, of its (empty) previous summary
+                st.theme_emb[tid] = self.encoder.encode([t["summary"]])[0]
+            return
+        origin, derived = kept_provenance(summary, [
+            (st.semantics[s]["content"], st.semantics[s].get("sources", ()), st.semantics[s].get("derived", ()))
+            for s in t["semantic_ids"]])
+        t["summary"], t["summarised"], t["summary_sources"] = summary, list(t["semantic_ids"]), origin
+        t["summary_derived"] = derived
         st.theme_emb[tid] = self.encoder.encode([summary])[0]
 
     def _new_theme(self, st: _State, members: list[str]) -> str:
@@ -823,12 +859,14 @@ class XMemory(MemorySystem):
         for s in sems:
             line = f"- [{st.semantics[s]['created_at']}] {st.semantics[s]['content']}"
             sem_lines.append(line)
-            items.append(ContextItem("fact", line, tuple(st.semantics[s].get("sources", ()))))
+            items.append(ContextItem("fact", line, tuple(st.semantics[s].get("sources", ())),
+                                     tuple(st.semantics[s].get("derived", ()))))
         ep_lines, shown = [], 0
         for e in eps:
             line = f"- [{st.episodes[e]['timestamp']}] {st.episodes[e]['content']}"
             ep_lines.append(line)
-            items.append(ContextItem("episode", line, tuple(st.episodes[e].get("sources", ()))))
+            items.append(ContextItem("episode", line, tuple(st.episodes[e].get("sources", ())),
+                                     tuple(st.episodes[e].get("derived", ()))))
             if e in expand and shown < self.p.include_original_messages_top_k:
                 ep_lines.append("    Original Messages:")
                 for m in st.episodes[e]["messages"]:

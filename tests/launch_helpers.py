@@ -76,6 +76,19 @@ def mlflow_runs(tmp: Path, experiment: str = "test") -> list:
     return client.search_runs([exp.experiment_id]) if exp else []
 
 
+def every_metric(tmp: Path, run) -> dict[str, float]:
+    """Every metric value of a configuration run: its ``metrics.json`` artifact (MLflow charts only the rates,
+    counts, time and cost; ``inmind_exp.tracking.records_table.logged_metric``)."""
+    import json
+    import tempfile
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}")
+    with tempfile.TemporaryDirectory() as d:
+        return json.loads(Path(client.download_artifacts(run.info.run_id, "metrics.json", d)).read_text())
+
+
 def expand_overrides(overrides: list[str], params: dict | None = None) -> list[list[str]]:
     """The override list of every job of a sweep, in Hydra's launch order (its basic sweeper's expansion: sweeper
     ``params`` first, then the command line; a later override of a key replaces an earlier one in place)."""

@@ -56,6 +56,7 @@ SKIP: tuple[tuple[str, str], ...] = (
     ("pip install", "installs the package; the test runs in the installed environment"),
     ("-m pytest", "runs the test suite, which contains this test"),
     ("mlflow ui", "a long-running web server (docs/screenshots.py starts and photographs it)"),
+    ("inmind_exp.testing.fake_openai", "starts the fake server until stopped; the test points every command at its own"),
     ("export OPENAI_API_KEY", "sets the API key; the test gives the fake server a fake OPENAI_API_KEY itself"),
     ("ray start", "starts a Ray node on this machine; tests/exec/test_cluster.py starts its own two-node cluster"),
     ("ray job submit", "needs a running Ray cluster with its job API; tests/exec/test_cluster.py runs launch.py on one"),
@@ -148,10 +149,11 @@ class Workspace:
         """The fake endpoint and the tiny data; a command on the official release keeps the release's data (from
         ``$INMIND_RELEASE``: skipped without it, failed under CI)."""
         data = [f"dataset.path={self.tasks}", f"trace.path={self.trace}"]
-        if "dataset=official" in argv or "trace=official" in argv:
+        preset = any(a.startswith("+preset=") for a in argv)  # every preset runs on the official release
+        if preset or "dataset=official" in argv or "trace=official" in argv:
             from tests.conftest import require_release
 
-            data = [d for d, group in zip(data, ("dataset", "trace")) if f"{group}=official" not in argv]
+            data = [d for d, group in zip(data, ("dataset", "trace")) if not preset and f"{group}=official" not in argv]
             data.append(f"dataset.release_dir={require_release().root}")
         return ["llm.provider=openai", f"llm.base_url={self.fake.base_url}", *data, "dataset.limit=1", "dataset.sample=null",
                 "cluster.workers=1", "cluster.num_cpus=2", "llm.max_attempts=2", "llm.backoff_initial_s=0.01",

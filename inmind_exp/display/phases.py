@@ -110,21 +110,47 @@ class PhaseReporter:
         self._send("spent", role, usage)
 
 
-_POSITION = re.compile(r"^(.*?)\s*(\d+/\d+)$")
+_POSITION = re.compile(r"^(.*?)\s*(\d+)/(\d+)$")
 
 
 def summarize_phases(phases: Iterable[str]) -> str:
-    """``['ingesting 31/47', 'ingesting 12/47', 'judging']`` -> ``'2 ingesting 12/47 31/47, 1 judging'``."""
+    """``['ingesting 31/47', 'ingesting 12/47', 'judging']`` -> ``'2 ingesting (12–31/47), 1 judging'``: a count
+    and the span of positions per phase, so a line stays short however many tasks run."""
     counts: dict[str, int] = {}
-    positions: dict[str, list[str]] = {}
+    positions: dict[str, list[tuple[int, int]]] = {}
     for p in phases:
         m = _POSITION.match(p)
         kind = m.group(1) if m else p
         counts[kind] = counts.get(kind, 0) + 1
         if m:
-            positions.setdefault(kind, []).append(m.group(2))
+            positions.setdefault(kind, []).append((int(m.group(2)), int(m.group(3))))
     parts = []
     for kind, n in counts.items():
-        shown = " ".join(sorted(positions.get(kind, []), key=lambda s: int(s.split("/")[0])))
-        parts.append(f"{n} {kind}" + (f" {shown}" if shown else ""))
+        at = positions.get(kind)
+        if at:
+            lo, hi, of = min(i for i, _ in at), max(i for i, _ in at), max(t for _, t in at)
+            kind += f" ({lo}/{of})" if lo == hi else f" ({lo}–{hi}/{of})"
+        parts.append(f"{n} {kind}")
     return ", ".join(parts)
+
+
+#: how far through a task each phase is (``task_fraction``): ingesting the rest of the trace is most of a task
+_AFTER_INGEST = {"answering naive": 0.88, "answering indirect": 0.92, "judging": 0.96}
+_INGEST_SHARE = 0.85
+
+
+def task_fraction(phase: str, ingest_from: int = 0) -> float:
+    """The share of a task done at ``phase``: ``ingesting i/n`` is ``(i - ingest_from) / (n - ingest_from)`` of the
+    ingestion (``ingest_from``: the sessions of the prefix, not the task's); an unknown phase counts as not
+    started."""
+    m = _POSITION.match(phase)
+    if m and m.group(1) == "ingesting":
+        i, n = int(m.group(2)), int(m.group(3))
+        return _INGEST_SHARE * max(0, i - ingest_from) / max(1, n - ingest_from)
+    return next((f for k, f in _AFTER_INGEST.items() if phase.startswith(k)), 0.0)
+
+
+def ingest_start(phases: Iterable[str]) -> int | None:
+    """The lowest ``ingesting i/n`` position among ``phases`` less one (where a task's ingestion starts), or None."""
+    at = [int(m.group(2)) for p in phases if (m := _POSITION.match(p)) and m.group(1) == "ingesting"]
+    return min(at) - 1 if at else None

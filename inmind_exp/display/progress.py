@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from inmind_exp.display.phases import summarize_phases
+from inmind_exp.display.phases import ingest_start, summarize_phases, task_fraction
 from inmind_exp.records import TaskRecord, Usage
 
 log = logging.getLogger(__name__)
@@ -62,8 +62,21 @@ class Spend:
 
     def text(self) -> str:
         cost = f", ${self.cost_usd:.4f}" if self.cost_usd is not None else ""
-        return (f"{self.paid_calls} paid calls, {self.cached_calls} cached, {self.paid_tokens / 1000:.1f}k tokens "
-                f"paid{cost}")
+        return f"{self.calls()}{cost}"
+
+    def calls(self) -> str:
+        return f"{self.paid_calls} paid calls, {self.cached_calls} cached, {self.paid_tokens / 1000:.1f}k tokens paid"
+
+    def dollars(self) -> str:
+        """``$0.0123``, or ``$ unpriced`` when some paid model has no price."""
+        return f"${self.cost_usd:.4f}" if self.cost_usd is not None else "$ unpriced"
+
+
+def figures(done: int, total: int, eta: float | None, spend: Spend, at_least: bool = False) -> str:
+    """What a progress line leads with (a terminal cuts a long line's end): ``3/10 tasks · ETA 1m20s · $0.0123``
+    (``ETA ≥1m20s`` when ``at_least``: part of the work has no estimate yet)."""
+    left = f"{'≥' if at_least else ''}{duration(eta)}" if eta is not None else "—"
+    return f"{done}/{total} tasks · ETA {left} · {spend.dollars()}"
 
 
 class PlanProgress:
@@ -91,6 +104,12 @@ class PlanProgress:
         self.live_usage: dict[str, Usage] | None = None
         #: why not every planned task finished, once the driver knows (``tags.CAPPED``, ...): the closing line says so
         self.incomplete: str | None = None
+        #: the share of a task the running tasks have done, from their phases (``phases.task_fraction``) at the
+        #: last display, and the first session their ingestion starts at
+        self.running_work = 0.0
+        self.ingest_from: int | None = getattr(plan, "session_index", None)
+        #: the last display that saw no task running: a task first seen had started since then
+        self._idle_at = self.started
 
     def add(self, rec: TaskRecord) -> None:
         with self._lock:
@@ -110,8 +129,17 @@ class PlanProgress:
 
     def __call__(self, running: list[str], idle: str = "queued") -> None:
         """The executor's periodic call: log the line."""
-        if self.running_since is None and any(not p.startswith("prefix") for p in running):
-            self.running_since = time.perf_counter()
+        tasks = [p for p in running if not p.startswith("prefix")]
+        if self.running_since is None:
+            if tasks:  # they began after the last display that saw none (not now: they may be well on)
+                self.running_since = self._idle_at
+            else:
+                self._idle_at = time.perf_counter()
+        start = ingest_start(tasks)
+        with self._lock:
+            if start is not None:
+                self.ingest_from = start if self.ingest_from is None else min(self.ingest_from, start)
+            self.running_work = sum(task_fraction(p, self.ingest_from or 0) for p in tasks)
         log.info(self.line(running, idle))
 
     @property
@@ -152,26 +180,28 @@ class PlanProgress:
         return seen if more else recorded
 
     def rate(self, now: float | None = None) -> float | None:
-        """Tasks finished per second since this run's tasks began running; None before one has finished."""
+        """Tasks done per second since this run's tasks began running, the running tasks' phases counting as the
+        share of a task they have done (tasks that all finish together still give a rate); None before any work."""
         with self._lock:
-            finished, since = len(self.new), self.running_since
-        if not finished or since is None:
-            return None
-        return finished / max(1e-6, (now or time.perf_counter()) - since)
+            work, since = len(self.new) + self.running_work, self.running_since
+        elapsed = (now or time.perf_counter()) - since if since is not None else 0.0
+        return work / elapsed if work > 0 and elapsed >= 1.0 else None
 
     def eta(self, now: float | None = None) -> float | None:
-        """Seconds left at this configuration's completion rate (``rate``); None before a task has finished."""
+        """Seconds left at this configuration's rate (``rate``); None before any work was seen."""
         rate = self.rate(now)
-        return None if rate is None else max(0, self.total - self.done) / rate
+        with self._lock:
+            left = max(0.0, self.total - self.done - self.running_work)
+        return None if rate is None else left / rate
 
     def line(self, running: Sequence[str], idle: str = "queued") -> str:
-        """The periodic line: tasks, errors, what the running units are doing (``idle`` when none), elapsed, ETA,
-        spend."""
-        eta = self.eta()
+        """The periodic line, figures first (done/total · ETA · $), then errors, what the running units are doing
+        (``idle`` when none), elapsed and calls."""
         doing = summarize_phases(running) if running else idle
-        return (f"[progress] {self.plan.name}: {self.done}/{self.total} tasks ({self.errors} errors"
-                f"{self.retried()}); running: {doing}; {duration(time.perf_counter() - self.started)} elapsed, "
-                f"ETA {duration(eta) if eta is not None else '—'}; {self.spend().text()}")
+        errors = f"{self.errors} errors{self.retried()} · " if self.errors or self.retried() else ""
+        spend = self.spend()
+        return (f"[progress] {self.plan.name}: {figures(self.done, self.total, self.eta(), spend)} · {errors}"
+                f"running: {doing} · {duration(time.perf_counter() - self.started)} elapsed · {spend.calls()}")
 
     def summary(self) -> str:
         """The closing line of a configuration: totals of this run and the tasks an earlier run had finished."""
@@ -220,21 +250,28 @@ class SweepProgress:
                 sum(p.errors for p in plans))
 
     def eta(self, now: float | None = None) -> float | None:
-        """Seconds left for every task of the sweep at the sum of its configurations' completion rates (they share
-        one pool); None before any configuration has a rate."""
+        """Seconds until the last configuration is done: the maximum of the unfinished configurations' ETAs (they
+        run side by side); None while no unfinished one has an ETA."""
         with self._lock:
             plans = list(self.plans)
-        rates = [r for r in (p.rate(now) for p in plans) if r]
-        done, total, _, _ = self._tasks()
-        return None if not rates else max(0, total - done) / sum(rates)
+        left = [e for p in plans if p.done < p.total and (e := p.eta(now)) is not None]
+        return max(left) if left else (0.0 if plans and all(p.done >= p.total for p in plans) else None)
+
+    def eta_is_partial(self, now: float | None = None) -> bool:
+        """Whether some unfinished configuration (a queued one, one still building its prefix) has no ETA yet, or
+        not every configuration has started: the sweep's ETA is then a lower bound."""
+        with self._lock:
+            plans = list(self.plans)
+        return len(plans) < self.n or any(p.done < p.total and p.eta(now) is None for p in plans)
 
     def line(self) -> str:
         done, total, new, errors = self._tasks()
         elapsed = time.perf_counter() - self.started
-        left = self.eta()
-        eta = f"ETA {duration(left)}" if left is not None else "ETA —"
-        return (f"[progress] sweep: configuration {self.finished} of {self.n} done, {done}/{total} tasks "
-                f"({errors} errors); {duration(elapsed)} elapsed, {eta}; {self.spend().text()}")
+        spend = self.spend()
+        errs = f" · {errors} errors" if errors else ""
+        return (f"[progress] sweep: {figures(done, total, self.eta(), spend, self.eta_is_partial())} · "
+                f"{self.finished} of {self.n} "
+                f"configurations done{errs} · {duration(elapsed)} elapsed · {spend.calls()}")
 
     def spend(self) -> Spend:
         with self._lock:

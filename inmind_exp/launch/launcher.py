@@ -63,7 +63,7 @@ class InmindLauncher(Launcher):
         jobs: list[Job] = []
         for i, (cfg, overrides) in enumerate(zip(configs, job_overrides)):
             idx, shown = initial_job_idx + i, " ".join(filter_overrides(overrides))
-            log.info(f"\t#{idx} : {shown}")
+            log.debug(f"\t#{idx} : {shown}")  # the configurations are named by their own lines next
             with open_dict(cfg):
                 cfg.hydra.job.id = idx
                 cfg.hydra.job.num = idx

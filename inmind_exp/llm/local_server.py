@@ -209,7 +209,7 @@ def start_local_server(
         try:
             with urllib.request.urlopen(f"{server.base_url}/models", timeout=2) as r:
                 if r.status == 200:
-                    log.info("local LLM ready at %s (%s)", server.base_url, path.name)
+                    log.debug("local LLM ready at %s (%s)", server.base_url, path.name)  # the driver says it once
                     return server
         except OSError:
             time.sleep(0.5)

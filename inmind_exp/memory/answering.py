@@ -15,7 +15,7 @@ paper and the leaderboard. The substituted block is recorded as ``Answer.visible
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from inmind_exp.records import Answer, ContextItem, Message
@@ -62,6 +62,9 @@ SHARED_ANSWER_SYSTEM = (
 EMPTY_MEMORY = "(nothing retrieved)"
 PAPER_ANSWER_VERSION = "paper-answer-v1"
 PAPER_PLACEHOLDER = "{context}"
+#: ``Answer.meta`` key: the characters of the memory block the answerer was shown (``memory_block`` of the recall),
+#: whatever prompt surrounds it; the protocol's ``context_tokens`` counts it
+MEMORY_CHARS = "memory_chars"
 
 
 @dataclass(frozen=True)
@@ -141,10 +144,12 @@ class Answerer:
         backbone) is its own prompt in ``shared`` mode too: its context is the conversation holding the fact."""
         recall = system.recall(query)
         if self.paper is not None and self.mode == "paper":
-            return paper_answer(system.llm.answerer, query, recall, self.paper)
-        if self.mode == "native" or system.control == "in_context":
-            return system.native_answer(query, recall)
-        return shared_answer(system.llm.answerer, query, recall)
+            answer = paper_answer(system.llm.answerer, query, recall, self.paper)
+        elif self.mode == "native" or system.control == "in_context":
+            answer = system.native_answer(query, recall)
+        else:
+            answer = shared_answer(system.llm.answerer, query, recall)
+        return replace(answer, meta={**answer.meta, MEMORY_CHARS: len(memory_block(recall.text))})
 
 
 #: the default answerer: the shared prompt

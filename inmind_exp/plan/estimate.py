@@ -185,15 +185,20 @@ class SweepTotal:
         self.exp_cost: float | None = 0.0
         self.unpriced: set[str] = set()
         #: ``estimate.json``'s lines by configuration, and where it goes (the sweep's or run's directory)
-        self.rows: dict[str, dict[str, Any]] = {}
+        self.entries: dict[str, dict[str, Any]] = {}
         self.root: Path | None = None
         #: answers key -> task ids an estimated configuration answers (``run.reuse``): a later one re-judges them
         self.answers: dict[str, list[str]] = {}
+        #: each configuration's row of the closing table: name, tasks to run / planned, calls, cost, wall time
+        self.rows: list[tuple[str, str, int, float | None, float]] = []
 
     def add(self, est: dict[str, float], cost: float | None, unpriced: list[str], latency_s: float = 10.0,
-            exp: dict[str, float] | None = None, exp_cost: float | None = None) -> None:
+            name: str = "", exp: dict[str, float] | None = None, exp_cost: float | None = None) -> None:
         """One configuration's bound ``est`` and its expected figures ``exp`` (the bound when not given)."""
         self.configs += 1
+        self.rows.append((name, f"{est['tasks_to_run']:.0f}/{est['tasks_total']:.0f}",
+                          round(est["memory_calls"] + est["answer_calls"] + est["judge_calls"]), cost,
+                          est.get("wall_s", 0.0)))
         self.latency_s = max(self.latency_s, latency_s)
         _accumulate(self.est, est)
         _accumulate(self.exp, est if exp is None else exp)
@@ -206,6 +211,21 @@ class SweepTotal:
         """The sweep's wall time: every configuration's calls share one pool of workers (one schedule per
         sweep), so the longest prefix and task chains count once."""
         return wall_time_s(self.exp if expected else self.est, self.latency_s)
+
+    def table(self) -> list[str]:
+        """The one-screen summary the dry run ends with: a row per configuration and the total."""
+        money = lambda c: f"${c:,.2f}" if c is not None else "no price"  # noqa: E731
+        rows = [(n, t, f"{c:,}", money(d), duration(w)) for n, t, c, d, w in self.rows]
+        if len(self.rows) > 1:
+            rows.append(("total", f"{self.est['tasks_to_run']:.0f}", f"{sum(r[2] for r in self.rows):,}",
+                         money(self.cost), duration(self.wall_s())))
+        head = ("configuration", "tasks", "calls", "$", "wall")
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+        cell = lambda r: "| " + " | ".join(v.ljust(w) if i == 0 else v.rjust(w)  # noqa: E731
+                                           for i, (v, w) in enumerate(zip(r, widths))) + " |"
+        rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+        return [cell(head), rule, *map(cell, rows),
+                "(upper bounds: cache hits not subtracted; wall at run.latency_s per call; total wall: one shared pool)"]
 
     def line(self) -> str:
         return (f"[dry run total] {self.configs} configuration(s): {self.est['tasks_to_run']:.0f} tasks to run; "
@@ -220,7 +240,7 @@ class SweepTotal:
         if self.root is None or not self.configs:
             return None
         total = entry({**self.exp, "wall_s": self.wall_s(True)}, self.exp_cost, self.est, self.cost)
-        return write_estimate(self.root / "estimate.json", self.rows, total)
+        return write_estimate(self.root / "estimate.json", self.entries, total)
 
 
 def _accumulate(total: dict[str, float], est: dict[str, float]) -> None:
@@ -268,8 +288,8 @@ def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None
     cost, unpriced = price(plan, est)
     exp = expected_estimate(plan, est)
     exp_cost, _ = price(plan, exp)
-    total.add(est, cost, unpriced, plan.run.latency_s, exp, exp_cost)
-    total.rows[plan.name] = entry(exp, exp_cost, est, cost)
+    total.add(est, cost, unpriced, plan.run.latency_s, plan.name, exp, exp_cost)
+    total.entries[plan.name] = entry(exp, exp_cost, est, cost)
     total.root = plan.root
     total.answers.setdefault(answers_key(plan), []).extend(t.id for t in plan.remaining(retry_errors))
     reused = (f"; {est['answers_cached_tasks']:.0f} of them only re-judged (same configuration but the judge: their "
@@ -290,9 +310,12 @@ def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None
 
 
 def print_sweep_total(total: SweepTotal, out: Any = None) -> None:
-    """Print ``total`` when it sums two or more configurations (a dry run's sweep); write ``estimate.json``."""
+    """Print ``total`` when it sums two or more configurations (a dry run's sweep), then the summary table (the
+    bounds); write ``estimate.json`` (the expected figures beside the bounds)."""
     if total.configs > 1:
         print(total.line(), file=out or sys.stdout, flush=True)
+    if total.configs:
+        print("\n" + "\n".join(total.table()), file=out or sys.stdout, flush=True)
     path = total.write()
     if path is not None:
         print(f"[dry run estimate] per configuration and in total: {path}", file=out or sys.stdout, flush=True)

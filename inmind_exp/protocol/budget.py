@@ -24,8 +24,20 @@ def count_tokens(text: str) -> int:
 
 
 def context_tokens(answer: Answer | None) -> int | None:
-    """Tokens of the whole context the answerer saw (every message and tool call, the final answer excluded)."""
-    return None if answer is None else count_tokens(answer.context_text())
+    """Tokens of the memory block the answerer was shown (``Answer.meta['memory_chars']``, set by the answerer in
+    every answer mode), so the figure is the same whatever prompt surrounds it; the whole prompt when a system
+    reports no block."""
+    if answer is None:
+        return None
+    chars = answer.meta.get("memory_chars")
+    return -(-int(chars) // 4) if isinstance(chars, int) else prompt_tokens(answer)
+
+
+def prompt_tokens(answer: Answer | None) -> int | None:
+    """Tokens of the whole prompt the answerer saw: every message and tool call (the final answer excluded)."""
+    if answer is None:
+        return None
+    return count_tokens(Answer(answer.text, answer.context).context_text())
 
 
 def context_items(answer: Answer | None) -> int | None:

@@ -139,6 +139,7 @@ class RunMetrics:
     #: the context budget and what ran (``inmind_exp.protocol.budget``), means / rates over the tasks that report them
     context_tokens: float = math.nan
     context_items: float = math.nan
+    prompt_tokens: float = math.nan  # the whole answer prompt; context_tokens is its memory block
     ran: dict[str, float] = field(default_factory=dict)
     #: the negative controls' rates (``no_fact_warning``, ``over_application``) of the controls the run ran
     controls: dict[str, Rate] = field(default_factory=dict)
@@ -176,7 +177,8 @@ class RunMetrics:
                     "memory_fault_tasks": self.fault_tasks, "fact_write_fault_tasks": self.fact_write_fault_tasks})
         for kind, n in self.faults_by_kind.items():
             out[f"faults_{kind}"] = n
-        out.update({"context_tokens": self.context_tokens, "context_items": self.context_items, **self.ran})
+        out.update({"context_tokens": self.context_tokens, "context_items": self.context_items,
+                    "prompt_tokens": self.prompt_tokens, **self.ran})
         total = Usage()
         for role, u in sorted(self.usage.items()):
             total = total + u
@@ -214,6 +216,7 @@ def compute(records: list[TaskRecord]) -> RunMetrics:
         n_ran=len(ran),
         context_tokens=_mean([r.context_tokens for r in ran]),
         context_items=_mean([r.context_items for r in ran]),
+        prompt_tokens=_mean([r.prompt_tokens for r in ran]),
         ran=ran_rates(ran),
         controls=control_metrics(records),
         verdict_errors=verdict_errors(records),

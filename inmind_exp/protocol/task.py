@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from inmind_exp.memory.answering import SHARED, Answerer
-from inmind_exp.protocol.budget import context_items, context_tokens, what_ran
+from inmind_exp.protocol.budget import context_items, context_tokens, prompt_tokens, what_ran
 from inmind_exp.protocol.bounds import (exact_target_recall, fact_rank, fact_write_fault, part_recall,
                                         provenance_recall, provenance_recall_union)
 from inmind_exp.protocol.judges import Judge, judge_task
@@ -337,6 +337,7 @@ def task_record(
         visible_state_recall_provenance=part_recall(indirect, True),
         retrieved_recall_provenance=part_recall(indirect, False),
         context_tokens=context_tokens(indirect),
+        prompt_tokens=prompt_tokens(indirect),
         context_items=context_items(indirect),
         ran=what_ran(indirect),
         naive_fact_rank=fact_rank(naive),

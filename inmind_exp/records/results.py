@@ -142,6 +142,8 @@ class TaskRecord:
     #: ``retrieval_mode``, ``gate_ran``, ``tool_calls``, ``steps`` when the system reports them)
     context_tokens: int | None = None
     context_items: int | None = None
+    #: the whole prompt of the indirect answer (the memory block with the answer prompt around it, and the query)
+    prompt_tokens: int | None = None
     ran: JsonDict = field(default_factory=dict)
     #: 1-based rank (retrieval order; position for the controls) of the first item in the answerer's context derived
     #: from the injected fact turn, per query; None when no item is, or the system reports no items
@@ -200,6 +202,7 @@ class TaskRecord:
             "retrieved_recall_provenance": self.retrieved_recall_provenance,
             "context_tokens": self.context_tokens,
             "context_items": self.context_items,
+            "prompt_tokens": self.prompt_tokens,
             "ran": dict(self.ran),
             "naive_fact_rank": self.naive_fact_rank,
             "target_fact_rank": self.target_fact_rank,
@@ -235,6 +238,7 @@ class TaskRecord:
             retrieved_recall_provenance=d.get("retrieved_recall_provenance"),
             context_tokens=d.get("context_tokens"),
             context_items=d.get("context_items"),
+            prompt_tokens=d.get("prompt_tokens"),
             ran=dict(d.get("ran", {})),
             naive_fact_rank=d.get("naive_fact_rank"),
             target_fact_rank=d.get("target_fact_rank"),

@@ -17,7 +17,12 @@ trace; the encoder is MiniLM when the system accepts ``minilm``, else ``emb3`` s
 - ``writing``: every memory call made while ingesting declares the trace turns it writes (``writing(turns)``), and
   the system makes memory calls on write exactly when its ``cost`` profile says it does;
 - ``provenance``: a whole task through the protocol has no error, and on every record verbatim <= origin <= union,
-  origin and derived are disjoint on every item, and a rewritten item whose origin holds the fact states it.
+  origin and derived are disjoint on every item, and a rewritten item whose origin holds the fact states it;
+- ``keeps_words``: the same with a memory model that keeps the user's words (``testing.user_words``): every item
+  that states the fact has the fact's turn as origin (a rewrite that keeps the fact keeps it, by the one rule of
+  ``inmind_exp.memory.kept_provenance``);
+- ``refusal``: a memory model that refuses every free-text call (a state rewrite): a refusal served while ingesting
+  is a fault, and no refusal becomes memory (no item in the context states it; the previous state is kept).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from inmind_exp.protocol.task import inject, run_task
 from inmind_exp.records import FACT_TURN_ID, Task, TaskRecord, Trace
 from inmind_exp.testing.fake_openai import FakeOpenAI
 from inmind_exp.testing.replies import plausible_reply
+from inmind_exp.testing.user_words import REFUSAL, refusing_reply, user_words_reply
 
 FACT = "My doctor put me on warfarin after a blood clot last year."
 TASK = Task(id="prov", domain="health", user_message=FACT, assistant_message="Thanks for telling me, noted.",
@@ -217,8 +223,47 @@ def provenance(case: Case) -> None:
     check_invariants(run_protocol(case.make, case.models, case.root / "run", case.cls.name or "checked"))
 
 
+def keeps_words(case: Case) -> None:
+    case.fake.add_rule("", user_words_reply)
+    rec = run_protocol(case.make, case.models, case.root / "run", case.cls.name or "checked")
+    check_invariants(rec)
+    for answer in (rec.naive, rec.indirect):
+        for it in answer.items or () if answer is not None else ():
+            ensure(FACT_TURN_ID in it.sources or not all(w in it.text.lower() for w in _FACT_WORDS),
+                   f"a {it.kind!r} item states the fact but does not have its turn as origin: {it.text[:200]!r}")
+
+
+def refusal(case: Case) -> None:
+    mem = case.make(case.root / "r")
+    pending: list[tuple[int, str]] = []  # the fault count when the last refusal was served, and its request
+    unfaulted: list[str] = []
+
+    def settle() -> None:  # a refused call is followed by a fault before the system's next call (or the end)
+        if pending and len(mem.faults) == pending[-1][0]:
+            unfaulted.append(pending[-1][1])
+        pending.clear()
+
+    def reply(body: dict[str, Any]) -> Any:
+        settle()
+        out = refusing_reply(body)
+        if out == REFUSAL:
+            pending.append((len(mem.faults), str(body["messages"][0].get("content") or "")[:80]))
+        return out
+
+    case.fake.add_rule("", reply)
+    for s in inject(make_trace(n_sessions=3, user_turns_per_session=2), TASK, 1):
+        mem.ingest_session(s)
+    mem.end_ingestion()
+    settle()
+    ensure(not unfaulted, f"{len(unfaulted)} refused memory call(s) while ingesting recorded no fault (a refusal "
+           f"to a state-replacing call is a malformed_reply fault); the first: {unfaulted[:1]}")
+    case.fake.rules.clear()
+    stated = [it.text[:120] for it in mem.recall(QUERY).items or () if "can't help" in it.text]
+    ensure(not stated, f"a refusal became memory (the previous state must stay): {stated}")
+
+
 SCENARIOS: dict[str, Callable[[Case], None]] = {f.__name__: f for f in (
-    contract, docstring, snapshot_restore, answerers, writing, provenance)}
+    contract, docstring, snapshot_restore, answerers, writing, provenance, keeps_words, refusal)}
 
 
 @dataclass(frozen=True)

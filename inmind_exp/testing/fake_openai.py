@@ -90,7 +90,9 @@ class FakeOpenAI:
     """Start with ``with FakeOpenAI() as fake:``; ``fake.base_url`` is the ``/v1`` URL for the openai client."""
 
     def __init__(self, rules: list[tuple[str, Reply]] | None = None, delay_s: float = 0.0, embedding_dim: int = 64,
-                 validator: Callable[[dict[str, Any]], "Fault | None"] | None = None, concurrency: int | None = None):
+                 validator: Callable[[dict[str, Any]], "Fault | None"] | None = None, concurrency: int | None = None,
+                 port: int = 0):
+        self.port = port
         self.rules: list[tuple[str, Reply]] = list(rules or [])
         self.validator = validator
         #: the answer to every ``GET /models`` instead of the model list (e.g. a 401 for the preflight)
@@ -186,7 +188,7 @@ class FakeOpenAI:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -211,6 +213,8 @@ class FakeOpenAI:
 
     # -- scripting --------------------------------------------------------------------------------------------
     def add_rule(self, substring: str, reply: Reply) -> None:
+        """The reply to a request whose messages contain ``substring`` (first matching rule wins; a callable that
+        returns None passes the request on to the next rule, then to the defaults)."""
         self.rules.append((substring, reply))
 
     def fail_next(self, *faults: Fault) -> None:
@@ -238,7 +242,9 @@ class FakeOpenAI:
         text = "\n".join(str(m.get("content") or "") for m in messages)
         for substring, reply in self.rules:
             if substring in text:
-                return reply(body) if callable(reply) else reply
+                out = reply(body) if callable(reply) else reply
+                if out is not None:  # a callable rule returns None to leave the request to the next rule
+                    return out
         if (body.get("response_format") or {}).get("type") == "json_object":
             return self.default_json
         forced = _forced_tool(body)
@@ -301,10 +307,22 @@ class FakeOpenAI:
         }
 
 
-if __name__ == "__main__":  # a standalone fake for manual runs: python -m inmind_exp.testing.fake_openai
+def main(argv: list[str] | None = None) -> None:
+    """``python -m inmind_exp.testing.fake_openai [--port P] [--delay-s S]``: a fake endpoint on 127.0.0.1 for a demo
+    run (``llm=vllm llm.base_url=<printed URL> llm.model=fake``) until Ctrl-C; its numbers mean nothing."""
+    import argparse
     import signal
 
-    f = FakeOpenAI().start()
-    print(f.base_url, flush=True)
+    ap = argparse.ArgumentParser(prog="python -m inmind_exp.testing.fake_openai", description=main.__doc__)
+    ap.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (0: any free port; default 8765)")
+    ap.add_argument("--delay-s", type=float, default=0.05, help="latency of every reply in seconds (default 0.05)")
+    args = ap.parse_args(argv)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # sigwait receives them
+    f = FakeOpenAI(delay_s=args.delay_s, port=args.port).start()
+    print(f"fake OpenAI-compatible server at {f.base_url} (Ctrl-C stops it)", flush=True)
     signal.sigwait({signal.SIGINT, signal.SIGTERM})
     f.stop()
+
+
+if __name__ == "__main__":
+    main()

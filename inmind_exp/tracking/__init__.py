@@ -27,7 +27,6 @@ from inmind_exp.tracking.view import (
     EXPERIMENT_KIND,
     EXPERIMENT_KIND_TAG,
     VIEW_CHARTS,
-    TASKS_VIEW_KEY,
     VIEW_KEY,
     VIEW_METRICS,
     VIEW_TAG_PREFIX,
@@ -38,7 +37,7 @@ from inmind_exp.tracking.view import (
 
 __all__ = [
     "COST_DECIMALS", "EXPERIMENT_KIND", "EXPERIMENT_KIND_TAG", "METRIC_DECIMALS", "REPO_ROOT", "RESULT_PARAM_KEYS",
-    "RESULT_PARAM_PREFIXES", "RESULT_ROLE_FIELDS", "SWEEP_KEY_SKIP", "SWEEP_NAME_SKIP", "TASKS_VIEW_KEY", "VIEW_CHARTS",
+    "RESULT_PARAM_PREFIXES", "RESULT_ROLE_FIELDS", "SWEEP_KEY_SKIP", "SWEEP_NAME_SKIP", "VIEW_CHARTS",
     "VIEW_KEY",
     "VIEW_METRICS", "VIEW_TAG_PREFIX", "VIEW_TAGS", "config_tags",
     "display_metrics", "provenance_tags", "records_table", "result_params", "runs_view_state", "runs_view_url",

@@ -1,5 +1,5 @@
-"""Values as MLflow shows them: metrics rounded for the runs table, and the per-task records as the table behind
-MLflow's per-sample view."""
+"""Values as MLflow shows them: the metrics a run charts (rounded; the rest go to its ``metrics.json``), and the
+per-task records as the table behind MLflow's per-sample view."""
 
 from __future__ import annotations
 
@@ -9,6 +9,28 @@ from typing import Any, Iterable, Mapping
 #: Rate metrics are percentages: two decimals are all a reader can use (n=125 moves a rate in steps of 0.8).
 METRIC_DECIMALS = 2
 COST_DECIMALS = 4
+
+#: What a configuration run logs as MLflow metrics besides every metric's rate (``protocol.metrics.METRICS``, the
+#: controls' rates, Table 1's Δ columns and the release's ``<metric>_official``): counts, faults, size, time and
+#: cost. Each is one chart in the run's metrics tab, so the other ~60 values of ``RunMetrics.flat`` (per-role
+#: tokens, per-metric n and errors, fault kinds, judge-audit counts) are in the run's ``metrics.json`` artifact.
+LOGGED = ("n_tasks", "n_planned", "n_errors", "n_excluded", "memory_fault_rate", "fact_write_fault_rate",
+          "context_tokens", "total_calls", "total_prompt_tokens", "wall_s", "cost_usd", "n_configs")
+#: the rates shown with their interval and n (the headline's columns); the others by their value only
+HEADLINE_RATES = {"application": ("_ci_low", "_ci_high", "_n"), "target_recall": ("_ci_low", "_ci_high", "_n"),
+                  "naive": ("_n",)}
+METRICS_FILE = "metrics.json"
+
+
+def logged_metric(name: str) -> bool:
+    """True when ``name`` is one of the metrics a configuration run logs to MLflow (``LOGGED`` and the rates)."""
+    from inmind_exp.protocol.metrics import DELTAS, METRICS
+    from inmind_exp.protocol.rates import CONTROL_LABELS
+
+    rates = {*METRICS, *CONTROL_LABELS}
+    return (name in LOGGED or name in rates or name in DELTAS or name.removesuffix("_official") in METRICS
+            or any(name == f"{m}{s}" for m, suffixes in HEADLINE_RATES.items() for s in suffixes))
+
 
 def display_metrics(flat: Mapping[str, float]) -> dict[str, float]:
     """Metric values as the runs table should show them: percentages to two decimals, cost to four."""

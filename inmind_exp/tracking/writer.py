@@ -30,9 +30,14 @@ from inmind_exp.labels import split_override  # noqa: E402
 from inmind_exp.safety.redact import scrub, scrub_obj  # noqa: E402
 from inmind_exp.tracking.naming import sweep_name, sweep_overrides  # noqa: E402
 from inmind_exp.tracking.params import config_tags, provenance_tags, result_params  # noqa: E402
-from inmind_exp.tracking.records_table import COST_DECIMALS, METRIC_DECIMALS, display_metrics, records_table  # noqa: E402
-from inmind_exp.tracking.view import (EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, TASKS_VIEW_KEY, VIEW_KEY,  # noqa: E402
+from inmind_exp.tracking.records_table import (COST_DECIMALS, METRIC_DECIMALS, METRICS_FILE,  # noqa: E402
+                                              display_metrics, logged_metric, records_table)
+from inmind_exp.tracking.view import (EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, VIEW_KEY,  # noqa: E402
                                       VIEW_TAG_PREFIX, runs_view_state)
+
+
+#: the tag the MLflow UI shows (and edits) as a run's description
+DESCRIPTION_TAG = "mlflow.note.content"
 
 
 def artifact_location(uri: str) -> str | None:
@@ -70,14 +75,10 @@ class Tracker:
         self._write_views(tags)
 
     def _write_views(self, tags: Mapping[str, str]) -> None:
-        """The saved runs views (``tracking.view``): grouped by sweep, with every sweep of the experiment expanded,
-        and ungrouped for the per-task view."""
-        sweeps = self.client.search_runs([self.experiment_id], filter_string=T.kind_filter(T.SWEEP), max_results=200)
-        names = sorted({r.info.run_name for r in sweeps})
-        for key, grouped in ((VIEW_KEY, True), (TASKS_VIEW_KEY, False)):
-            view = json.dumps(runs_view_state(names, grouped=grouped), sort_keys=True)
-            if tags.get(VIEW_TAG_PREFIX + key) != view:
-                self.client.set_experiment_tag(self.experiment_id, VIEW_TAG_PREFIX + key, view)
+        """The saved runs view (``tracking.view``), rewritten when this version's differs from the stored one."""
+        view = json.dumps(runs_view_state(), sort_keys=True)
+        if tags.get(VIEW_TAG_PREFIX + VIEW_KEY) != view:
+            self.client.set_experiment_tag(self.experiment_id, VIEW_TAG_PREFIX + VIEW_KEY, view)
 
     def find_run(self, key: str) -> str | None:
         runs = self.client.search_runs(
@@ -113,7 +114,6 @@ class Tracker:
                                            start_time=start_time)
         self.log_params(run_id, {f"sweep.{k}": v for k, v in map(split_override, overrides)
                                  if not k.startswith(("hydra.", "tracking."))})
-        self._write_views(self.client.get_experiment(self.experiment_id).tags)
         return run_id
 
     def add_to_sweep(self, parent_id: str, run_id: str, flat: Mapping[str, float]) -> None:
@@ -160,6 +160,9 @@ class Tracker:
         for i in range(len(table["configuration"])):
             md.append("| " + " | ".join("" if table[c][i] is None else str(table[c][i]) for c in cols) + " |")
         self.log_text(parent_id, "\n".join(md) + "\n", "results.md")
+        # the headline; the verdict lines above it come with the sweep's report (``analysis.publish``), computed
+        # from these results: until then none is shown rather than one of the results before
+        self.describe(parent_id, md[2])
         self.log_metrics(parent_id, {"n_configs": float(len(rows))})
 
     # -- a configuration run ----------------------------------------------------------------------------------------
@@ -178,12 +181,15 @@ class Tracker:
 
     def log_config_results(self, run_id: str, flat: Mapping[str, float], records: list[Any],
                            artifacts: list[Path], tags: Mapping[str, str] | None = None) -> dict[str, float]:
-        """Metrics at step 0 (one value per run: bar charts, sortable columns), per-task table, artifacts, and the
-        tags known only from what ran (the fidelity)."""
+        """The rates, counts, time and cost as metrics at step 0 (one value per run: bar charts, sortable columns;
+        ``records_table.logged_metric``), every value in ``metrics.json``, the per-task table, artifacts, and the tags
+        known only from what ran (the fidelity). Returns the metrics logged."""
         for k, v in (tags or {}).items():
             self.client.set_tag(run_id, k, scrub(v)[:5000])
-        shown = display_metrics(flat)
+        every = display_metrics(flat)
+        shown = {k: v for k, v in every.items() if logged_metric(k)}
         self.log_metrics(run_id, shown, step=0)
+        self.client.log_text(run_id, json.dumps(every, indent=1, sort_keys=True) + "\n", METRICS_FILE)
         if records:
             self._replace_table(run_id, records_table(records), "records_table.json")
         self.log_artifacts(run_id, artifacts)
@@ -249,6 +255,10 @@ class Tracker:
             self.client.set_tag(run_id, T.INCOMPLETE, why)
         elif T.INCOMPLETE in self.client.get_run(run_id).data.tags:
             self.client.delete_tag(run_id, T.INCOMPLETE)
+
+    def describe(self, run_id: str, text: str) -> None:
+        """The run's description in the MLflow UI (Markdown, the ``mlflow.note.content`` tag)."""
+        self.client.set_tag(run_id, DESCRIPTION_TAG, scrub(text)[:5000])
 
     def finish(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status=status)

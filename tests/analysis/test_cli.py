@@ -63,7 +63,7 @@ def test_report_from_an_mlflow_experiment(store, tmp_path):
 
     runs = list(load_experiment("fixture", uri).runs)
     top = html.split("<ul class='verdict'>")[1].split("</ul>")[0]
-    assert html.index("<ul class='verdict'>") < html.index("<h2>")
+    assert html.index("<ul class='verdict'>") < html.index("<h2 ")
     assert top.count("<li>") == len(verdicts(runs)) == 5
     v = verdicts(runs)[0]
     assert (f"<li>{v.comparison.a} − {v.comparison.b}: " in top and

@@ -5,6 +5,7 @@ installs only what the project's files install, and Chromium is a system package
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -199,3 +200,70 @@ def test_the_viewer_reads_an_official_runs_task_texts_from_the_release(release):
                           records=[SimpleNamespace(task_id="0"), SimpleNamespace(task_id="155")])
     tasks, problems = load_task_texts([run])
     assert problems == [] and tasks["155"].extra["task_id"] == 155 and tasks["0"].user_message
+
+
+def test_the_fact_counts_agree_between_the_position_line_and_the_item_list():
+    """A context whose only trace of the fact is the assistant's reply: the position line and the list's summary
+    say the same ("none from the fact turn", the reply's item apart), never "no item from the fact" above "1 from
+    the fact"."""
+    from analysis.viewer import items_text, position_text
+
+    others = tuple(ContextItem("chunk", f"other {i}", (f"s{i}#0",)) for i in range(4))
+    reply_only = Answer("a", (), items=(*others, ContextItem("chunk", "Noted.", (FACT_REPLY_TURN_ID,))))
+    assert position_text(reply_only, None, True) == ("no item from the fact turn among 5 item(s) (1 from the "
+                                                     "assistant's reply: item 5)")
+    assert items_text(reply_only) == "5 item(s) in the context, none from the fact turn, 1 from the assistant's reply: item 5"
+    both = Answer("a", (), items=(others[0], ContextItem("chunk", "fact", (FACT_TURN_ID, FACT_REPLY_TURN_ID))))
+    assert position_text(both, None, True) == "rank 2 of 2" and items_text(both).endswith(", 1 from the fact turn")
+
+    page = render(runset(), tasks())
+    p = Collect()
+    p.feed(page)
+    # in the page: the fixture's contexts hold the fact (rank 2) and the reply (item 3)
+    assert page.count("3 item(s) in the context, 1 from the fact turn, 1 from the assistant&#x27;s reply: item 3") > 0
+    assert "from the fact)" not in page  # the old, contradicting summary
+    reply = [a for t, a in p.tags if t == "li" and a.get("class") == "reply"]
+    fact = [a for t, a in p.tags if t == "li" and a.get("class") == "fact"]
+    assert reply and all(a["value"] == "3" for a in reply) and all(a["value"] == "2" for a in fact)
+
+
+def test_every_configuration_block_has_the_same_rows_in_the_same_order():
+    """Each configuration's article holds the same slots (head, status, verdicts, both answers), so CSS subgrid
+    lines the columns up; a configuration that did not run a task keeps the slots, empty."""
+    from analysis.viewer import SLOTS
+
+    recs = {s: _with_contexts(s, make_records(s, n=N)) for s in SPECS3}
+    recs[SPECS3[2]] = recs[SPECS3[2]][:4]  # mem0 did not run the last four tasks
+    p = Collect()
+    page = render(RunSet(runs=build_runs(recs), origin="test"), tasks())
+    assert page.count("not run on this task") == N - 4
+    p.feed(page)
+    slots: list[list[str]] = []
+    for t, a in p.tags:
+        if t == "article":
+            slots.append([])
+        elif t == "div" and "slot" in (a.get("class") or "").split() and slots:
+            slots[-1].append(a["class"].split()[1])
+    assert len(slots) == N * 3 and all(s == list(SLOTS) for s in slots)
+    css = (Path(__file__).parents[2] / "analysis" / "assets" / "viewer.css").read_text()
+    assert f"grid-row:span {len(SLOTS)}" in css and "grid-template-rows:subgrid" in css
+
+
+@pytest.mark.skipif(_chromium() is None, reason="Chromium not installed")
+def test_the_columns_rows_line_up_in_headless_chromium(tmp_path):
+    """Laid out by a browser at 1400 px: in each task, the verdict tables and both answers of the configurations
+    side by side start at the same height, though one configuration shows a failed verdict above its table."""
+    page = tmp_path / VIEWER_FILE
+    probe = ("<script>document.body.setAttribute('data-tops',JSON.stringify([].map.call(document.querySelectorAll("
+             "'section.task.shown article.config'),function(a){return [].map.call(a.children,function(c){"
+             "return Math.round(c.getBoundingClientRect().top);});})));</script></body>")
+    page.write_text(render(runset(), tasks()).replace("</body>", probe))
+    from docs.screenshots import CHROME_FLAGS
+
+    cmd = [_chromium(), *CHROME_FLAGS, f"--user-data-dir={tmp_path / 'chrome-profile'}", "--window-size=1400,900",
+           "--virtual-time-budget=5000", "--dump-dom", page.as_uri() + "?task=t003"]
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    tops = json.loads(html.unescape(re.search(r'data-tops="([^"]+)"', dom).group(1)))
+    assert len(tops) == 3 and all(len(t) == 5 for t in tops)  # three columns side by side at 1400 px
+    for slot in range(1, 5):
+        assert len({t[slot] for t in tops}) == 1, (slot, tops)

@@ -20,7 +20,7 @@ from tests.fake_openai import FakeOpenAI
 from tests.launch_helpers import REPO, mlflow_runs, run, write_small_data
 from tests.exec.test_runner_ray import compose
 
-PHASE = re.compile(r"running: .*\b(ingesting \d+/\d+|answering naive|answering indirect|judging)\b")
+PHASE = re.compile(r"running: .*\b(ingesting \(\d+(–\d+)?/\d+\)|answering naive|answering indirect|judging)")
 
 
 class Lines(logging.Handler):
@@ -124,7 +124,8 @@ def test_board_drops_reports_that_arrive_late():
 
 
 def test_phase_summary_and_spend():
-    assert summarize_phases(["ingesting 31/47", "judging", "ingesting 12/47"]) == "2 ingesting 12/47 31/47, 1 judging"
+    assert summarize_phases(["ingesting 31/47", "judging", "ingesting 12/47"]) == "2 ingesting (12–31/47), 1 judging"
+    assert summarize_phases(["ingesting 16/47"] * 3) == "3 ingesting (16/47)"
     paid = Usage(calls=3, prompt_tokens=3000, completion_tokens=300)
     cached = Usage(calls=2, prompt_tokens=2000, completion_tokens=200, cached_calls=2, cached_prompt_tokens=2000,
                    cached_completion_tokens=200)
@@ -156,11 +157,12 @@ def test_lines_while_no_task_has_finished_then_eta_and_free_rerun(tmp_path):
     progress = [m for m in first if m.startswith("[progress] ")]
     before = [m for m in progress if " 0/4 tasks" in m]
     assert before, first  # lines while no task has finished ...
-    assert all("ETA —" in m for m in before)  # ... with no ETA yet
     assert any(PHASE.search(m) for m in before), before  # ... naming what the running task does
+    # ... and an ETA as soon as the running task reports how far it is, before any task has finished
+    assert any(re.search(r" 0/4 tasks · ETA \d", m) for m in before), before
     after = [m for m in progress if " 0/4 tasks" not in m]
-    assert after and all(re.search(r"ETA \d", m) for m in after), after
-    assert all(re.search(r"[1-9]\d* paid calls, \d+ cached, [\d.]+k tokens paid, \$0\.\d{4}$", m) for m in after)
+    assert after and all(re.search(r"^\[progress\] \S+: [1-4]/4 tasks · ETA \d\S* · \$0\.\d{4} · ", m) for m in after), after
+    assert all(re.search(r" · [1-9]\d* paid calls, \d+ cached, [\d.]+k tokens paid$", m) for m in after)
     (summary,) = [m for m in first if " finished: " in m]
     assert re.search(r"4/4 tasks, 0 errors; this run: [1-9]\d* paid calls, 0 cached, .*\$0\.\d{4}", summary)
     assert not any("Rerun" in m for m in first)  # no errors: no retry hint
@@ -205,7 +207,8 @@ def test_sweep_progress_reaches_console_and_launch_log(tmp_path, monkeypatch):
         config_lines = [ln for ln in lines if ln.startswith("[progress] ") and not ln.startswith("[progress] sweep")]
         assert any(" 0/3 tasks" in ln and PHASE.search(ln) for ln in config_lines), "\n".join(lines)
         assert any(re.search(r"[12]/3 tasks .*ETA \d", ln) for ln in config_lines), "\n".join(lines)
-        assert any(ln.startswith("[progress] sweep: configuration 0 of 2 done") for ln in lines)
+        assert any(re.match(r"\[progress\] sweep: \d/6 tasks · ETA .* · 0 of 2 configurations done", ln) for ln in lines)
+        assert not re.search(r"#\d+ : ", p.stdout + p.stderr)  # Hydra's per-job echo is silenced
         (summary,) = [ln for ln in lines if ln.startswith("[inmind] sweep finished")]
         assert re.search(r"2 of 2 configurations, 6/6 tasks, 0 errors; this run: [1-9]\d* paid calls, \d+ cached, "
                          r"[\d.]+k tokens paid, \$0\.\d{4}", summary), summary

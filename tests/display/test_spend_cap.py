@@ -142,9 +142,11 @@ def test_a_capped_sweep_exits_4_and_resumes_with_a_higher_cap(tmp_path):
         assert asked > 0 and 0 < sum(done) < 8, p.stdout[-3000:]
         finish = re.search(r"launch\.py .*run\.max_tokens=(\d+)$", p.stderr.strip())
         assert finish and "run.max_tokens=6000" not in finish.group(0), p.stderr[-2000:]
+        assert (tmp_path / "sweep" / ".sweep.lock").read_text() == ""  # exit 4 released the lock (#44 item 7)
         q = run(launch_cmd(tmp_path, fake.base_url, "system=backbone,naive_rag", "embedding=bm25",
                            f"run.max_tokens={finish.group(1)}", "--quiet"), timeout=600)
         assert q.returncode == 0, q.stderr[-3000:]
+        assert "lock" not in q.stdout + q.stderr  # no "taking over" warning after a clean exit 4
         resumed = len(fake.chat_requests()) - asked
     # the end screen (#25 item 3): real paths, the saved view's address, no library chatter
     everything = q.stdout + q.stderr

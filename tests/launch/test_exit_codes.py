@@ -75,7 +75,7 @@ def test_composition_and_override_errors_exit_2(tmp_path):
     (exit 1, which Hydra's own handler gave); so is a sweep under Hydra's basic launcher (the inmind one is the only
     launcher)."""
     write_small_data(tmp_path / "data", n_tasks=2, n_sessions=3)
-    for bad, said in (("system=nonexistent", "Could not find 'system/nonexistent'"),
+    for bad, said in (("system=nonexistent", "unknown system 'nonexistent'"),  # before Hydra: the known ones
                       ("dataset.limit=abc", "Error merging override dataset.limit=abc"),
                       ("hydra/launcher=basic", "a sweep runs under the inmind launcher only")):
         for multirun in (False, True) if bad != "hydra/launcher=basic" else (True,):

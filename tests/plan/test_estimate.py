@@ -67,6 +67,16 @@ def test_a_dry_run_sweep_ends_with_its_total(tmp_path):
     assert "2 configuration(s): 8 tasks to run" in totals[0]
     assert "no price for fake-model" in totals[0]  # llm=vllm has no price table: no invented cost
     assert re.search(r"~\S+( \S+)? wall at 10 s per call, 2 in flight", totals[0]), totals[0]
+    # ... and a one-screen table (#44 item 9): configuration | tasks | calls | $ | wall, a row each and the total
+    table = p.stdout[p.stdout.index("| configuration"):].splitlines()
+    assert re.match(r"\| configuration +\| +tasks \| +calls \| +\$ \| +wall \|$", table[0]), table
+    rows = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]] for r in table[2:5]}
+    assert set(rows) == {"naive_rag/bm25/turn5/vllm", "backbone/bm25/turn5/vllm", "total"}
+    assert rows["total"][0] == "8" and rows["naive_rag/bm25/turn5/vllm"][0] == "4/4"
+    assert int(rows["total"][1].replace(",", "")) == sum(calls(line, kind) for line in per_config
+                                                        for kind in ("memory", "answer", "judge"))
+    assert {r[2] for r in rows.values()} == {"no price"}
+    assert len(p.stdout[p.stdout.index("| configuration"):].splitlines()) < 25  # one screen
 
 
 def test_the_wall_time_estimate_follows_latency_slots_and_chains(tmp_path):

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 import pytest
 
 from tests.fake_openai import FakeOpenAI
-from tests.launch_helpers import TASKS, launch_cmd, mlflow_runs, run, write_small_data
+from tests.launch_helpers import TASKS, every_metric, launch_cmd, mlflow_runs, run, write_small_data
 from tests.protocol.test_controls_run import SESSION, UNRELATED, _echo_memory
 
 #: every test here runs launch.py in a subprocess
@@ -39,7 +39,8 @@ def test_a_sweep_with_both_controls_logs_them(tmp_path):
     assert len(children) == 2
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     for c in children:
-        m = c.data.metrics
+        m = every_metric(tmp_path, c)
+        assert all(c.data.metrics[k] == m[k] for k in ("over_application", "no_fact_warning", "no_fact_application"))
         assert m["n_errors"] == 0 and m["over_application"] == 0.0 and m["over_application_n"] == 4
         assert m["no_fact_warning"] == 100.0 and m["no_fact_warning_ci_low"] < 100.0 and m["no_fact_warning_n"] == 4
         # the fake judge scores every no-fact answer 1 for application too: each a label-free judge false positive

@@ -150,6 +150,22 @@ def test_launch_refuses_a_held_sweep_then_takes_over_after_kill_9(tmp_path):
     assert (tmp_path / "sweep" / LOCK_NAME).read_text() == ""  # released at the end of the sweep
 
 
+@pytest.mark.slow
+def test_a_real_launch_that_exits_2_after_taking_the_lock_leaves_it_free(tmp_path):
+    """A planning error (exit 2) comes after the lock callback has run: the next launch takes the lock without a
+    word about a dead driver (#44 item 7: every documented exit left a stale lock and a warning)."""
+    from tests.launch_helpers import launch_cmd, run, write_small_data
+
+    write_small_data(tmp_path / "data")
+    bad = run(launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "dry_run=true", "system=backbone,naive_rag",
+                         "injection.user_turn=100000"))
+    assert bad.returncode == 2, bad.stderr[-2000:]
+    assert (tmp_path / "sweep" / LOCK_NAME).read_text() == ""
+    good = run(launch_cmd(tmp_path, "http://127.0.0.1:9/v1", "dry_run=true", "system=backbone,naive_rag"))
+    assert good.returncode == 0, good.stderr[-2000:]
+    assert "lock" not in good.stdout + good.stderr
+
+
 EXITS = """
 import os, signal, sys, time
 from omegaconf import OmegaConf

@@ -201,8 +201,8 @@ def test_plugin_example_profile_rewrite_keeps_the_fact_and_a_refusal_is_not_orig
     monkeypatch.syspath_prepend(str(repo_root / "examples" / "plugin_memory"))
     cls = SYSTEMS.get(EXAMPLE)
     fake.add_rule("Rewrite the complete profile", lambda body: (
-        "Takes warfarin after a blood clot last year\nI'm sorry, I can't help with that."
-        if "warfarin" in body["messages"][-1]["content"] else "Cares for tomato plants each week"))
+        "Cares for tomato plants each week\nTakes warfarin after a blood clot last year\nI'm sorry, I can't help "
+        "with that." if "warfarin" in body["messages"][-1]["content"] else "Cares for tomato plants each week"))
     rec = run_protocol(lambda wd: cls(models, MiniLMEncoder(), wd), models, tmp_path / "run", EXAMPLE)
     check_invariants(rec)
     profile = {it.text: it for it in rec.indirect.items if it.kind == "profile"}

@@ -376,6 +376,15 @@ def test_profile_and_knowledge_carry_the_turns_of_the_calls_that_wrote_them(fake
     assert profile.text == PROFILE_TEXT and list(profile.sources) == s.profile_sources and profile.visible
     assert list(profile.derived) == s.profile_derived
     assert {it.kind for it in ctx.items} == {"short_term", "page", "profile", "user_knowledge", "assistant_knowledge"}
+    # top_k_knowledge 20 over two entries per store: the search excluded nothing, so the entries are shown whatever
+    # the query: visible, not retrieved, and the meta says so
+    knowledge = [it for it in ctx.items if it.kind.endswith("_knowledge")]
+    assert knowledge and all(it.visible for it in knowledge)
+    assert ctx.meta["knowledge_saturated"] == ["user", "assistant"]
+    s.top_k_knowledge = 1
+    ctx = s.recall("How do I water tomato plants?")
+    knowledge = [it for it in ctx.items if it.kind.endswith("_knowledge")]
+    assert len(knowledge) == 2 and not any(it.visible for it in knowledge) and ctx.meta["knowledge_saturated"] == []
 
 
 def test_continuous_pages_share_the_overview_and_its_sources(fake, models, tmp_path):

@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 
 
-from inmind_exp.protocol.budget import count_tokens
+from inmind_exp.protocol.budget import context_tokens, count_tokens, prompt_tokens
+from inmind_exp.memory.answering import Answerer, PaperPrompt
 from inmind_exp.memory import SYSTEMS
 from inmind_exp.protocol.metrics import LABELS, compute
 from inmind_exp.display.headline import results_table
@@ -45,7 +46,9 @@ def test_visible_state_and_retrieved_recall_split_the_context(fake, models, enco
     for name, rec in records.items():
         assert rec.error is None, (name, rec.error)
         assert rec.target_recall_provenance == 1, name
-        assert rec.context_tokens == count_tokens(rec.indirect.context_text()) and rec.context_tokens > 0
+        # context tokens: the memory block alone; prompt tokens: the whole prompt around it
+        assert rec.context_tokens == -(-rec.indirect.meta["memory_chars"] // 4) and rec.context_tokens > 0
+        assert rec.prompt_tokens == count_tokens(rec.indirect.context_text()) > rec.context_tokens
         assert rec.context_items == len(rec.indirect.items)
     ais, mos, rag = records["always_in_state"], records["memoryos"], records["naive_rag"]
     # the whole file is always visible: the fact's line is in the persistent slice, nothing is retrieved
@@ -86,3 +89,15 @@ def test_records_round_trip_the_new_fields_and_old_records_load_without_them(fak
     m = compute([loaded])
     assert m.rates["visible_state_recall_provenance"].n == 0 and math.isnan(m.context_tokens)
     assert "context_tokens" not in m.flat()
+
+
+def test_context_tokens_count_the_memory_block_in_every_answer_mode(fake, models, encoder, tmp_path):
+    """``answer=paper`` shows only the memory block as its visible context, ``shared`` the whole prompt: the context
+    budget is the same block in both, the whole prompt a second figure."""
+    mem = SYSTEMS.get("naive_rag")(models, encoder, tmp_path / "m", top_k=2)
+    for s in make_trace(n_sessions=2, user_turns_per_session=2).sessions:
+        mem.ingest_session(s)
+    paper = Answerer("paper", PaperPrompt("A long release prompt, " * 40 + "{context}", sha256="0" * 64))
+    shared, native, by_paper = (mem.answer(TASK.query, a) for a in (Answerer("shared"), Answerer("native"), paper))
+    assert context_tokens(shared) == context_tokens(native) == context_tokens(by_paper) > 0
+    assert prompt_tokens(by_paper) > prompt_tokens(shared) > context_tokens(shared)

@@ -419,15 +419,19 @@ def test_injected_fact_stored_and_retrieved_gives_provenance_recall_1(fake, mode
     rec, mem = run(fake, models, tmp_path, encoder)
     assert rec.error is None
     (fact,) = [s for s in mem.st.semantics.values() if s["content"] == BEE_FACT]
-    assert fact["sources"] == [FACT_TURN_ID, FACT_REPLY_TURN_ID]  # the fact's episode's turns
+    # the one rule: the fact states the user's message, not the reply it was written with (derived)
+    assert (fact["sources"], fact["derived"]) == ([FACT_TURN_ID], [FACT_REPLY_TURN_ID])
     (ep,) = [mem.st.episodes[e] for e in fact["source_episodes"]]
-    assert ep["sources"] == [FACT_TURN_ID, FACT_REPLY_TURN_ID]
+    assert FACT_TURN_ID in ep["sources"] and set(ep["sources"] + ep["derived"]) == {FACT_TURN_ID, FACT_REPLY_TURN_ID}
     other = [s for s in mem.st.semantics.values() if s["content"] != BEE_FACT]
     assert other and all(s["sources"] and FACT_TURN_ID not in s["sources"] for s in other)
     assert all(re.fullmatch(r"bg_\d\d#\d+", t) for s in other for t in s["sources"])
-    # a theme summary carries the sources of exactly the facts it summarised
+    # a theme summary's origin is the origin of facts it states; the rest of what it summarised is derived
     for t in mem.st.themes.values():
-        assert t["summary_sources"] == sorted({x for s in t["summarised"] for x in mem.st.semantics[s]["sources"]})
+        facts = [mem.st.semantics[s] for s in t["summarised"]]
+        assert set(t["summary_sources"]) <= {x for f in facts for x in f["sources"]}
+        assert set(t["summary_sources"] + t["summary_derived"]) == {x for f in facts for x in f["sources"] + f["derived"]}
+        assert all(set(f["sources"]) <= set(t["summary_sources"]) for f in facts if f["content"] in t["summary"])
     assert rec.target_recall_provenance == 1 and rec.naive_recall_provenance == 1
     kinds = {it.kind for it in rec.indirect.items}
     assert {"fact", "episode"} <= kinds
@@ -485,7 +489,8 @@ def test_boundary_and_fact_fallbacks_name_the_turns_being_written(fake, models, 
 def test_snapshot_restore_keeps_provenance_and_old_snapshots_load(fake, models, tmp_path, encoder):
     mem = build(fake, models, tmp_path, encoder)
     e1, e2 = mem.st.episodes
-    assert mem.st.episodes[e1]["sources"] == ["s1#0", "s1#1"] and mem.st.episodes[e2]["sources"] == ["s1#2", "s1#3"]
+    union = lambda e: mem.st.episodes[e]["sources"] + mem.st.episodes[e]["derived"]  # noqa: E731
+    assert sorted(union(e1)) == ["s1#0", "s1#1"] and sorted(union(e2)) == ["s1#2", "s1#3"]
     assert [m["id"] for m in mem.st.buffer] == ["s1#4", "s1#5"]
     mem.snapshot(tmp_path / "snap")
     other = XMemory(models, encoder, tmp_path / "other")
@@ -586,3 +591,18 @@ def test_gate_role_memory_runs_the_gate_on_a_logprob_model_while_a_reasoning_mod
             assert QUERY in answer["messages"][-1]["content"] and "logprobs" not in answer
             kinds = [f.kind for f in mem.take_faults() if f.kind != "empty_extraction"]
             assert kinds == ([] if ran else ["logprobs_unavailable"])
+
+
+def test_a_refused_theme_summary_is_a_fault_and_the_previous_summary_stays(fake, models, tmp_path, encoder):
+    mem = build(fake, models, tmp_path, encoder)
+    mem.take_faults()
+    tid, theme = next((t, v) for t, v in mem.st.themes.items() if v["summary"])
+    before = (theme["summary"], list(theme["summary_sources"]))
+    fake.rules.insert(0, (THEME, "I'm sorry, but I can't help with summarising these facts."))
+    member = mem.st.semantics[theme["semantic_ids"][0]]
+    member["content"] += " (restated)"  # a changed member: a new summary call (not the cached one)
+    theme["summarised"] = None
+    mem._summarise(mem.st, tid)
+    [f] = mem.take_faults()
+    assert (f.kind, f.where) == ("malformed_reply", "theme_summary") and "refusal" in f.detail
+    assert (theme["summary"], theme["summary_sources"]) == before and theme["summarised"] is None

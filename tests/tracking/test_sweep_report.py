@@ -65,6 +65,12 @@ def test_report_of_one_sweep_is_logged_to_its_parent(tmp_path, caplog):
         g = m.groups()
         assert g[2:4] == (g[5], g[4])  # the tasks only A applied, then those only B did
     assert caplog.text.index("verdict (application") < caplog.text.index("analysis report:")
+    # the parent's description in the MLflow UI: the same verdict lines (no links into the sweep directory) above
+    # the headline table
+    desc = client.get_run(parent).data.tags["mlflow.note.content"]
+    shown = [x[2:] for x in desc.splitlines() if x.startswith("- ")]
+    assert shown == [x.split(" (viewer.html")[0] for x in lines]
+    assert desc.index("**Verdict**") < desc.index("| configuration") and "viewer.html" not in desc
 
 
 
@@ -85,3 +91,39 @@ def test_report_off_and_failures_never_raise(tmp_path, caplog, monkeypatch):
         sweep_report.report_at_end(_config(tmp_path, uri))  # returns: the sweep's exit code is not its business
     assert "end-of-sweep analysis report failed (RuntimeError: plotting failed)" in caplog.text
     assert "python -m analysis report --experiment fixture" in caplog.text
+
+
+def test_a_sweep_stopped_before_any_task_ended_reports_nothing_and_warns_nothing(tmp_path, caplog):
+    """``run.max_usd=0.004`` stops a sweep before its first task ends: its configuration runs hold an empty
+    records.jsonl. That is no failed report (whose suggested command would fail the same way): one line says why
+    there is none."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    from inmind_exp.tracking.writer import Tracker
+
+    root = (tmp_path / "sweep").resolve()
+    root.mkdir()
+    tracker = Tracker(uri, "capped")
+    parent = tracker.open_sweep_run(f"sweep:{root}", root)
+    empty = tmp_path / "records.jsonl"
+    empty.write_text("")
+    for name in ("backbone/bm25/turn5/vllm", "naive_rag/bm25/turn5/vllm"):
+        rid, _ = tracker.get_or_create_run(f"k-{name}", name, {"inmind.kind": "config"}, parent_id=parent)
+        tracker.log_artifacts(rid, [empty])
+    with caplog.at_level(logging.INFO, logger="inmind_exp.sweep_report"):
+        sweep_report.report_at_end(_config(tmp_path, uri, experiment="capped"))
+    assert "no analysis report: no task of this sweep has finished" in caplog.text
+    assert "WARNING" not in caplog.text and "failed" not in caplog.text
+    assert not (root / "analysis" / "report.html").exists()
+
+    # a store whose runs lost their records (no artifact at all) is still a failure worth the warning
+    from analysis.load import LoadError, NoRecordsError
+    from analysis.mlflow_runs import load_experiment
+
+    lost = Tracker(uri, "lost")
+    lost.get_or_create_run("k", "x/y/z/w", {"inmind.kind": "config"})
+    try:
+        load_experiment("lost", uri)
+    except LoadError as e:
+        assert not isinstance(e, NoRecordsError) and "no records.jsonl artifact" in str(e)
+    else:
+        raise AssertionError("a run without records loaded")

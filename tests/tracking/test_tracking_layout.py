@@ -142,3 +142,32 @@ def test_the_sweep_headline_shows_the_in_context_naive_as_a_dash(tracker, tmp_pa
 def test_sweep_name_leaves_out_bookkeeping_overrides():
     assert T.sweep_name(Path("/x/multirun"), ["system=a,b", "tracking.uri=sqlite:///m.db", "hydra.sweep.dir=d"]) == \
         "sweep multirun: system=a,b"
+
+
+def test_a_run_charts_the_rates_and_counts_and_keeps_every_value_in_metrics_json(tracker, tmp_path):
+    """MLflow's metrics tab draws one chart per metric: a run logs the rates, counts, time and cost (about 30), and
+    every value of ``RunMetrics.flat`` (per-role tokens, per-metric n and errors, judge-audit counts) goes to
+    ``metrics.json``; the sweep parent's description is its headline table."""
+    from inmind_exp.protocol.metrics import compute
+    from inmind_exp.records import Usage
+
+    (tmp_path / "sweep").mkdir()
+    parent = tracker.open_sweep_run("sweep:m", tmp_path / "sweep")
+    plan = _plan(tmp_path, "gpt-5-mini")
+    rid = tracker.open_config_run(plan, flatten_params(plan.cfg), "key-m", parent, None)
+    recs = [_record(f"t{i}", i % 2) for i in range(4)]
+    recs = [TaskRecord(**{**r.__dict__, "usage": {"answerer": Usage(calls=2, prompt_tokens=100), "judge": Usage(
+        calls=3, prompt_tokens=50, completion_tokens=9)}}) for r in recs]
+    flat = {**compute(recs).flat(), "wall_s": 41.2, "cost_usd": 0.0123, "n_planned": 4.0}
+    shown = tracker.log_config_results(rid, flat, recs, [])
+    tracker.add_to_sweep(parent, rid, shown)
+    logged = tracker.client.get_run(rid).data.metrics
+    assert len(flat) > 60 and len(logged) <= 35, sorted(logged)
+    for k in ("application", "application_ci_low", "application_ci_high", "application_n", "target_recall",
+              "naive_n", "n_tasks", "n_planned", "wall_s", "cost_usd", "delta_application_recall"):
+        assert k in logged, k
+    assert not any(k.startswith(("answerer_", "judge_", "faults_")) for k in logged)
+    every = json.loads(Path(tracker.client.download_artifacts(rid, "metrics.json", str(tmp_path / "m"))).read_text())
+    assert set(every) == {k for k in flat} and every["answerer_prompt_tokens"] == 400.0
+    desc = tracker.client.get_run(parent).data.tags["mlflow.note.content"]
+    assert desc.startswith("| configuration") and "naive_rag/minilm/middle/openai" in desc and "Application" in desc

@@ -15,7 +15,8 @@ Provenance: a retrieved chunk is one trace turn and carries its id; a profile li
 (``inmind_exp.memory.kept_provenance``, as every built-in does): a line kept verbatim keeps its provenance, a line
 the update wrote has as origin the origin of the inputs (the previous profile's lines, the session's user turns)
 whose content it still states, and everything else that call saw as derived. An empty rewrite keeps the previous
-profile and is counted as an ``empty_reply`` fault.
+profile and is counted as an ``empty_reply`` fault; a refusal or chat reply, or one no longer stating most of the
+previous profile (``inmind_exp.memory.unusable_state``), keeps it too, as a ``malformed_reply`` fault.
 
 Not from an upstream repository: this is the example of ``docs/plugins.md``, written for this project; no upstream
 code or prompt was read or copied, so there are no deviations to list.
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from inmind_exp.memory import (CallProfile, ContextItem, Encoder, MemorySystem, Message, Models, Recall, Session,
-                               TextIndex, at_least, kept_provenance, read_json, write_json)
+                               TextIndex, at_least, kept_provenance, read_json, unusable_state, write_json)
 
 PROFILE_SYSTEM_PROMPT = (  # profile_rag-v1
     "You keep a short profile of one user of an AI assistant: the durable facts about them that could matter in "
@@ -46,7 +47,8 @@ class ProfileRAG(MemorySystem):
     """A visible profile rewritten after every session, plus top-k retrieval over the raw turns."""
 
     embeddings = ("minilm", "emb3", "bm25")
-    version = "2"  # 2: profile-line provenance by the one rule (no catch-all origin)
+    version = "3"  # 2: profile-line provenance by the one rule (no catch-all origin); 3: a refused or
+    # state-dropping rewrite is a fault and the previous profile stays
     cost = CallProfile(memory_calls_per_session=1.0, prompt_tokens_per_memory_call=800,
                        completion_tokens_per_memory_call=200, prompt_tokens_per_answer_call=1500)
     param_ranges = {"top_k": at_least(1), "profile_lines": at_least(1)}
@@ -77,6 +79,10 @@ class ProfileRAG(MemorySystem):
         lines = [ln for ln in lines if ln][: self.profile_lines]
         if not lines:
             self.fault("empty_reply", "profile", "the profile rewrite was empty; the previous profile is kept",
+                       [t.id for t in said])
+            return
+        if problem := unusable_state(reply, "\n".join(line for line, *_ in self.profile)):
+            self.fault("malformed_reply", "profile", f"{problem}; the previous profile is kept: {reply[:200]}",
                        [t.id for t in said])
             return
         old = {line: (src, der) for line, src, der in self.profile}
