@@ -19,6 +19,11 @@ TASK_SET = "inmind.task_set"  # official, or demo tasks (the bundled set), or a 
 #: removed when a rerun completes it
 INCOMPLETE = "inmind.incomplete"
 CAPPED, INTERRUPTED, ERRORS = "capped", "interrupted", "errors"
+#: whether the tasks' results are coupled through the call cache: ``shared_background`` (``run.cache_scope=shared``:
+#: later tasks reuse earlier tasks' cached background replies, one sample of the background's memory for all) or
+#: ``per_task`` (``run.cache_scope=task``: each task's memory replies are its own samples)
+CACHE_COUPLING = "inmind.cache_coupling"
+COUPLING = {"shared": "shared_background", "task": "per_task"}
 
 
 def kind_filter(kind: str) -> str:

@@ -100,11 +100,13 @@ def check_params(system_cls: type[MemorySystem], name: str, params: dict[str, An
 
 #: ``run.progress``: in place on a terminal and plain lines otherwise, always in place, always plain, or none
 PROGRESS_MODES = ("auto", "live", "plain", "off")
+#: ``run.cache_scope``: tasks share the call cache's memory replies, or each task samples its own
+CACHE_SCOPES = ("shared", "task")
 
 
 def check_run(run: RunConf) -> None:
     """``run.latency_s`` (the dry run's seconds per call) > 0, ``run.max_usd`` > 0, ``run.max_tokens`` >= 1 (each
-    cap or null) and a known ``run.progress``, before anything starts."""
+    cap or null), a known ``run.progress`` and ``run.cache_scope``, before anything starts."""
     latency, usd, tokens, mode = run.latency_s, run.max_usd, run.max_tokens, run.progress
     if not latency > 0:
         raise PlanError(f"run.latency_s={latency}: must be a number of seconds > 0")
@@ -114,6 +116,8 @@ def check_run(run: RunConf) -> None:
         raise PlanError(f"run.max_tokens={tokens}: must be a whole number of tokens >= 1, or null for no cap")
     if mode not in PROGRESS_MODES:
         raise PlanError(f"run.progress={mode}: expected one of {', '.join(PROGRESS_MODES)}")
+    if run.cache_scope not in CACHE_SCOPES:
+        raise PlanError(f"run.cache_scope={run.cache_scope}: expected one of {', '.join(CACHE_SCOPES)}")
 
 
 PRICE_FIELDS = ("prompt_per_1m", "completion_per_1m")

@@ -56,7 +56,9 @@ def result_identity(config: Config, endpoints: dict[str, Endpoint], dataset_dige
         "code": code_identity(system_cls or SYSTEMS.get(config.system.name)),
         # run settings that change a task's result: the judges' JSON re-asks (a verdict that parses on the third
         # try is an error with one)
-        "settings": {"judge_attempts": config.run.judge_attempts},
+        # and whether each task samples its own memory replies (``run.cache_scope=task``; the default adds nothing)
+        "settings": {"judge_attempts": config.run.judge_attempts,
+                     **({"cache_scope": config.run.cache_scope} if config.run.cache_scope != "shared" else {})},
     }
 
 

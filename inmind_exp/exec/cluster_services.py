@@ -1,5 +1,6 @@
-"""The Ray pool's three services in one actor on the head node: the limiter (``exec.services.LimiterActor``), the call
-cache (``exec.services.CacheActor``) and the phase board (``phases.PhaseBoard``).
+"""The Ray pool's services in one actor on the head node: the limiter (``exec.services.LimiterActor``), the call
+cache (``exec.services.CacheActor``) with the cluster's single flight (``exec.services.FlightBook``) and the phase
+board (``phases.PhaseBoard``).
 
 One process instead of three: a Ray worker process costs ~1 s of CPU to start and ~170 MB, and on a 2-core machine
 three of them started while the task actors did (and took two of the idle workers a local Ray starts with).
@@ -18,13 +19,13 @@ from typing import Any
 
 import ray
 
-from inmind_exp.exec.services import CacheActor, LimiterActor
+from inmind_exp.exec.services import CacheActor, FlightBook, LimiterActor
 from inmind_exp.llm.limits import LimitRequest
 from inmind_exp.records import Usage
 from inmind_exp.display.phases import PhaseBoard
 
 #: each service's concurrency group: how many of its calls run at once
-CONCURRENCY_GROUPS = {"limiter": 1000, "cache": 32, "board": 1}
+CONCURRENCY_GROUPS = {"limiter": 1000, "cache": 32, "flights": 1000, "board": 1}
 
 
 class ClusterServices:
@@ -34,6 +35,7 @@ class ClusterServices:
     def __init__(self) -> None:
         self._limiter = LimiterActor()
         self._cache = CacheActor()
+        self._flights = FlightBook()
         self._board = PhaseBoard()
         self._io = ThreadPoolExecutor(max_workers=CONCURRENCY_GROUPS["cache"], thread_name_prefix="inmind-cache")
 
@@ -63,6 +65,16 @@ class ClusterServices:
     @ray.method(concurrency_group="cache")
     async def count(self, directory: str, kind: str) -> int:
         return await self._on_thread(self._cache.count, directory, kind)
+
+    # -- single flight: waiters by the thousand on their group's event loop (``FlightBook``) -------------------
+
+    @ray.method(concurrency_group="flights")
+    async def join_flight(self, directory: str, kind: str, key: str, timeout_s: float) -> tuple[bool, Any]:
+        return await self._flights.join(directory, kind, key, timeout_s)
+
+    @ray.method(concurrency_group="flights")
+    async def land_flight(self, directory: str, kind: str, key: str, value: Any) -> None:
+        self._flights.land(directory, kind, key, value)
 
     # -- the board: one call at a time (reports carry their sequence number: see PhaseBoard) --------------------
 

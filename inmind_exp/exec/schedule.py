@@ -17,18 +17,19 @@ from typing import Any, Callable
 
 from inmind_exp.records import Task, TaskRecord
 from inmind_exp.exec import snapshots
-from inmind_exp.exec.interface import (ClusterError, Job, Pool, PoolWorker, display_safely, feed_usage, first_line,
-                                     retry_or_report)
+from inmind_exp.exec.interface import ClusterError, Job, Pool, PoolWorker, display_safely, first_line, retry_or_report
+from inmind_exp.exec.watch import Watch
 from inmind_exp.plan.plan import Plan
-from inmind_exp.display.phases import STARTING, unit_key
 from inmind_exp.display.spend_cap import SpendCap
 from inmind_exp.exec.worker import collect_api_keys, plan_endpoints
 
 log = logging.getLogger(__name__)
 
 
-class Schedule:
-    """One pass of the scheduler over the executor's inbox: prefix builds first, then tasks, on every free worker."""
+class Schedule(Watch):
+    """One pass of the scheduler over the executor's inbox: prefix builds first, then tasks, on every free worker.
+    With ``run.lead_task`` a configuration's first task starts alone and its later tasks follow once it is done, so
+    they find the background replies it cached instead of racing it for them (``following``)."""
 
     def __init__(self, ex: Pool, more: Callable[[], bool], tick: Callable[[], None] = lambda: None):
         self.ex = ex
@@ -39,6 +40,7 @@ class Schedule:
         self.waiting: dict[str, list[tuple[Job, Task, int]]] = {}  # prefix hash -> tasks waiting for it
         self.builds: deque[Job] = deque()  # one job per prefix hash still to build
         self.building: set[str] = set()
+        self.following: dict[int, list[tuple[Job, Task, int]]] = {}  # id(job) -> tasks waiting for its lead task
         self.inflight: dict[Any, tuple[str, Job, Task | None, int, PoolWorker, float]] = {}
         self.stalled_since: float | None = None
         self.cap = SpendCap(ex.spend_cap)
@@ -66,7 +68,7 @@ class Schedule:
         blob = snapshots.saved_prefix(job.plan)
         if blob is not None:
             job.prefix_ref = ray.put(blob)
-            self.ready_tasks.extend((job, t, 1) for t in job.tasks)
+            self._ready([(job, t, 1) for t in job.tasks])
             return
         h = job.plan.prefix_hash
         if h not in self.waiting:
@@ -90,7 +92,22 @@ class Schedule:
     # -- the pool --------------------------------------------------------------------------------------------
 
     def _work_left(self) -> int:
-        return len(self.ready_tasks) + len(self.builds) + sum(len(v) for v in self.waiting.values())
+        return (len(self.ready_tasks) + len(self.builds) + sum(len(v) for v in self.waiting.values())
+                + sum(len(v) for v in self.following.values()))
+
+    def _ready(self, entries: list[tuple[Job, Task, int]]) -> None:
+        """Tasks whose prefix is ready: each job's first one now, with ``run.lead_task`` the others once it is done."""
+        for job in {id(j): j for j, _, _ in entries}.values():
+            mine = [e for e in entries if e[0] is job]
+            if job.plan.run.lead_task and len(mine) > 1:
+                self.ready_tasks.append(mine[0])
+                self.following.setdefault(id(job), []).extend(mine[1:])
+            else:
+                self.ready_tasks.extend(mine)
+
+    def _follow(self, job: Job) -> None:
+        """``job``'s lead task is done (or will not run): its later tasks may start."""
+        self.ready_tasks.extend(self.following.pop(id(job), []))
 
     def _grow(self) -> None:
         """Start actors up to what the waiting work can use and the cluster can hold; say so when it holds fewer."""
@@ -133,6 +150,7 @@ class Schedule:
             elif self.ready_tasks:
                 job, task, attempt = self.ready_tasks.popleft()
                 if not self._within_cap(job):
+                    self._follow(job)  # its later tasks meet the cap in turn
                     return True  # not started; the next unit is looked at
                 p = job.plan
                 ref = w.actor.run_task.remote(job.spec_ref, task, job.trace_ref, p.session_index, p.prefix_hash,
@@ -175,6 +193,8 @@ class Schedule:
         kind, job, task, attempt, w, t0 = self.inflight.pop(ref)
         w.running = max(0, w.running - 1)
         plan = job.plan
+        if kind == "task":
+            self._follow(job)
         try:
             value = self.ex.ray.get(ref)
         except RayActorError as e:
@@ -198,9 +218,10 @@ class Schedule:
             display_safely("prefix spend", lambda: job.progress.prefix_spent(value.usage))
             blob_ref = self.ex.ray.put(value.blob)
             self.building.discard(plan.prefix_hash)
-            for j, t, a in self.waiting.pop(plan.prefix_hash, []):
+            entries = self.waiting.pop(plan.prefix_hash, [])
+            for j, _, _ in entries:
                 j.prefix_ref = blob_ref
-                self.ready_tasks.append((j, t, a))
+            self._ready(entries)
             return
         rec: TaskRecord = value
         self.ex.working.set()
@@ -219,79 +240,6 @@ class Schedule:
         if job.outstanding == 0:
             self._feed_usage([job])  # the closing line counts every call the board saw
             job.finish()
-
-    def _display(self) -> None:
-        """Each running job whose ``run.progress_every_s`` has passed (0: never) gets its progress line, with the
-        phases its running units last reported to the board; then the sweep's ``tick``."""
-        now = time.perf_counter()
-        due = [j for j in self.jobs if not j.done.is_set() and j.plan.run.progress_every_s > 0
-               and now - j.last_progress >= j.plan.run.progress_every_s]
-        if due:
-            phases = self._phases()
-            self._feed_usage(due)
-            running: dict[int, list[str]] = {id(j): [] for j in due}
-            for _kind, job, task, attempt, _, _ in self.inflight.values():
-                if id(job) in running:
-                    key = unit_key(job.plan.config_hash, task.id if task is not None else None, attempt)
-                    running[id(job)].append(phases.get(key, STARTING))
-            starting = sum(1 for w in self.ex.workers if w.ready_ref is not None)
-            idle = f"queued, {starting} worker(s) starting" if starting else "queued"
-            for j in due:
-                j.last_progress = now
-                display_safely("progress display", lambda: j.progress(running[id(j)], idle))
-        display_safely("sweep progress", self.tick)
-
-    def _feed_usage(self, jobs: list[Job]) -> None:
-        """Give ``jobs``' progress the calls the board saw complete (the spend counted as calls complete)."""
-        board = self.ex.board
-        if board is None or not jobs:
-            return
-        try:
-            usage = self.ex.ray.get(board.usage.remote(), timeout=5)
-        except Exception as e:  # noqa: BLE001 - the display is best effort
-            log.debug(f"phase board usage: {type(e).__name__}: {e}")
-            return
-        for j in jobs:
-            display_safely("live spend", lambda: feed_usage(j.progress, usage.get(j.plan.config_hash)))
-
-    def _phases(self) -> dict[str, str]:
-        """The board's phases by unit; empty if it does not answer in time (the lines then say ``starting``)."""
-        board = self.ex.board
-        if board is None:
-            return {}
-        try:
-            return self.ex.ray.get(board.snapshot.remote(), timeout=5)
-        except Exception as e:  # noqa: BLE001 - the display is best effort
-            log.debug(f"phase board: {type(e).__name__}: {e}")
-            return {}
-
-    def _watch_work(self) -> None:
-        """Set ``ex.working`` once the tasks are under way: the board has seen a call complete (or a task has
-        finished, or the schedule ended). The end-of-sweep report's background imports wait for it, so it runs
-        while the tasks wait on their endpoints, not while the workers start their first tasks (imports, clients,
-        connections), which it slowed by seconds on a 2-core machine."""
-        ex = self.ex
-        if ex.working.is_set() or not self.dispatched:
-            return
-        if ex.board is None:
-            ex.working.set()
-            return
-        if self._probe is not None:
-            if not ex.ray.wait([self._probe], timeout=0)[0]:
-                return
-            probe, self._probe = self._probe, None
-            try:
-                seen = bool(ex.ray.get(probe))
-            except Exception as e:  # noqa: BLE001 - a lost board holds nothing back
-                log.debug(f"phase board usage: {type(e).__name__}: {e}")
-                seen = True
-            if seen:
-                ex.working.set()
-                return
-        now = time.monotonic()
-        if self._probe is None and now - self._probe_at >= 0.25:
-            self._probe_at = now
-            self._probe = ex.board.usage.remote()
 
     def _prefix_failed(self, prefix_hash: str, error: BaseException) -> None:
         """A prefix that cannot be built ends every job waiting for it, with the builder's error."""

@@ -3,7 +3,8 @@ the client a worker calls through the same interface as the local ones; on a Ray
 served by one actor on the head node, ``run.cluster_services.ClusterServices``.
 
 ``LimiterActor`` keeps the ``LeaseBook`` of every endpoint for the whole cluster; ``CacheActor`` keeps the
-``CallCache`` of each cache directory on the driver's node (``run.cache=cluster``). Losing either never fails a
+``CallCache`` of each cache directory on the driver's node (``run.cache=cluster``); ``FlightBook`` keeps the requests in
+flight across the cluster, so two workers never pay for the same request at once (``ClusterFlights``). Losing either never fails a
 task: a client falls back to limiting its own requests, or goes on uncached (logged once). ray is imported only
 inside functions, so this module imports without it.
 """
@@ -13,9 +14,10 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
-from inmind_exp.llm.inflight import SingleFlight
+from inmind_exp.llm.inflight import WAIT_S, Flight, SingleFlight, _Flight
 from inmind_exp.llm.limits import LimitRequest
 
 log = logging.getLogger(__name__)
@@ -122,6 +124,105 @@ class CacheActor:
         return self._cache(directory).count(kind)
 
 
+class FlightBook:
+    """The requests in flight across the cluster, by (cache directory, kind, key): the first worker to ``join`` a
+    key leads (makes the call), the others wait in the service until it ``land``s and take its reply. A flight older
+    than ``WAIT_S`` (its leader lost with its worker) is taken over by the next caller. Asyncio bookkeeping, run on
+    the services actor's event loop; no Ray here, so it is tested in-process."""
+
+    def __init__(self) -> None:
+        self._flights: dict[tuple[str, str, str], tuple[Any, float, list[Any]]] = {}
+        #: requests that waited for another worker's identical request instead of sending their own
+        self.joined = 0
+
+    async def join(self, directory: str, kind: str, key: str, timeout_s: float = WAIT_S) -> tuple[bool, Any]:
+        """(True, None): the caller leads; (False, reply): another worker's reply (None when its call failed or
+        outlasted ``timeout_s``: the caller then asks itself)."""
+        import asyncio
+
+        k = (directory, kind, key)
+        now = time.monotonic()
+        flight = self._flights.get(k)
+        if flight is None or now - flight[1] > WAIT_S:
+            self._flights[k] = (asyncio.Event(), now, [None])
+            return True, None
+        done, _, box = flight
+        try:
+            await asyncio.wait_for(done.wait(), timeout=timeout_s)
+        except TimeoutError:
+            return False, None
+        self.joined += box[0] is not None
+        return False, box[0]
+
+    def land(self, directory: str, kind: str, key: str, value: Any) -> None:
+        """The leader's reply (None: its call failed), handed to every worker waiting for it."""
+        flight = self._flights.pop((directory, kind, key), None)
+        if flight is not None:
+            flight[2][0] = value
+            flight[0].set()
+
+
+class ClusterFlights:
+    """Single flight across the cluster, with the interface of ``inflight.SingleFlight``: this worker's callers of a
+    key first meet in its own ``SingleFlight``; their leader then joins the cluster's ``FlightBook`` (one call to the
+    services actor), so a request another worker already has in flight is waited for instead of paid twice. Should
+    the service be lost, the worker goes on with its own single flight (logged once)."""
+
+    def __init__(self, actor: Any, directory: str):
+        self.actor = actor
+        self.dir = str(directory)
+        self.local = SingleFlight()
+        self.cluster_joined = 0
+        self.lost = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"actor": self.actor, "directory": self.dir}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["actor"], state["directory"])  # type: ignore[misc]
+
+    @property
+    def joined(self) -> int:
+        return self.local.joined + self.cluster_joined
+
+    def _join(self, kind: str, key: str, timeout_s: float) -> tuple[bool, Any]:
+        import ray
+        from ray.exceptions import RayActorError
+
+        try:
+            lead, value = ray.get(self.actor.join_flight.remote(self.dir, kind, key, timeout_s))
+            return bool(lead), value
+        except RayActorError as e:
+            self.lost = True
+            log.warning(f"[inmind] the cluster's single flight is unavailable ({type(e).__name__}); this worker "
+                        f"goes on with its own")
+            return True, None
+
+    def _land(self, kind: str, key: str, value: Any) -> None:
+        self.actor.land_flight.remote(self.dir, kind, key, value)
+
+    @contextmanager
+    def claim(self, kind: str, key: str, timeout_s: float | None = WAIT_S) -> Iterator[Flight]:
+        wait = WAIT_S if timeout_s is None else timeout_s
+        with self.local.claim(kind, key, timeout_s) as flight:
+            if not flight.leader or self.lost:
+                yield flight
+                return
+            lead, value = self._join(kind, key, wait)
+            if not lead:
+                self.cluster_joined += value is not None
+                flight.publish(value)  # this worker's own followers take it too
+                followed = _Flight()
+                followed.value = value
+                yield Flight(False, followed)
+                return
+            try:
+                yield flight
+            finally:
+                if not self.lost:
+                    self._land(kind, key, flight.value)
+
+
 class RayCacheClient:
     """The ``CallCache`` interface (get/put/count), forwarded to the shared ``CacheActor`` for one directory."""
 
@@ -129,7 +230,7 @@ class RayCacheClient:
         self.actor = actor
         self.dir = Path(directory)
         self.lost = False
-        self.flights = SingleFlight()  # this worker's callers; the service itself serves every worker's later ones
+        self.flights: SingleFlight | ClusterFlights = ClusterFlights(actor, directory)
 
     def _call(self, method: str, *args: Any) -> Any:
         """The service's answer; should it be lost, the worker goes on uncached (logged once), never fails a task."""

@@ -173,6 +173,11 @@ class TaskWorker:
                 self._caches[key] = RayCacheClient(self.shared_cache, spec.cache_dir)
             else:
                 self._caches[key] = CallCache(spec.cache_dir)
+                if self.shared_cache is not None and hasattr(self.shared_cache, "join_flight"):
+                    from inmind_exp.exec.services import ClusterFlights
+
+                    # the cache is this node's, but no two workers pay for the same request at once
+                    self._caches[key].flights = ClusterFlights(self.shared_cache, spec.cache_dir)
         return self._caches[key]
 
     def _use(self, spec: WorkerSpec) -> _Configured:
@@ -257,6 +262,8 @@ class TaskWorker:
         phase("starting")
         state = self._use(spec)
         state.models.meter.listener = phase.spent  # the spend line counts each call as it completes
+        if spec.cache_scope == "task":
+            state.models.memory.scope = f"task:{task.id}"  # this task's own samples of the background's memory
         prefix_dir = self._prefix_dir(prefix_hash, prefix_blob)
         # one directory per configuration, task and attempt: two configurations' runs of a task may run at once
         workdir = child_dir(self.tmp, "task", f"{spec.config_hash}/{task.id}/{attempt}")

@@ -66,7 +66,7 @@ class CallCache:
         #: Entries found unusable by this process (corrupt or of the wrong shape), per kind; each was a miss.
         self.invalid: dict[str, int] = {}
         #: the requests this process's callers of this cache have in flight (``inmind_exp.llm.inflight``)
-        self.flights = SingleFlight()
+        self.flights: Any = SingleFlight()
         self._last = threading.local()  # whether this thread's last ``get`` met an unusable entry
 
     def _path(self, kind: str, key: str) -> Path:

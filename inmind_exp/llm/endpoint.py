@@ -36,6 +36,9 @@ class Endpoint:
     #: a reasoning model: no temperature, top_p or logprobs are sent, and the limit goes as max_completion_tokens
     reasoning: bool = False
     seed: int | None = None
+    #: the provider's processing lane (OpenAI: ``flex`` at batch prices, slower, at times refused with a retryable
+    #: 429); sent with each request, never part of a cache key (the same model answers in every lane)
+    service_tier: str | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
     #: the whole call (connect + response) must end within this many seconds, else it is a retryable timeout
     deadline_s: float | None = 600.0

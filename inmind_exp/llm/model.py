@@ -63,6 +63,8 @@ class Model:
         self.meter = meter or UsageMeter()
         self.http_calls = 0
         self.cache_write_failures = 0
+        #: a scope added to every chat call's cache key (``run.cache_scope=task``: the task id), None: shared
+        self.scope: str | None = None
         self._memo: dict[str, np.ndarray] | None = {} if memo else None
 
     # -- chat -------------------------------------------------------------------------------------------------
@@ -74,7 +76,7 @@ class Model:
         served from the cache but asked again, and the new reply replaces it."""
         params = self.provider.chat_params(**kwargs)
         wire = [m.to_openai() for m in messages]
-        key = cache_key(self.provider.chat_key(wire, params, sample))
+        key = cache_key({**self.provider.chat_key(wire, params, sample), **({"scope": self.scope} if self.scope else {})})
         if self.cache is None:
             return self._paid_chat(wire, params, key)[0]
 

@@ -167,6 +167,8 @@ class OpenAIProvider:
     def chat(self, wire: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
         t0 = time.perf_counter()
         kwargs = dict(params)
+        if self.endpoint.service_tier:  # sent, but not in ``chat_key``: a lane changes the price, not the answer
+            kwargs["service_tier"] = self.endpoint.service_tier
         if self.endpoint.extra_body:
             kwargs["extra_body"] = self.endpoint.extra_body
         resp = self._request(lambda: self.client.chat.completions.create(model=self.endpoint.model, messages=wire,

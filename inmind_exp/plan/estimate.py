@@ -6,17 +6,28 @@ per role at its own model's prices; a sweep's dry run ends with the total over i
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from inmind_exp.llm.endpoint import ROLES
 from inmind_exp.records import Session
 
 if TYPE_CHECKING:  # the package's __init__ imports this module: it stays light (the plan and judges import openai)
+    from inmind_exp.memory.base import CallProfile
     from inmind_exp.plan.plan import Plan
 
 
 def _user_turns(sessions: Sequence[Session]) -> int:
     return sum(1 for s in sessions for t in s.turns if t.role == "user")
+
+
+def memory_bounds(cost: CallProfile, sessions: Sequence[Session], j: int, queries: int) -> tuple[float, float]:
+    """The profile's memory calls of the prefix (sessions before ``j``) and of one task (the fact, the sessions from
+    ``j`` on, ``queries`` reads): the bound the measured hit profile (``plan.expected``) is a fraction of."""
+    prefix = cost.memory_calls_per_user_turn * _user_turns(sessions[:j]) + cost.memory_calls_per_session * j
+    suffix = (cost.memory_calls_per_user_turn * (_user_turns(sessions[j:]) + 1)
+              + cost.memory_calls_per_session * (len(sessions) - j))
+    return prefix, suffix + cost.memory_calls_per_query * queries
 
 
 def _answer_prompt_delta(plan: Plan) -> int:
@@ -42,12 +53,9 @@ def estimate(plan: Plan, retry_errors: bool | None = None,
     answered = answered_tasks(plan, remaining, earlier)
     sessions = plan.trace.sessions
     j = plan.session_index
-    prefix_calls = cost.memory_calls_per_user_turn * _user_turns(sessions[:j]) + cost.memory_calls_per_session * j
-    prefix_only = prefix_calls
-    suffix_calls = (cost.memory_calls_per_user_turn * (_user_turns(sessions[j:]) + 1)
-                    + cost.memory_calls_per_session * (len(sessions) - j))
     queries = 2 if plan.asks_naive else 1
-    per_task_memory = suffix_calls + cost.memory_calls_per_query * queries
+    prefix_calls, per_task_memory = memory_bounds(cost, sessions, j, queries)
+    prefix_only = prefix_calls
     per_task_answer = cost.answer_calls_per_query * queries
     from inmind_exp.protocol.judges import applicable
 
@@ -93,6 +101,15 @@ def estimate(plan: Plan, retry_errors: bool | None = None,
     est["slots"] = in_flight(plan)
     est["wall_s"] = wall_time_s(est, plan.run.latency_s)
     return est
+
+
+def expected_estimate(plan: Plan, est: dict[str, float]) -> dict[str, float]:
+    """``est`` with the expected figures of ``plan.expected`` (cross-task cache hits taken off) and their wall time."""
+    from inmind_exp.plan.expected import expected
+
+    out = expected(plan, est)
+    out["wall_s"] = wall_time_s(out, plan.run.latency_s)
+    return out
 
 
 def _control_judges(plan: Plan) -> dict[str, Any]:
@@ -163,31 +180,37 @@ class SweepTotal:
         self.latency_s = 0.0
         self.est: dict[str, float] = {}
         self.cost: float | None = 0.0
+        #: the same sums of the expected figures (``plan.expected``: cross-task cache hits taken off)
+        self.exp: dict[str, float] = {}
+        self.exp_cost: float | None = 0.0
         self.unpriced: set[str] = set()
+        #: ``estimate.json``'s lines by configuration, and where it goes (the sweep's or run's directory)
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.root: Path | None = None
         #: answers key -> task ids an estimated configuration answers (``run.reuse``): a later one re-judges them
         self.answers: dict[str, list[str]] = {}
         #: each configuration's row of the closing table: name, tasks to run / planned, calls, cost, wall time
         self.rows: list[tuple[str, str, int, float | None, float]] = []
 
     def add(self, est: dict[str, float], cost: float | None, unpriced: list[str], latency_s: float = 10.0,
-            name: str = "") -> None:
+            name: str = "", exp: dict[str, float] | None = None, exp_cost: float | None = None) -> None:
+        """One configuration's bound ``est`` and its expected figures ``exp`` (the bound when not given)."""
         self.configs += 1
         self.rows.append((name, f"{est['tasks_to_run']:.0f}/{est['tasks_total']:.0f}",
                           round(est["memory_calls"] + est["answer_calls"] + est["judge_calls"]), cost,
                           est.get("wall_s", 0.0)))
         self.latency_s = max(self.latency_s, latency_s)
-        for k, v in est.items():
-            if k in ("prefix_chain_calls", "task_chain_calls", "slots"):  # a sweep's chains overlap; its pool is shared
-                self.est[k] = max(self.est.get(k, 0), v)
-            elif k != "wall_s":
-                self.est[k] = self.est.get(k, 0) + v
+        _accumulate(self.est, est)
+        _accumulate(self.exp, est if exp is None else exp)
         self.cost = None if cost is None or self.cost is None else self.cost + cost
+        exp_cost = cost if exp is None else exp_cost
+        self.exp_cost = None if exp_cost is None or self.exp_cost is None else self.exp_cost + exp_cost
         self.unpriced.update(unpriced)
 
-    def wall_s(self) -> float:
-        """The sweep's expected wall time: every configuration's calls share one pool of workers (one schedule per
+    def wall_s(self, expected: bool = False) -> float:
+        """The sweep's wall time: every configuration's calls share one pool of workers (one schedule per
         sweep), so the longest prefix and task chains count once."""
-        return wall_time_s(self.est, self.latency_s)
+        return wall_time_s(self.exp if expected else self.est, self.latency_s)
 
     def table(self) -> list[str]:
         """The one-screen summary the dry run ends with: a row per configuration and the total."""
@@ -206,8 +229,31 @@ class SweepTotal:
 
     def line(self) -> str:
         return (f"[dry run total] {self.configs} configuration(s): {self.est['tasks_to_run']:.0f} tasks to run; "
-                f"{_figures(self.est, self.cost, sorted(self.unpriced))} (upper bound); "
-                f"{_wall(self.wall_s(), self.latency_s, self.est['slots'])}")
+                f"expected {_figures(self.exp, self.exp_cost, sorted(self.unpriced))}, "
+                f"{_wall(self.wall_s(True), self.latency_s, self.est['slots'])}; upper bound "
+                f"{_calls(self.est, self.cost)}, {_wall(self.wall_s(), self.latency_s, self.est['slots'])}")
+
+    def write(self) -> Path | None:
+        """``estimate.json`` in the sweep's (or run's) directory: each configuration's figures and the total."""
+        from inmind_exp.plan.expected import entry, write_estimate
+
+        if self.root is None or not self.configs:
+            return None
+        total = entry({**self.exp, "wall_s": self.wall_s(True)}, self.exp_cost, self.est, self.cost)
+        return write_estimate(self.root / "estimate.json", self.entries, total)
+
+
+def _accumulate(total: dict[str, float], est: dict[str, float]) -> None:
+    for k, v in est.items():
+        if k in ("prefix_chain_calls", "task_chain_calls", "slots"):  # a sweep's chains overlap; its pool is shared
+            total[k] = max(total.get(k, 0), v)
+        elif k != "wall_s":
+            total[k] = total.get(k, 0) + v
+
+
+def _calls(est: dict[str, float], cost: float | None) -> str:
+    money = f", ~${cost:,.2f}" if cost is not None else ""
+    return f"~{est['memory_calls'] + est['answer_calls'] + est['judge_calls']:,.0f} calls{money}"
 
 
 def _wall(wall_s: float, latency_s: float, slots: float) -> str:
@@ -235,16 +281,27 @@ def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None
     configuration whose answers an earlier one of ``total`` makes is priced for its judge calls only)."""
     from inmind_exp.plan.reuse import answers_key
 
+    from inmind_exp.plan.expected import entry, hit_profile
+
     total = total if total is not None else SweepTotal()
     est = estimate(plan, retry_errors, total.answers)
     cost, unpriced = price(plan, est)
-    total.add(est, cost, unpriced, plan.run.latency_s, plan.name)
+    exp = expected_estimate(plan, est)
+    exp_cost, _ = price(plan, exp)
+    total.add(est, cost, unpriced, plan.run.latency_s, plan.name, exp, exp_cost)
+    total.entries[plan.name] = entry(exp, exp_cost, est, cost)
+    total.root = plan.root
     total.answers.setdefault(answers_key(plan), []).extend(t.id for t in plan.remaining(retry_errors))
     reused = (f"; {est['answers_cached_tasks']:.0f} of them only re-judged (same configuration but the judge: their "
               "memory and answer calls come from the call cache)" if est["answers_cached_tasks"] else "")
+    basis = ("no memory calls: as bounded" if not est["memory_calls"] else
+             "cross-task cache hits from the system's measured hit profile" if hit_profile(plan.system_cls.name)
+             else "no measured hit profile for this system: the bound")
     print(f"[dry run] {plan.name} (config {plan.config_hash}): {est['tasks_to_run']:.0f}/{est['tasks_total']:.0f} "
-          f"tasks to run{reused}; {_figures(est, cost, unpriced)} (upper bound: cache hits not subtracted); "
-          f"{_wall(est['wall_s'], plan.run.latency_s, est['slots'])} (run.latency_s)", file=out or sys.stdout, flush=True)
+          f"tasks to run{reused}; expected {_figures(exp, exp_cost, unpriced)}, "
+          f"{_wall(exp['wall_s'], plan.run.latency_s, est['slots'])} ({basis}); upper bound {_calls(est, cost)} "
+          f"(cache hits not subtracted), {_wall(est['wall_s'], plan.run.latency_s, est['slots'])} (run.latency_s)",
+          file=out or sys.stdout, flush=True)
     from inmind_exp.official.fidelity import fidelity
 
     print(f"[fidelity] {plan.name}: as configured, {fidelity(plan).tag} (the run records what was served)",
@@ -253,8 +310,12 @@ def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None
 
 
 def print_sweep_total(total: SweepTotal, out: Any = None) -> None:
-    """Print ``total`` when it sums two or more configurations (a dry run's sweep), then the summary table."""
+    """Print ``total`` when it sums two or more configurations (a dry run's sweep), then the summary table (the
+    bounds); write ``estimate.json`` (the expected figures beside the bounds)."""
     if total.configs > 1:
         print(total.line(), file=out or sys.stdout, flush=True)
     if total.configs:
         print("\n" + "\n".join(total.table()), file=out or sys.stdout, flush=True)
+    path = total.write()
+    if path is not None:
+        print(f"[dry run estimate] per configuration and in total: {path}", file=out or sys.stdout, flush=True)

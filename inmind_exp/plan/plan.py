@@ -63,6 +63,8 @@ class WorkerSpec:
     system_ref: str = ""
     #: the negative controls (``controls=``; None: none), with the mismatched pairing
     controls: ControlSpec | None = None
+    #: ``run.cache_scope``: "task" keys each task's memory calls by its task id (its own samples)
+    cache_scope: str = "shared"
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ class Plan:
             cache_dir=self.run.cache_dir, endpoints=dict(self.endpoints), embedding=self.embedding,
             system=self.system_name, params=dict(self.system_params), answer_mode=self.answer_mode,
             config_hash=self.config_hash, judge_attempts=self.run.judge_attempts, keep_workdirs=self.run.keep_workdirs,
-            cache=self.run.cache or "local", judges=None if self.judges == JUDGES else dict(self.judges),
+            cache=self.run.cache or "local", cache_scope=self.run.cache_scope, judges=None if self.judges == JUDGES else dict(self.judges),
             answer_prompt=self.answer_prompt, controls=self.controls,
             system_ref=f"{self.system_cls.__module__}:{self.system_cls.__qualname__}",
         )

@@ -104,7 +104,8 @@ class OfficialOutputs(Recorder):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(fid.to_dict(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
         run.notes += protocol_lines(fid, run.records, run.plan.system_params.get("top_k"))
-        run.tags.update({T.FIDELITY: fid.tag, T.TASK_SET: fid.task_set})
+        run.tags.update({T.FIDELITY: fid.tag, T.TASK_SET: fid.task_set,
+                         T.CACHE_COUPLING: T.COUPLING[run.plan.run.cache_scope]})
         if fid.official_data:
             run.metrics.update(official_metrics(run.records))
         outputs = [export_submission(run.plan, run.records, fid) if fid.official_data else None,

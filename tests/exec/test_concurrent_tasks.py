@@ -24,7 +24,7 @@ def test_two_tasks_at_once_on_one_worker_keep_their_facts_apart_and_resume_free(
     write_small_data(tmp_path / "data", n_tasks=2)
     with FakeOpenAI(delay_s=0.5) as fake:
         cmd = launch_cmd(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25", "cluster.workers=1",
-                         "cluster.num_cpus=1", "cluster.tasks_per_worker=2")
+                         "cluster.num_cpus=1", "cluster.tasks_per_worker=2", "run.lead_task=false")
         p = run(cmd)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         assert fake.max_in_flight >= 2, "the two tasks never had requests in flight at the same time"

@@ -255,3 +255,31 @@ def test_background_work_waits_for_the_first_answered_call(ray_session, tmp_path
     assert "t" in seen and completions
     # not before the first request reached the endpoint and was answered (1.5 s later)
     assert seen["t"] >= completions[0] + 1.4, (seen["t"] - completions[0])
+
+
+class FlightCaller:
+    """A worker's client over its own node's cache, with the cluster's single flight (as ``TaskWorker._cache``)."""
+
+    def __init__(self, base_url: str, services_actor, cache_dir: str) -> None:
+        from inmind_exp.exec.services import ClusterFlights
+
+        cache = CallCache(cache_dir)
+        cache.flights = ClusterFlights(services_actor, "the run's cache_dir")
+        self.client = LLMClient(fake_endpoints(base_url)["answerer"], cache=cache)
+
+    def call(self, text: str) -> str:
+        return self.client.chat(msgs(("user", text))).text
+
+
+def test_two_workers_sending_one_request_at_once_pay_once(ray_session, tmp_path):
+    ray = ray_session
+    with FakeOpenAI(delay_s=2.0) as fake:
+        service = services(ray)
+        Remote = ray.remote(num_cpus=0)(FlightCaller)
+        a, b = (Remote.remote(fake.base_url, service, str(tmp_path / f"node{i}")) for i in range(2))
+        ray.get([a.__ray_ready__.remote(), b.__ray_ready__.remote(), service.__ray_ready__.remote()], timeout=120)
+        replies = ray.get([a.call.remote("the same question"), b.call.remote("the same question")], timeout=120)
+        assert replies == ["fake answer", "fake answer"]
+        assert len(fake.chat_requests()) == 1  # the second worker waited for the first one's reply
+        ray.get([a.call.remote("another question")], timeout=120)  # a landed flight leaves nothing behind
+        assert len(fake.chat_requests()) == 2

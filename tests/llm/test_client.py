@@ -188,3 +188,23 @@ def test_repeated_attempts_are_new_requests_and_a_rerun_replays_them_unless_fail
     fake.reset_log()
     assert c.chat_json(msgs(("user", "judge me")), attempts=3, json_mode=False)[0] == obj
     assert fake.chat_requests() == []  # the good reply is served: the failed first attempt, then the cached second
+
+
+def test_a_roles_service_tier_is_sent_retried_when_refused_and_shares_the_cache(fake, tmp_path):
+    """``llm.roles.memory.service_tier=flex``: the memory role's requests carry it, a lane's refusal (429, resource
+    unavailable) is retried, and the same request in another lane is a cache hit (a lane is a price, not an answer)."""
+    from omegaconf import OmegaConf
+
+    from inmind_exp.config.settings import role_endpoints
+    from tests.exec.test_runner_ray import compose
+
+    cfg = compose(tmp_path, fake.base_url, "llm.roles.memory.service_tier=flex")
+    eps = role_endpoints(OmegaConf.to_object(cfg.llm))  # type: ignore[arg-type]
+    assert eps["memory"].service_tier == "flex" and eps["answerer"].service_tier is None
+    flex = client(fake, tmp_path, service_tier="flex", backoff_initial_s=0.01)
+    fake.fail_next(Fault(status=429, body={"error": {"message": "Resource unavailable", "type": "resource_unavailable"}}))
+    assert flex.chat(HELLO).text == "fake answer"
+    assert [b.get("service_tier") for b in fake.chat_requests()] == ["flex", "flex"]
+    standard = client(fake, tmp_path)
+    standard.chat(HELLO)
+    assert len(fake.chat_requests()) == 2  # served from the cache the flex call filled
