@@ -98,6 +98,8 @@ def estimate(plan: Plan, retry_errors: bool | None = None,
     est["prefix_chain_calls"] = prefix_calls if prefix_needed else 0
     est["task_chain_calls"] = (((per_task_memory + per_task_answer) if fresh else 0) + len(judges)
                                + len(control_judges)) if n else 0
+    # run.lead_task: the first task's chain runs alone before the others start, so two chains are waited for
+    est["chains"] = 2 if plan.run.lead_task and fresh > 1 else 1
     est["slots"] = in_flight(plan)
     est["wall_s"] = wall_time_s(est, plan.run.latency_s)
     return est
@@ -140,7 +142,8 @@ def wall_time_s(est: dict[str, float], latency_s: float) -> float:
     for it), the tasks' calls spread over the slots that can be in flight, plus one task's own chain of calls
     (the last task to start still runs its calls in order). Start-up and local computing are not included."""
     task_calls = est["memory_calls"] + est["answer_calls"] + est["judge_calls"] - est["prefix_chain_calls"]
-    return latency_s * (est["prefix_chain_calls"] + task_calls / max(1.0, est["slots"]) + est["task_chain_calls"])
+    return latency_s * (est["prefix_chain_calls"] + task_calls / max(1.0, est["slots"])
+                        + est["task_chain_calls"] * est.get("chains", 1))
 
 
 def duration(seconds: float) -> str:
@@ -189,21 +192,21 @@ class SweepTotal:
         self.root: Path | None = None
         #: answers key -> task ids an estimated configuration answers (``run.reuse``): a later one re-judges them
         self.answers: dict[str, list[str]] = {}
-        #: each configuration's row of the closing table: name, tasks to run / planned, calls, cost, wall time
-        self.rows: list[tuple[str, str, int, float | None, float]] = []
+        #: each configuration's row of the closing table: name, tasks to run / planned, then calls, cost and wall time
+        #: expected and as bounded
+        self.rows: list[tuple[str, str, int, float | None, float, int, float | None, float]] = []
 
     def add(self, est: dict[str, float], cost: float | None, unpriced: list[str], latency_s: float = 10.0,
             name: str = "", exp: dict[str, float] | None = None, exp_cost: float | None = None) -> None:
         """One configuration's bound ``est`` and its expected figures ``exp`` (the bound when not given)."""
         self.configs += 1
-        self.rows.append((name, f"{est['tasks_to_run']:.0f}/{est['tasks_total']:.0f}",
-                          round(est["memory_calls"] + est["answer_calls"] + est["judge_calls"]), cost,
-                          est.get("wall_s", 0.0)))
+        exp, exp_cost = (est, cost) if exp is None else (exp, exp_cost)
+        self.rows.append((name, f"{est['tasks_to_run']:.0f}/{est['tasks_total']:.0f}", _n_calls(exp), exp_cost,
+                          exp.get("wall_s", 0.0), _n_calls(est), cost, est.get("wall_s", 0.0)))
         self.latency_s = max(self.latency_s, latency_s)
         _accumulate(self.est, est)
-        _accumulate(self.exp, est if exp is None else exp)
+        _accumulate(self.exp, exp)
         self.cost = None if cost is None or self.cost is None else self.cost + cost
-        exp_cost = cost if exp is None else exp_cost
         self.exp_cost = None if exp_cost is None or self.exp_cost is None else self.exp_cost + exp_cost
         self.unpriced.update(unpriced)
 
@@ -215,17 +218,20 @@ class SweepTotal:
     def table(self) -> list[str]:
         """The one-screen summary the dry run ends with: a row per configuration and the total."""
         money = lambda c: f"${c:,.2f}" if c is not None else "no price"  # noqa: E731
-        rows = [(n, t, f"{c:,}", money(d), duration(w)) for n, t, c, d, w in self.rows]
+        rows = [(n, t, f"{c:,}", money(d), duration(w), f"{bc:,}", money(bd), duration(bw))
+                for n, t, c, d, w, bc, bd, bw in self.rows]
         if len(self.rows) > 1:
             rows.append(("total", f"{self.est['tasks_to_run']:.0f}", f"{sum(r[2] for r in self.rows):,}",
+                         money(self.exp_cost), duration(self.wall_s(True)), f"{sum(r[5] for r in self.rows):,}",
                          money(self.cost), duration(self.wall_s())))
-        head = ("configuration", "tasks", "calls", "$", "wall")
+        head = ("configuration", "tasks", "calls", "$", "wall", "bound: calls", "$", "wall")
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
         cell = lambda r: "| " + " | ".join(v.ljust(w) if i == 0 else v.rjust(w)  # noqa: E731
                                            for i, (v, w) in enumerate(zip(r, widths))) + " |"
         rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
         return [cell(head), rule, *map(cell, rows),
-                "(upper bounds: cache hits not subtracted; wall at run.latency_s per call; total wall: one shared pool)"]
+                "(expected: cross-task cache hits from each system's measured hit profile; bound: none subtracted; "
+                "wall at run.latency_s per call; total wall: one shared pool)"]
 
     def line(self) -> str:
         return (f"[dry run total] {self.configs} configuration(s): {self.est['tasks_to_run']:.0f} tasks to run; "
@@ -245,10 +251,14 @@ class SweepTotal:
 
 def _accumulate(total: dict[str, float], est: dict[str, float]) -> None:
     for k, v in est.items():
-        if k in ("prefix_chain_calls", "task_chain_calls", "slots"):  # a sweep's chains overlap; its pool is shared
+        if k in ("prefix_chain_calls", "task_chain_calls", "chains", "slots"):  # a sweep's chains overlap; its pool is shared
             total[k] = max(total.get(k, 0), v)
         elif k != "wall_s":
             total[k] = total.get(k, 0) + v
+
+
+def _n_calls(est: dict[str, float]) -> int:
+    return round(est["memory_calls"] + est["answer_calls"] + est["judge_calls"])
 
 
 def _calls(est: dict[str, float], cost: float | None) -> str:
@@ -310,8 +320,8 @@ def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None
 
 
 def print_sweep_total(total: SweepTotal, out: Any = None) -> None:
-    """Print ``total`` when it sums two or more configurations (a dry run's sweep), then the summary table (the
-    bounds); write ``estimate.json`` (the expected figures beside the bounds)."""
+    """Print ``total`` when it sums two or more configurations (a dry run's sweep), then the summary table (expected
+    figures and bounds); write ``estimate.json`` (the expected figures beside the bounds)."""
     if total.configs > 1:
         print(total.line(), file=out or sys.stdout, flush=True)
     if total.configs:

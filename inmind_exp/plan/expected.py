@@ -85,7 +85,10 @@ def expected(plan: Plan, est: dict[str, float]) -> dict[str, float]:
         lead = profile.first_task if first_pays else profile.later_task
         others = est["task_chain_calls"] - per_task
         out["task_chain_calls"] = per_task * lead + others + (
-            per_task * profile.later_task + others if plan.run.lead_task and fresh > 1 else 0)
+            per_task * profile.later_task + others if est.get("chains", 1) == 2 else 0)
+    else:
+        out["task_chain_calls"] = est["task_chain_calls"] * est.get("chains", 1)
+    out["chains"] = 1  # the lead task's chain is in task_chain_calls (a sweep's total takes the longest)
     return out
 
 

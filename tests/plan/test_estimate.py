@@ -67,21 +67,24 @@ def test_a_dry_run_sweep_ends_with_its_total(tmp_path):
     assert "2 configuration(s): 8 tasks to run" in totals[0]
     assert "no price for fake-model" in totals[0]  # llm=vllm has no price table: no invented cost
     assert re.search(r"~\S+( \S+)? wall at 10 s per call, 2 in flight", totals[0]), totals[0]
-    # ... and a one-screen table (#44 item 9): configuration | tasks | calls | $ | wall, a row each and the total
+    # ... and a one-screen table (#44 item 9): configuration | tasks | calls | $ | wall expected, then the bound's
     table = p.stdout[p.stdout.index("| configuration"):].splitlines()
-    assert re.match(r"\| configuration +\| +tasks \| +calls \| +\$ \| +wall \|$", table[0]), table
+    assert re.match(r"\| configuration +\| +tasks \| +calls \| +\$ \| +wall \| bound: calls \| +\$ \| +wall \|$",
+                    table[0]), table
     rows = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]] for r in table[2:5]}
     assert set(rows) == {"naive_rag/bm25/turn5/vllm", "backbone/bm25/turn5/vllm", "total"}
     assert rows["total"][0] == "8" and rows["naive_rag/bm25/turn5/vllm"][0] == "4/4"
     assert int(rows["total"][1].replace(",", "")) == sum(calls(line, kind) for line in per_config
                                                         for kind in ("memory", "answer", "judge"))
-    assert {r[2] for r in rows.values()} == {"no price"}
+    assert {r[2] for r in rows.values()} == {r[5] for r in rows.values()} == {"no price"}
+    assert all(r[1] == r[4] for r in rows.values())  # no memory calls: expected as bounded
     assert len(p.stdout[p.stdout.index("| configuration"):].splitlines()) < 25  # one screen
 
 
 def test_the_wall_time_estimate_follows_latency_slots_and_chains(tmp_path):
     """Calls spread over the slots in flight (workers x tasks per worker, capped by the tightest endpoint limit), plus
-    the prefix chain and one task's chain, at ``run.latency_s`` per call; twice the latency is twice the time."""
+    the prefix chain and one task's chain (two with ``run.lead_task``: the first task runs alone, then the others),
+    at ``run.latency_s`` per call; twice the latency is twice the time."""
     from inmind_exp.plan.estimate import estimate
 
     one = estimate(plan_for(tmp_path, "system=naive_rag", "embedding=bm25", "run.latency_s=2",
@@ -89,7 +92,11 @@ def test_the_wall_time_estimate_follows_latency_slots_and_chains(tmp_path):
     assert one["slots"] == 3  # 8 workers, but the endpoint lets 3 calls through
     calls = one["memory_calls"] + one["answer_calls"] + one["judge_calls"]
     assert one["task_chain_calls"] == calls / one["tasks_to_run"]  # naive_rag: no memory calls, nothing in a prefix
-    assert one["wall_s"] == pytest.approx(2 * (calls / 3 + one["task_chain_calls"]))
+    assert one["chains"] == 2  # run.lead_task (the default) and more than one task
+    assert one["wall_s"] == pytest.approx(2 * (calls / 3 + 2 * one["task_chain_calls"]))
+    unled = estimate(plan_for(tmp_path, "system=naive_rag", "embedding=bm25", "run.latency_s=2",
+                              "cluster.workers=8", "llm.max_concurrency=3", "run.lead_task=false"))
+    assert unled["chains"] == 1 and unled["wall_s"] == pytest.approx(2 * (calls / 3 + one["task_chain_calls"]))
     slow = estimate(plan_for(tmp_path, "system=naive_rag", "embedding=bm25", "run.latency_s=4",
                              "cluster.workers=8", "llm.max_concurrency=3"))
     assert slow["wall_s"] == pytest.approx(2 * one["wall_s"])
@@ -100,7 +107,7 @@ def test_the_wall_time_estimate_follows_latency_slots_and_chains(tmp_path):
     assert stateful["prefix_chain_calls"] > 0 and stateful["slots"] == 2
     task_calls = stateful["memory_calls"] + stateful["answer_calls"] + stateful["judge_calls"] - stateful["prefix_chain_calls"]
     assert stateful["wall_s"] == pytest.approx(
-        2 * (stateful["prefix_chain_calls"] + task_calls / 2 + stateful["task_chain_calls"]))
+        2 * (stateful["prefix_chain_calls"] + task_calls / 2 + 2 * stateful["task_chain_calls"]))
 
 
 def test_a_latency_that_is_not_positive_is_refused_before_any_work(tmp_path):
