@@ -628,3 +628,37 @@ def test_a_refused_theme_summary_is_a_fault_and_the_previous_summary_stays(fake,
     assert f.kind == "malformed_reply" and "refusal" in f.detail and set(f.turns) == {
         x for s in theme["semantic_ids"] for x in mem.st.semantics[s]["sources"] + mem.st.semantics[s]["derived"]}
     assert (theme["summary"], theme["summary_sources"]) == before and theme["summarised"] is None
+
+
+def test_lazy_theme_summaries_answer_identically_and_later_tasks_pay_fewer_memory_calls(fake, tmp_path, encoder):
+    """Three tasks over one trace and one call cache, eager then lazy (each its own cache): the answers and the exact
+    contexts the answerer saw are byte-identical, while the lazy run pays fewer memory calls for later tasks (eager
+    re-summarises the theme holding the task's fact after every later session, lazily it is summarised once, read)."""
+    base = protocol_dispatch()
+
+    def reply(body):
+        p = prompt_of(body)
+        if (COLD in p or COMPARE in p) and (m := re.search(r"I grow (\w+) tomato plants on my roof", p)):
+            return {"statements": [f"The user grows {m.group(1)} tomato plants on the roof."]}
+        return base(body)
+
+    fake.add_rule("", reply)
+    trace = make_trace(n_sessions=5, user_turns_per_session=2)
+    tasks = [Task(id=f"roof{n}", domain="other", user_message=f"I grow {n} tomato plants on my roof.",
+                  assistant_message="Nice.", naive_query="How many tomato plants do I grow on my roof?",
+                  query="How many stakes should I buy for my roof tomatoes?", explanation="-")
+             for n in ("two", "three", "five")]
+    runs = {}
+    for lazy in (False, True):
+        models = Models.build(fake_endpoints(fake.base_url), CallCache(tmp_path / f"cache{lazy}"))
+        make = lambda wd, lazy=lazy: XMemory(models, encoder, wd, lazy_theme_summaries=lazy)  # noqa: E731
+        recs = [run_task(t, trace, 1, make, models, tmp_path / f"w{lazy}" / t.id, config_hash="h",
+                         system_name="xmemory") for t in tasks]
+        assert all(r.error is None for r in recs)
+        runs[lazy] = recs
+    for eager, lazy in zip(runs[False], runs[True]):
+        for a, b in ((eager.indirect, lazy.indirect), (eager.naive, lazy.naive)):
+            assert (a.text, a.context) == (b.text, b.context)
+        assert "tomato plants on the roof" in lazy.indirect.context_text()
+    paid = {k: [r.usage["memory"].calls - r.usage["memory"].cached_calls for r in v] for k, v in runs.items()}
+    assert all(x <= y for x, y in zip(paid[True], paid[False])) and sum(paid[True][1:]) < sum(paid[False][1:]), paid
