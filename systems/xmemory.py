@@ -16,7 +16,8 @@ session's facts join themes: attach to the nearest centroid at cosine >= 0.62 (>
 else found a new theme; themes over 12 facts split (threshold-graph components at 0.66, chunks of 12); a full,
 incoherent theme (mean intra similarity < 0.72) is re-split by the sparsity+semantics score; theme pairs at centroid
 cosine >= 0.78 merge when that score gains (2 passes); singletons are absorbed likewise (floor 0.50); theme kNN
-(k=10) is recomputed. Every theme whose members changed gets one summary call.
+(k=10) is recomputed. A theme whose members changed is dirty; its summary is written (one call) when the read
+path first reads it (below), not during ingestion (``lazy_theme_summaries``; a deviation, see the list).
 
 Read path (adaptive_hier): pool the top 40 facts by cosine; candidate themes are those holding pooled facts; pick up
 to 5 by greedy coverage over the theme kNN graph (alpha 0.7); keep up to 20 pooled facts of those themes by the same
@@ -61,6 +62,15 @@ Deliberate deviations:
 - Themes are updated after every session (upstream: once per conversation, after the final flush). Theme summaries
   are computed over all members (upstream builds a fresh ThemeManager per update whose caches only hold the current
   batch, so in incremental use it summarised only the new members); unchanged themes are not re-summarised.
+- Theme summaries are written lazily (a cost-only change): upstream summarises every changed theme while ingesting,
+  but a summary is only read at query time (the candidate themes' embeddings and the gate's theme block), so a
+  theme whose members changed is marked dirty (``summarised`` differs from ``semantic_ids``; snapshots carry it) and
+  summarised when it is first read, from the members it then has: the very prompt the eager write would have sent
+  last, so contexts and answers are unchanged (tested), while themes changed again before they are read, or never
+  read, cost nothing. Provenance (``kept_provenance``) and the refusal check (``malformed_reply``, the previous
+  summary kept, the theme stays dirty) are as before; such a fault is now recorded while answering, still on the
+  facts' turns. A summary written while answering stays in memory (it is the one ingestion would have written).
+  ``lazy_theme_summaries: false`` restores upstream's eager writes.
 - The buffer persists across sessions and snapshots; the tail is flushed once (upstream's end-of-conversation
   flush) at the end of a task's ingestion (``end_ingestion``). A state with a buffered tail (the shared prefix, an
   instance never told ingestion ended) is flushed on a copy at query time, so answering never changes memory.
@@ -216,6 +226,7 @@ class Params:
     theme_summary_max_tokens: int = 256
     logprob_gate: bool = True
     gate_role: str = "answerer"  # the reader whose uncertainty the gate measures
+    lazy_theme_summaries: bool = True  # a theme's summary is written when it is read (False: upstream, eagerly)
 
 
 def _message_inputs(msgs: list[dict[str, str]]) -> list[tuple[str, list[str], list[str]]]:
@@ -235,13 +246,15 @@ def _episode_turns(ep: dict[str, Any]) -> list[str]:
 
 @SYSTEMS.register("xmemory")
 class XMemory(MemorySystem):
-    # ~1.8 boundary calls per exchange + ~0.3 episodes (1 episode call + 1-2 fact calls) per exchange; ~4 theme
-    # summaries per session; the tail flush once per task (counted here per query: ~3 calls on the memory role),
+    # ~1.8 boundary calls per exchange + ~0.3 episodes (1 episode call + 1-2 fact calls) per exchange; at most ~4 theme
+    # summaries per session (eager's count, a bound: written when read, fewer); the tail flush once per task
+    # (counted here per query: ~3 calls on the memory role),
     # the answer plus ~4 gate probes (base + early-stopped episode probes) on the answerer.
     # version 2: upstream's boundary, episode, prediction and extraction prompts verbatim (were paraphrased);
-    version = "4"  # empty extractions are diagnostics, JSON faults through MemorySystem.memory_json (issue 21);
+    version = "5"  # empty extractions are diagnostics, JSON faults through MemorySystem.memory_json (issue 21);
     # 3: the tail flushed once at the end of ingestion; gate_ran=False on the baseline path; 4: episodes, facts and
     # theme summaries by the one rule (kept_provenance); a refused theme summary or prediction is a fault
+    # 5: theme summaries written when read, not at every change while ingesting (cost only; answers unchanged)
     cost = CallProfile(memory_calls_per_user_turn=2.6, memory_calls_per_session=4.0, memory_calls_per_query=2.0,
                        answer_calls_per_query=5.0, prompt_tokens_per_memory_call=2000,
                        prompt_tokens_per_answer_call=2500)
@@ -453,12 +466,19 @@ class XMemory(MemorySystem):
         t["summary_derived"] = derived
         st.theme_emb[tid] = self.encoder.encode([summary])[0]
 
+    def _changed(self, st: _State, tid: str) -> None:
+        """A theme's members may have changed: its summary is written now (``lazy_theme_summaries: false``,
+        upstream's eager writes) or, by default, when the read path next reads it (``_search``). A theme is dirty
+        while ``summarised`` differs from its members, so snapshots carry the dirty state as they are."""
+        if not self.p.lazy_theme_summaries:
+            self._summarise(st, tid)
+
     def _new_theme(self, st: _State, members: list[str]) -> str:
         tid = st.new_id("theme")
         st.themes[tid] = {"summary": "", "semantic_ids": list(members), "summarised": None,
                           "neighbors": [], "neighbor_sims": []}
         st.centroid[tid] = self._mean(st, members)
-        self._summarise(st, tid)
+        self._changed(st, tid)
         return tid
 
     def _drop_theme(self, st: _State, tid: str) -> None:
@@ -537,7 +557,7 @@ class XMemory(MemorySystem):
         first = [members[i] for i in clusters[0]]
         st.themes[tid]["semantic_ids"] = first
         st.centroid[tid] = self._mean(st, first)
-        self._summarise(st, tid)
+        self._changed(st, tid)
         for c in clusters[1:]:
             self._new_theme(st, [members[i] for i in c])
 
@@ -600,7 +620,7 @@ class XMemory(MemorySystem):
                 intra = float((np.sum(U @ U.T) - m) / (m * (m - 1) + 1e-6))
                 need = m > p.theme_max_size or (m >= 8 and intra < p.min_intra_sim)
             if not need:
-                self._summarise(st, tid)
+                self._changed(st, tid)
                 bucket[tid] = st.themes[tid]
                 continue
             cands: list[list[list[int]]] = []
@@ -626,7 +646,7 @@ class XMemory(MemorySystem):
     def _absorb(self, st: _State, keep: str, gone: str, centroid: np.ndarray) -> None:
         st.themes[keep]["semantic_ids"].extend(st.themes[gone]["semantic_ids"])
         st.centroid[keep] = centroid
-        self._summarise(st, keep)
+        self._changed(st, keep)
         self._drop_theme(st, gone)
 
     def _merge_gain(self, st: _State, keep: str, gone: str) -> tuple[float, np.ndarray]:
@@ -787,6 +807,9 @@ class XMemory(MemorySystem):
         # themes: those holding pooled facts, picked by coverage of the theme kNN graph
         order, pooled = {t: i for i, t in enumerate(st.themes)}, set(pool)
         tcands = sorted({t for t, v in st.themes.items() for s in v["semantic_ids"] if s in pooled}, key=order.get)
+        if p.lazy_theme_summaries:  # the only themes whose summary (and its embedding) is read
+            for t in tcands:
+                self._summarise(st, t)
         tscore = {t: float(_unit(st.theme_emb[t]) @ q) for t in tcands}
         tcands.sort(key=lambda t: -tscore[t])
         tneigh = {t: list(zip(st.themes[t]["neighbors"], st.themes[t]["neighbor_sims"])) for t in tcands}

@@ -170,11 +170,27 @@ def test_facts_are_predicted_corrected_and_attached_to_themes(fake, models, tmp_
     assert [n for n, _ in mem.st.sem_knn[s3]][:1] in ([s1], [s2]) and s3 not in [n for n, _ in mem.st.sem_knn[s3]]
     # the two tomato facts share a theme; the car fact founds its own
     assert sorted(t["semantic_ids"] for t in mem.st.themes.values()) == [[s1, s2], [s3]]
+    assert not mem.st.pending
+    # summaries are written when read: none while ingesting, every theme dirty (its members not yet summarised)
+    assert not requests_with(fake, THEME) and all(t["summarised"] is None for t in mem.st.themes.values())
+    mem.end_ingestion()
+    fake.reset_log()
+    mem.recall(QUERY)  # the pool holds every fact, so both themes are read, each summarised once from its members
+    summaries = [prompt_of(b) for b in requests_with(fake, THEME)]
+    assert len(summaries) == 2 and f"- {F1}\n- {F2}\nReturn only the summary." in summaries[0]
+    assert {t["summary"] for t in mem.st.themes.values()} == {"Theme: gardening", "Theme: car"}
+    assert all(t["summarised"] == t["semantic_ids"] for t in mem.st.themes.values())
+    fake.reset_log()
+    mem.recall(QUERY)
+    assert not requests_with(fake, THEME)  # clean themes are not summarised again
+
+
+def test_eager_theme_summaries_resummarise_every_changed_theme_while_ingesting(fake, models, tmp_path, encoder):
+    mem = build(fake, models, tmp_path, encoder, lazy_theme_summaries=False)
     summaries = [prompt_of(b) for b in requests_with(fake, THEME)]
     assert len(summaries) == 3  # found theme 1, found theme 2, re-summarise theme 1 after the attach
     assert f"- {F1}\n- {F2}\nReturn only the summary." in summaries[-1]
     assert {t["summary"] for t in mem.st.themes.values()} == {"Theme: gardening", "Theme: car"}
-    assert not mem.st.pending
 
 
 def _unit_vec(dim: int, deg: float, extra: int = -1, eps: float = 0.0) -> np.ndarray:
@@ -250,7 +266,8 @@ def test_read_path_gates_episodes_with_logprobs(fake, models, tmp_path, encoder)
     assert all(g["logprobs"] is True and g["max_tokens"] == 20 and g["temperature"] == 0.0 for g in gates)
     base = prompt_of(gates[0])
     assert "# THEMES\n- Theme: gardening\n\n# SEMANTICS\n- The user grows" in base and "# EPISODES\n(none)" in base
-    assert ans.meta["themes"] == [t for t, v in mem.st.themes.items() if v["summary"] == "Theme: gardening"]
+    assert [[mem.st.semantics[s]["content"] for s in mem.st.themes[t]["semantic_ids"]] for t in ans.meta["themes"]] \
+        == [[F1, F2]]
     assert ans.meta["gate"] == "logprobs" and ans.meta["base_nll"] == pytest.approx(0.65) and ans.meta["gate_ran"]
     probes = [prompt_of(g).split("# EPISODES\n")[1].split("\n\nQuestion")[0] for g in gates[1:]]
     assert probes == ["- The user planted tomatoes in the backyard garden.", "- The user grows tomatoes in the backyard.",
@@ -427,7 +444,10 @@ def test_injected_fact_stored_and_retrieved_gives_provenance_recall_1(fake, mode
     assert other and all(s["sources"] and FACT_TURN_ID not in s["sources"] for s in other)
     assert all(re.fullmatch(r"bg_\d\d#\d+", t) for s in other for t in s["sources"])
     # a theme summary's origin is the origin of facts it states; the rest of what it summarised is derived
-    for t in mem.st.themes.values():
+    assert all(t["summarised"] is None for t in mem.st.themes.values())  # written when read, not while ingesting
+    mem.recall(TASK.query)
+    assert any(t["summarised"] for t in mem.st.themes.values())
+    for t in (t for t in mem.st.themes.values() if t["summarised"]):
         facts = [mem.st.semantics[s] for s in t["summarised"]]
         assert set(t["summary_sources"]) <= {x for f in facts for x in f["sources"]}
         assert set(t["summary_sources"] + t["summary_derived"]) == {x for f in facts for x in f["sources"] + f["derived"]}
@@ -497,8 +517,7 @@ def test_snapshot_restore_keeps_provenance_and_old_snapshots_load(fake, models, 
     other.restore(tmp_path / "snap")
     assert other.st.semantics == mem.st.semantics and other.st.episodes == mem.st.episodes
     assert other.st.buffer == mem.st.buffer
-    assert ([t["summary_sources"] for t in other.st.themes.values()]
-            == [t["summary_sources"] for t in mem.st.themes.values()])
+    assert other.st.themes == mem.st.themes  # the dirty state (``summarised``) included
     assert other.recall(QUERY).items == mem.recall(QUERY).items
     # a snapshot written before provenance existed loads with empty sources
     import json
@@ -595,6 +614,8 @@ def test_gate_role_memory_runs_the_gate_on_a_logprob_model_while_a_reasoning_mod
 
 def test_a_refused_theme_summary_is_a_fault_and_the_previous_summary_stays(fake, models, tmp_path, encoder):
     mem = build(fake, models, tmp_path, encoder)
+    mem.end_ingestion()
+    mem.recall(QUERY)  # the themes are read, so summarised
     mem.take_faults()
     tid, theme = next((t, v) for t, v in mem.st.themes.items() if v["summary"])
     before = (theme["summary"], list(theme["summary_sources"]))
@@ -602,7 +623,42 @@ def test_a_refused_theme_summary_is_a_fault_and_the_previous_summary_stays(fake,
     member = mem.st.semantics[theme["semantic_ids"][0]]
     member["content"] += " (restated)"  # a changed member: a new summary call (not the cached one)
     theme["summarised"] = None
-    mem._summarise(mem.st, tid)
-    [f] = mem.take_faults()
-    assert (f.kind, f.where) == ("malformed_reply", "theme_summary") and "refusal" in f.detail
+    mem.recall(QUERY)  # the dirty theme is summarised when read
+    [f] = [f for f in mem.take_faults() if f.where == "theme_summary"]
+    assert f.kind == "malformed_reply" and "refusal" in f.detail and set(f.turns) == {
+        x for s in theme["semantic_ids"] for x in mem.st.semantics[s]["sources"] + mem.st.semantics[s]["derived"]}
     assert (theme["summary"], theme["summary_sources"]) == before and theme["summarised"] is None
+
+
+def test_lazy_theme_summaries_answer_identically_and_later_tasks_pay_fewer_memory_calls(fake, tmp_path, encoder):
+    """Three tasks over one trace and one call cache, eager then lazy (each its own cache): the answers and the exact
+    contexts the answerer saw are byte-identical, while the lazy run pays fewer memory calls for later tasks (eager
+    re-summarises the theme holding the task's fact after every later session, lazily it is summarised once, read)."""
+    base = protocol_dispatch()
+
+    def reply(body):
+        p = prompt_of(body)
+        if (COLD in p or COMPARE in p) and (m := re.search(r"I grow (\w+) tomato plants on my roof", p)):
+            return {"statements": [f"The user grows {m.group(1)} tomato plants on the roof."]}
+        return base(body)
+
+    fake.add_rule("", reply)
+    trace = make_trace(n_sessions=5, user_turns_per_session=2)
+    tasks = [Task(id=f"roof{n}", domain="other", user_message=f"I grow {n} tomato plants on my roof.",
+                  assistant_message="Nice.", naive_query="How many tomato plants do I grow on my roof?",
+                  query="How many stakes should I buy for my roof tomatoes?", explanation="-")
+             for n in ("two", "three", "five")]
+    runs = {}
+    for lazy in (False, True):
+        models = Models.build(fake_endpoints(fake.base_url), CallCache(tmp_path / f"cache{lazy}"))
+        make = lambda wd, lazy=lazy: XMemory(models, encoder, wd, lazy_theme_summaries=lazy)  # noqa: E731
+        recs = [run_task(t, trace, 1, make, models, tmp_path / f"w{lazy}" / t.id, config_hash="h",
+                         system_name="xmemory") for t in tasks]
+        assert all(r.error is None for r in recs)
+        runs[lazy] = recs
+    for eager, lazy in zip(runs[False], runs[True]):
+        for a, b in ((eager.indirect, lazy.indirect), (eager.naive, lazy.naive)):
+            assert (a.text, a.context) == (b.text, b.context)
+        assert "tomato plants on the roof" in lazy.indirect.context_text()
+    paid = {k: [r.usage["memory"].calls - r.usage["memory"].cached_calls for r in v] for k, v in runs.items()}
+    assert all(x <= y for x, y in zip(paid[True], paid[False])) and sum(paid[True][1:]) < sum(paid[False][1:]), paid
