@@ -21,8 +21,10 @@ import sys
 import tempfile
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from inmind_exp.errors import LocalModelError
 
@@ -113,6 +115,19 @@ def _die_with_parent() -> None:  # runs in the child before exec (Linux): kill i
         pass
 
 
+#: the thread every server is started from. PR_SET_PDEATHSIG fires when the *thread* that started the child ends,
+#: not the process: started from a configuration's driver thread, the server was killed when that configuration
+#: finished, under the sweep's other configurations (seen on the embedded model: "server died (signal SIGKILL)")
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inmind-spawn")
+
+
+def spawn(cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(cmd, **kwargs)`` for a child that dies with this process (kill -9 included) and only then."""
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(cmd, preexec_fn=_die_with_parent, **kwargs)
+    return _SPAWNER.submit(start).result()
+
+
 @dataclass
 class LocalServer:
     """A running llama.cpp server; ``base_url`` is what the openai client needs, ``cache_id`` names the model stably."""
@@ -193,7 +208,7 @@ def start_local_server(
     if chat_format:
         cmd += ["--chat_format", chat_format]
     logf = open(log_path, "ab")
-    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+    proc = spawn(cmd, stdout=logf, stderr=subprocess.STDOUT)
     server = LocalServer(
         process=proc,
         base_url=f"http://127.0.0.1:{port}/v1",

@@ -336,3 +336,24 @@ def test_a_server_that_died_says_how_and_where_its_log_is(tmp_path):
     stopped = server(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]))
     stopped.stop()
     assert stopped.died() is None
+
+
+def test_the_server_outlives_the_thread_that_started_it():
+    """PR_SET_PDEATHSIG fires when the *thread* that started the child ends: the embedded server, started from the
+    first configuration's driver thread, was killed (SIGKILL) when that configuration finished, under the sweep's
+    other configurations still using it."""
+    import subprocess
+    import threading
+    import time
+
+    started: list[subprocess.Popen[bytes]] = []
+    t = threading.Thread(target=lambda: started.append(local_server.spawn([sys.executable, "-c",
+                                                                           "import time; time.sleep(60)"])))
+    t.start()
+    t.join()
+    try:
+        time.sleep(0.5)
+        assert started[0].poll() is None, f"the child ended with {started[0].returncode} with its starting thread"
+    finally:
+        started[0].kill()
+        started[0].wait()
