@@ -76,6 +76,10 @@ class ClusterServices:
     async def land_flight(self, directory: str, kind: str, key: str, value: Any) -> None:
         self._flights.land(directory, kind, key, value)
 
+    @ray.method(concurrency_group="flights")
+    async def touch_flight(self, directory: str, kind: str, key: str) -> None:
+        self._flights.touch(directory, kind, key)
+
     # -- the board: one call at a time (reports carry their sequence number: see PhaseBoard) --------------------
 
     @ray.method(concurrency_group="board")

@@ -12,6 +12,7 @@ inside functions, so this module imports without it.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 from contextlib import contextmanager
@@ -19,6 +20,9 @@ from typing import Any, Iterator
 
 from inmind_exp.llm.inflight import WAIT_S, Flight, SingleFlight, _Flight
 from inmind_exp.llm.limits import LimitRequest
+
+#: a leader touches its flight this often while its call runs; a flight untouched for STALE_S is taken over
+BEAT_S, STALE_S = 5.0, 60.0
 
 log = logging.getLogger(__name__)
 
@@ -126,14 +130,22 @@ class CacheActor:
 
 class FlightBook:
     """The requests in flight across the cluster, by (cache directory, kind, key): the first worker to ``join`` a
-    key leads (makes the call), the others wait in the service until it ``land``s and take its reply. A flight older
-    than ``WAIT_S`` (its leader lost with its worker) is taken over by the next caller. Asyncio bookkeeping, run on
-    the services actor's event loop; no Ray here, so it is tested in-process."""
+    key leads (makes the call), the others wait in the service until it ``land``s and take its reply. The leader
+    ``touch``es its flight every ``BEAT_S`` while its call runs; a flight untouched for ``STALE_S`` (its leader lost
+    with its worker or node) is taken over by a caller, waiting or new. Asyncio bookkeeping, run on the services
+    actor's event loop; no Ray here, so it is tested in-process."""
 
     def __init__(self) -> None:
-        self._flights: dict[tuple[str, str, str], tuple[Any, float, list[Any]]] = {}
+        #: key -> [landed event, last touched (monotonic), reply box]
+        self._flights: dict[tuple[str, str, str], list[Any]] = {}
         #: requests that waited for another worker's identical request instead of sending their own
         self.joined = 0
+
+    def _lead(self, k: tuple[str, str, str]) -> tuple[bool, Any]:
+        import asyncio
+
+        self._flights[k] = [asyncio.Event(), time.monotonic(), [None]]
+        return True, None
 
     async def join(self, directory: str, kind: str, key: str, timeout_s: float = WAIT_S) -> tuple[bool, Any]:
         """(True, None): the caller leads; (False, reply): another worker's reply (None when its call failed or
@@ -141,18 +153,28 @@ class FlightBook:
         import asyncio
 
         k = (directory, kind, key)
-        now = time.monotonic()
         flight = self._flights.get(k)
-        if flight is None or now - flight[1] > WAIT_S:
-            self._flights[k] = (asyncio.Event(), now, [None])
-            return True, None
+        if flight is None or time.monotonic() - flight[1] > STALE_S:
+            return self._lead(k)
         done, _, box = flight
-        try:
-            await asyncio.wait_for(done.wait(), timeout=timeout_s)
-        except TimeoutError:
-            return False, None
+        deadline = time.monotonic() + timeout_s
+        while not done.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False, None
+            try:
+                await asyncio.wait_for(done.wait(), timeout=min(left, max(STALE_S / 2, 0.05)))
+            except TimeoutError:
+                if self._flights.get(k) is flight and time.monotonic() - flight[1] > STALE_S:
+                    return self._lead(k)  # its leader stopped touching it: lost (a killed worker or node)
         self.joined += box[0] is not None
         return False, box[0]
+
+    def touch(self, directory: str, kind: str, key: str) -> None:
+        """The leader's call is still running."""
+        flight = self._flights.get((directory, kind, key))
+        if flight is not None:
+            flight[1] = time.monotonic()
 
     def land(self, directory: str, kind: str, key: str, value: Any) -> None:
         """The leader's reply (None: its call failed), handed to every worker waiting for it."""
@@ -201,6 +223,27 @@ class ClusterFlights:
     def _land(self, kind: str, key: str, value: Any) -> None:
         self.actor.land_flight.remote(self.dir, kind, key, value)
 
+    def _touch(self, kind: str, key: str) -> None:
+        self.actor.touch_flight.remote(self.dir, kind, key)
+
+    @contextmanager
+    def _beating(self, kind: str, key: str) -> Iterator[None]:
+        """Touch the flight every ``BEAT_S`` while this worker's call runs (a lost worker stops, and is replaced)."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(BEAT_S):
+                try:
+                    self._touch(kind, key)
+                except Exception:  # noqa: BLE001 - the service lost: followers take over after STALE_S
+                    return
+
+        threading.Thread(target=beat, name="inmind-flight-beat", daemon=True).start()
+        try:
+            yield
+        finally:
+            stop.set()
+
     @contextmanager
     def claim(self, kind: str, key: str, timeout_s: float | None = WAIT_S) -> Iterator[Flight]:
         wait = WAIT_S if timeout_s is None else timeout_s
@@ -217,7 +260,8 @@ class ClusterFlights:
                 yield Flight(False, followed)
                 return
             try:
-                yield flight
+                with self._beating(kind, key):
+                    yield flight
             finally:
                 if not self.lost:
                     self._land(kind, key, flight.value)

@@ -43,6 +43,9 @@ class _LocalFlights(ClusterFlights):
     def _land(self, kind: str, key: str, value: Any) -> None:
         self.service.land(self.dir, kind, key, value)
 
+    def _touch(self, kind: str, key: str) -> None:
+        self.service.loop.call_soon_threadsafe(self.service.book.touch, self.dir, kind, key)
+
 
 def _workers(tmp_path, service: _Service | None, n: int = 2) -> list[CallCache]:
     caches = [CallCache(tmp_path / f"node{i}") for i in range(n)]
@@ -100,8 +103,43 @@ def test_a_lost_leaders_flight_is_taken_over(monkeypatch):
 
     async def scenario() -> list[tuple[bool, Any]]:
         first = await book.join("d", "chat", "k")
-        monkeypatch.setattr(services, "WAIT_S", -1.0)  # the flight is now older than any leader may take
+        monkeypatch.setattr(services, "STALE_S", -1.0)  # the flight is now untouched for longer than allowed
         second = await book.join("d", "chat", "k", timeout_s=1.0)
         return [first, second]
 
     assert asyncio.run(scenario()) == [(True, None), (True, None)]
+
+
+def test_a_waiter_takes_over_when_the_leader_stops_touching_and_keeps_waiting_while_it_does(monkeypatch):
+    """A worker node killed while it led a flight left the others waiting WAIT_S (30 min): the two-node sweep test
+    timed out. A waiter now takes the flight over once it is untouched for STALE_S, and not while it is touched."""
+    import time
+
+    import inmind_exp.exec.services as services
+
+    monkeypatch.setattr(services, "STALE_S", 0.3)
+    book = FlightBook()
+
+    async def lost() -> tuple[tuple[bool, Any], float]:
+        await book.join("d", "chat", "k")  # leads, then is never heard of again
+        t0 = time.monotonic()
+        return await book.join("d", "chat", "k", timeout_s=30.0), time.monotonic() - t0
+
+    took, waited = asyncio.run(lost())
+    assert took == (True, None) and waited < 2.0
+
+    async def alive() -> tuple[bool, Any]:
+        await book.join("d", "chat", "k2")
+
+        async def leader() -> None:
+            for _ in range(8):  # 1.2 s of touches, four times STALE_S
+                await asyncio.sleep(0.15)
+                book.touch("d", "chat", "k2")
+            book.land("d", "chat", "k2", "reply")
+
+        task = asyncio.ensure_future(leader())
+        got = await book.join("d", "chat", "k2", timeout_s=30.0)
+        await task
+        return got
+
+    assert asyncio.run(alive()) == (False, "reply")
