@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from inmind_exp.testing.fake_openai import Fault, FakeOpenAI
-from tests.launch_helpers import REPO, env, launch_cmd, mlflow_runs, write_small_data
+from tests.launch_helpers import REPO, alive, descendants, env, launch_cmd, mlflow_runs, write_small_data
 
 BASE = ("system=backbone", "embedding=bm25")
 KEY = "sk-probe-" + "5" * 24  # planted: must reach no file
@@ -317,34 +317,6 @@ def p10i(tmp: Path) -> tuple[str, bool]:
             _clean_exit(p, 3) and asked == 2 and not hint)
 
 
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(d))
-    found, todo = [], list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo += children.get(pid, [])
-    return found
-
-
-def _alive(pids: list[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                alive.append(pid)
-        except (OSError, IndexError):
-            continue
-    return alive
-
-
 def p10j(tmp: Path) -> tuple[str, bool]:
     write_small_data(tmp / "data", n_tasks=6, n_sessions=3)
     with FakeOpenAI(delay_s=0.7) as fake:
@@ -354,14 +326,14 @@ def p10j(tmp: Path) -> tuple[str, bool]:
         while time.monotonic() < deadline and proc.poll() is None and len(fake.chat_requests()) < 3:
             time.sleep(0.5)
         time.sleep(2)  # the node's agents are up
-        node = _descendants(proc.pid)
+        node = descendants(proc.pid)
         proc.kill()
         proc.wait()
         t0 = time.monotonic()
-        while _alive(node) and time.monotonic() - t0 < 120:
+        while alive(node) and time.monotonic() - t0 < 120:
             time.sleep(0.05)
         gone = time.monotonic() - t0
-    left = _alive(node)
+    left = alive(node)
     return f"{len(node)} processes gone {gone:.1f} s after kill -9", not left and gone < 5
 
 

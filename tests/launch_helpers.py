@@ -114,3 +114,25 @@ def expand_sweep(overrides: list[str], params: dict | None = None) -> list:
     register_configs()
     with initialize_config_dir(str(REPO / "conf"), version_base="1.3"):
         return [compose("config", overrides=job) for job in expand_overrides(overrides, params)]
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` (children, theirs, ...), from ``/proc``."""
+    from inmind_exp.exec.reaper import process_table
+
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in process_table().items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def alive(pids: list[int]) -> list[int]:
+    """The pids still running (a zombie waiting for its reaper is not)."""
+    from inmind_exp.exec.reaper import process_state
+
+    return [pid for pid in pids if process_state(pid) not in ("", "Z")]

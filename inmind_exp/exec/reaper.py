@@ -50,7 +50,7 @@ def watch() -> dict[str, str]:
     return {MARK: token}
 
 
-def _table() -> dict[int, tuple[int, str]]:
+def process_table() -> dict[int, tuple[int, str]]:
     """Every process: pid -> (parent pid, start time in clock ticks: with the pid, a process's identity)."""
     table = {}
     for entry in os.listdir("/proc"):
@@ -85,7 +85,7 @@ class Watch:
     def scan(self, everywhere: bool = False) -> None:
         """Note the node's processes among the driver's descendants (``everywhere``: among all processes, once the
         driver is gone and its children were handed to another parent)."""
-        table = _table()
+        table = process_table()
         children: dict[int, list[int]] = {}
         for pid, (ppid, _) in table.items():
             children.setdefault(ppid, []).append(pid)
@@ -104,12 +104,13 @@ class Watch:
 
     def alive(self) -> list[int]:
         """The noted processes still running (same pid and start time; a zombie is not running)."""
-        table = _table()
+        table = process_table()
         return [pid for pid, started in self.seen.items() if pid in table and table[pid][1] == started
-                and _state(pid) not in ("Z", "X", "")]
+                and process_state(pid) not in ("Z", "X", "")]
 
 
-def _state(pid: int) -> str:
+def process_state(pid: int) -> str:
+    """``pid``'s state letter (``Z``: a zombie), or "" when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             return f.read().rsplit(b")", 1)[1].split()[0].decode()

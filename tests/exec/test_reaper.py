@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from inmind_exp.exec import reaper
+from tests.launch_helpers import alive, descendants
 
 DRIVER = """
 import time
@@ -27,36 +28,6 @@ ex.ray.get([w.ready_ref for w in ex.workers if w.ready_ref is not None], timeout
 print("ready", flush=True)
 time.sleep(600)
 """
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(d))
-    found, todo = [], list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo += children.get(pid, [])
-    return found
-
-
-def _alive(pids: list[int]) -> list[int]:
-    """The pids still running (a zombie waiting for its reaper is not)."""
-    alive = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != "Z":
-            alive.append(pid)
-    return alive
 
 
 def _describe(pids: list[int]) -> list[str]:
@@ -85,7 +56,7 @@ def test_the_watchdog_kills_the_nodes_processes_and_no_other():
         assert sorted(watch.alive()) == sorted([marked.pid, child])
         marked.kill()  # the child is handed to another parent: still the node's
         marked.wait()
-        assert reaper.reap(watch) == 1 and _alive([child]) == []
+        assert reaper.reap(watch) == 1 and alive([child]) == []
         assert other.poll() is None
     finally:
         for p in (marked, other):
@@ -104,20 +75,20 @@ def test_kill_9_of_a_driver_ends_its_ray_node_at_once():
     try:
         assert driver.stdout is not None and driver.stdout.readline().strip() == "ready"
         time.sleep(1.0)  # the agents are up
-        node = _descendants(driver.pid)
+        node = descendants(driver.pid)
         assert len(node) >= 4  # gcs, raylet, agents, workers, the watchdog
         driver.kill()
         driver.wait()
         t0 = time.monotonic()
-        while _alive(node) and time.monotonic() - t0 < 20:
+        while alive(node) and time.monotonic() - t0 < 20:
             time.sleep(0.1)
         gone_s = time.monotonic() - t0
-        assert _alive(node) == [], f"still running {gone_s:.1f} s after kill -9: {_describe(_alive(node))}"
+        assert alive(node) == [], f"still running {gone_s:.1f} s after kill -9: {_describe(alive(node))}"
         assert gone_s < 10  # Ray alone: 61 s (its agents wait out publish_error_to_driver)
     finally:
         if driver.poll() is None:
-            node = node or _descendants(driver.pid)
+            node = node or descendants(driver.pid)
             driver.kill()
-        for pid in _alive(node):  # only on failure: what this test's driver started
+        for pid in alive(node):  # only on failure: what this test's driver started
             os.kill(pid, 9)
         shutil.rmtree(ray_tmp, ignore_errors=True)
