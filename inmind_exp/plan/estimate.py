@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from inmind_exp.llm.endpoint import ROLES
+from inmind_exp.plan.expected import calls, entry, expected, hit_profile, write_estimate
 from inmind_exp.records import Session
 
 if TYPE_CHECKING:  # the package's __init__ imports this module: it stays light (the plan and judges import openai)
@@ -107,8 +108,6 @@ def estimate(plan: Plan, retry_errors: bool | None = None,
 
 def expected_estimate(plan: Plan, est: dict[str, float]) -> dict[str, float]:
     """``est`` with the expected figures of ``plan.expected`` (cross-task cache hits taken off) and their wall time."""
-    from inmind_exp.plan.expected import expected
-
     out = expected(plan, est)
     out["wall_s"] = wall_time_s(out, plan.run.latency_s)
     return out
@@ -141,7 +140,7 @@ def wall_time_s(est: dict[str, float], latency_s: float) -> float:
     """Expected wall time at ``latency_s`` per call: the prefix build's calls one after another (its tasks wait
     for it), the tasks' calls spread over the slots that can be in flight, plus one task's own chain of calls
     (the last task to start still runs its calls in order). Start-up and local computing are not included."""
-    task_calls = est["memory_calls"] + est["answer_calls"] + est["judge_calls"] - est["prefix_chain_calls"]
+    task_calls = calls(est) - est["prefix_chain_calls"]
     return latency_s * (est["prefix_chain_calls"] + task_calls / max(1.0, est["slots"])
                         + est["task_chain_calls"] * est.get("chains", 1))
 
@@ -201,8 +200,8 @@ class SweepTotal:
         """One configuration's bound ``est`` and its expected figures ``exp`` (the bound when not given)."""
         self.configs += 1
         exp, exp_cost = (est, cost) if exp is None else (exp, exp_cost)
-        self.rows.append((name, f"{est['tasks_to_run']:.0f}/{est['tasks_total']:.0f}", _n_calls(exp), exp_cost,
-                          exp.get("wall_s", 0.0), _n_calls(est), cost, est.get("wall_s", 0.0)))
+        self.rows.append((name, f"{est['tasks_to_run']:.0f}/{est['tasks_total']:.0f}", round(calls(exp)), exp_cost,
+                          exp.get("wall_s", 0.0), round(calls(est)), cost, est.get("wall_s", 0.0)))
         self.latency_s = max(self.latency_s, latency_s)
         _accumulate(self.est, est)
         _accumulate(self.exp, exp)
@@ -241,8 +240,6 @@ class SweepTotal:
 
     def write(self) -> Path | None:
         """``estimate.json`` in the sweep's (or run's) directory: each configuration's figures and the total."""
-        from inmind_exp.plan.expected import entry, write_estimate
-
         if self.root is None or not self.configs:
             return None
         total = entry({**self.exp, "wall_s": self.wall_s(True)}, self.exp_cost, self.est, self.cost)
@@ -257,13 +254,9 @@ def _accumulate(total: dict[str, float], est: dict[str, float]) -> None:
             total[k] = total.get(k, 0) + v
 
 
-def _n_calls(est: dict[str, float]) -> int:
-    return round(est["memory_calls"] + est["answer_calls"] + est["judge_calls"])
-
-
 def _calls(est: dict[str, float], cost: float | None) -> str:
     money = f", ~${cost:,.2f}" if cost is not None else ""
-    return f"~{est['memory_calls'] + est['answer_calls'] + est['judge_calls']:,.0f} calls{money}"
+    return f"~{calls(est):,.0f} calls{money}"
 
 
 def _wall(wall_s: float, latency_s: float, slots: float) -> str:
@@ -291,7 +284,6 @@ def print_estimate(plan: Plan, retry_errors: bool | None = None, out: Any = None
     configuration whose answers an earlier one of ``total`` makes is priced for its judge calls only)."""
     from inmind_exp.plan.reuse import answers_key
 
-    from inmind_exp.plan.expected import entry, hit_profile
 
     total = total if total is not None else SweepTotal()
     est = estimate(plan, retry_errors, total.answers)
