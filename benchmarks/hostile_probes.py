@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from inmind_exp.testing.fake_openai import Fault, FakeOpenAI
-from tests.launch_helpers import REPO, alive, descendants, env, launch_cmd, mlflow_runs, write_small_data
+from tests.launch_helpers import REPO, alive, descendants, env, launch_cmd, mlflow_runs, sigint_default, write_small_data
 
 BASE = ("system=backbone", "embedding=bm25")
 KEY = "sk-probe-" + "5" * 24  # planted: must reach no file
@@ -259,8 +259,7 @@ def p10b(tmp: Path) -> tuple[str, bool]:
         proc = subprocess.Popen(launch_cmd(tmp, fake.base_url, "system=naive_rag", "embedding=bm25", "cluster.workers=1",
                                            "cluster.tasks_per_worker=1"), cwd=REPO, env=env(),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                # a shell's background job (this script run with &) ignores SIGINT, and the child would inherit it
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                                preexec_fn=sigint_default)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:
             if any(p.read_text().strip() for p in tmp.rglob("ledger/*.jsonl")):

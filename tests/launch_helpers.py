@@ -136,3 +136,11 @@ def alive(pids: list[int]) -> list[int]:
     from inmind_exp.exec.reaper import process_state
 
     return [pid for pid in pids if process_state(pid) not in ("", "Z")]
+
+
+def sigint_default() -> None:
+    """``preexec_fn`` of a child the test will Ctrl-C: a shell's background job starts with SIGINT ignored, and
+    a child would inherit that (Python then installs no KeyboardInterrupt handler)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

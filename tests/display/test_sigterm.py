@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_openai import FakeOpenAI
-from tests.launch_helpers import REPO, env, launch_cmd, mlflow_runs, write_small_data
+from tests.launch_helpers import REPO, env, launch_cmd, mlflow_runs, sigint_default, write_small_data
 
 
 def _ray_processes(ray_tmp: Path) -> list[str]:
@@ -39,9 +39,8 @@ def test_a_signal_stops_cleanly(tmp_path, sig, code, said, twice):
             e["RAY_TMPDIR"] = str(ray_tmp)
             cmd = launch_cmd(tmp_path, fake.base_url, "system=naive_rag", "embedding=bm25", "cluster.workers=1",
                              "cluster.tasks_per_worker=1")  # one at a time: the stop lands between tasks
-            # a shell's background job ignores SIGINT, and the launch would inherit that
             proc = subprocess.Popen(cmd, cwd=REPO, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                                    preexec_fn=sigint_default)
             ledger_dir = tmp_path / "sweep" / "ledger"
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline and proc.poll() is None:

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.fake_openai import FakeOpenAI
-from tests.launch_helpers import REPO, env, launch_cmd, mlflow_runs, run, write_small_data
+from tests.launch_helpers import REPO, env, launch_cmd, mlflow_runs, run, sigint_default, write_small_data
 
 RAY_STARTED = "Started a local Ray instance"
 
@@ -75,7 +75,7 @@ def test_ctrl_c_before_anything_ran_prints_the_command(tmp_path):
         cmd = launch_cmd(tmp_path, url, "system=backbone,naive_rag", "embedding=bm25")
         # SIGINT as a terminal sends it (a shell's background job would start with it ignored)
         proc = subprocess.Popen(cmd, cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                                preexec_fn=sigint_default)
         # the first job's endpoints are checked as the launch starts (the check's failure is not repeated later)
         silent.settimeout(120)
         conn, _ = silent.accept()  # the check has connected; it now waits for the silent server's answer

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from tests.launch_helpers import REPO, env
+from tests.launch_helpers import REPO, env, sigint_default
 
 
 def _free_port() -> int:
@@ -27,7 +27,7 @@ def test_the_fake_server_cli_takes_port_and_delay_and_stops_on_ctrl_c():
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "inmind_exp.testing.fake_openai", "--port", str(port),
                              "--delay-s", "0.3"], cwd=REPO, env=env(), stdout=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=sigint_default)
     try:
         line = proc.stdout.readline()
         assert f"http://127.0.0.1:{port}/v1" in line
